@@ -1,0 +1,307 @@
+"""Increment completeness of a Prostore backup topic, computed from message keys alone.
+
+Flow: a topic scanner decodes each message's key (`BackupKey`) and feeds it, with the message's
+Kafka partition, offset and timestamp, to `IncrementLedger.add`, in any order and as often as it
+likes (the scan may be resumed); `report()` then says, per datamart and delta, which export runs
+(incrementIds) are there, which are complete, why the others are not, and which one to read.
+
+Guarantees:
+- Pure and streaming: no Kafka, no values. Memory is O(distinct keys): a repeated key (Kafka
+  retries, `--kafkaRetries`) is counted as a duplicate and otherwise ignored.
+- A delta's CHOSEN increment is the latest complete one, never a union of two runs: the latest is
+  the one whose last message (greatest Kafka timestamp, then greatest (partition, offset)) is
+  greatest, then the greatest incrementId. A delta with no complete increment has none.
+- Completeness (a project decision, the seed is not explicit): every stream 1..streamTotal is
+  whole under one of two numberings, because the seed says chunk numbers count "all messages of
+  the stream" without saying whether per stream or per (stream, table):
+  (A) per stream: its chunk numbers over all tables and the changelog run 1..k without a hole and
+      the message with chunk k has isLastChunk;
+  (B) per (stream, table): each group's chunk numbers run 1..k_g without a hole and the stream has
+      an isLastChunk message that is the highest chunk of its group.
+  Also: exactly one streamTotal and one deltaDate per increment, and a changelog message (the seed
+  says every increment carries the changelog). Anything else is reported as a reason.
+- Missing deltas are those absent between the first and the last delta present for a datamart,
+  as the `readonly` check of RESTORE_FROM_KAFKA lists them; incomplete deltas are listed apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from resources.codecs.backup import MESSAGE_TYPE_CHANGELOG, BackupKey
+
+CHANGELOG_LABEL = "changelog"  # group label of the changelog messages (tableName null)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reports
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IncrementReport:
+    """One export run's share of one delta: (datamart, deltaNum, incrementId)."""
+
+    increment_id: str
+    complete: bool
+    stream_total: int  # the greatest seen, when the messages disagree (then a reason says so)
+    delta_date: int  # microseconds since the epoch; the smallest seen, when they disagree
+    messages: int  # distinct keys
+    duplicates: int  # messages whose key was already seen
+    tables: list[str]  # data tables seen, sorted
+    missing_streams: list[int]
+    holes: dict[str, list[int]]  # "stream 1" or "stream 1 / table t" -> missing chunk numbers
+    reasons: list[str]  # empty when complete
+    offsets: dict[int, tuple[int, int]]  # partition -> (first, last) offset, duplicates included
+    last_timestamp_ms: int
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["offsets"] = {str(p): [first, last] for p, (first, last) in self.offsets.items()}
+        return out
+
+
+@dataclass(frozen=True)
+class DeltaReport:
+    delta_num: int
+    delta_date: int | None  # of the chosen increment, else of the latest one
+    increments: list[IncrementReport]  # oldest first
+    chosen: str | None  # incrementId of the latest complete increment
+
+    @property
+    def complete(self) -> bool:
+        return self.chosen is not None
+
+    @property
+    def chosen_increment(self) -> IncrementReport | None:
+        return next((i for i in self.increments if i.increment_id == self.chosen), None)
+
+    def to_dict(self) -> dict:
+        return {
+            "delta_num": self.delta_num,
+            "delta_date": self.delta_date,
+            "complete": self.complete,
+            "chosen": self.chosen,
+            "increments": [i.to_dict() for i in self.increments],
+        }
+
+
+@dataclass(frozen=True)
+class DatamartReport:
+    datamart: str
+    deltas: dict[int, DeltaReport]  # by delta number, ascending
+    missing_deltas: list[int]  # absent between the first and the last present
+
+    @property
+    def present(self) -> list[int]:
+        return list(self.deltas)
+
+    @property
+    def complete(self) -> list[int]:
+        return [n for n, d in self.deltas.items() if d.complete]
+
+    @property
+    def incomplete(self) -> list[int]:
+        return [n for n, d in self.deltas.items() if not d.complete]
+
+    def to_dict(self) -> dict:
+        return {
+            "datamart": self.datamart,
+            "present": self.present,
+            "complete": self.complete,
+            "incomplete": self.incomplete,
+            "missing_deltas": self.missing_deltas,
+            "deltas": [d.to_dict() for d in self.deltas.values()],
+        }
+
+
+@dataclass(frozen=True)
+class TopicReport:
+    datamarts: dict[str, DatamartReport]  # by name, ascending
+
+    def to_dict(self) -> dict:
+        return {"datamarts": [d.to_dict() for d in self.datamarts.values()]}
+
+
+# ---------------------------------------------------------------------------------------------
+# Accumulation
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Increment:
+    """What the ledger keeps of one increment: the distinct keys, folded, and where they were."""
+
+    seen: set[tuple] = field(default_factory=set)
+    # stream -> table (None = changelog) -> chunk number -> isLastChunk
+    chunks: dict[int, dict[str | None, dict[int, bool]]] = field(default_factory=dict)
+    conflicts: set[str] = field(default_factory=set)
+    stream_totals: set[int] = field(default_factory=set)
+    delta_dates: set[int] = field(default_factory=set)
+    has_changelog: bool = False
+    duplicates: int = 0
+    offsets: dict[int, tuple[int, int]] = field(default_factory=dict)
+    last: tuple[int, int, int] = (-1, -1, -1)  # (timestamp_ms, partition, offset) of the latest
+
+
+class IncrementLedger:
+    """Accumulates backup keys; `report()` can be called at any time and does not consume."""
+
+    def __init__(self) -> None:
+        # (datamart, delta_num) -> incrementId -> state
+        self._deltas: dict[tuple[str, int], dict[str, _Increment]] = {}
+
+    def add(self, key: BackupKey, partition: int, offset: int, timestamp_ms: int) -> bool:
+        """Record one message; return False when its key was seen before (a duplicate)."""
+        runs = self._deltas.setdefault((key.datamart, key.delta_num), {})
+        inc = runs.setdefault(key.increment_id, _Increment())
+        # Where and when count for every copy: a reader needs the whole offset range, and a
+        # re-sent copy is as recent as it looks.
+        first, last = inc.offsets.get(partition, (offset, offset))
+        inc.offsets[partition] = (min(first, offset), max(last, offset))
+        inc.last = max(inc.last, (timestamp_ms, partition, offset))
+
+        ident = (
+            key.message_type, key.table_name, key.stream_number, key.chunk_number,
+            key.is_last_chunk, key.stream_total, key.delta_date,
+        )
+        if ident in inc.seen:
+            inc.duplicates += 1
+            return False
+        inc.seen.add(ident)
+        inc.stream_totals.add(key.stream_total)
+        inc.delta_dates.add(key.delta_date)
+        inc.has_changelog |= key.message_type == MESSAGE_TYPE_CHANGELOG
+        group = inc.chunks.setdefault(key.stream_number, {}).setdefault(key.table_name, {})
+        previous = group.setdefault(key.chunk_number, key.is_last_chunk)
+        if previous != key.is_last_chunk:
+            # Same position, both flag values: we cannot tell which copy tells the truth.
+            inc.conflicts.add(
+                f"{_label(key.stream_number, key.table_name)} chunk {key.chunk_number} "
+                "seen both with and without isLastChunk"
+            )
+            group[key.chunk_number] = True
+        return True
+
+    def delta_report(self, datamart: str, delta_num: int) -> DeltaReport | None:
+        """The report of one delta, or None when no message of it was seen."""
+        runs = self._deltas.get((datamart, delta_num))
+        return None if runs is None else _delta_report(delta_num, runs)
+
+    def report(self) -> TopicReport:
+        by_datamart: dict[str, dict[int, DeltaReport]] = {}
+        for (datamart, delta_num), runs in sorted(self._deltas.items(), key=lambda kv: kv[0]):
+            by_datamart.setdefault(datamart, {})[delta_num] = _delta_report(delta_num, runs)
+        datamarts = {}
+        for name, deltas in by_datamart.items():
+            present = set(deltas)
+            missing = [n for n in range(min(present), max(present)) if n not in present]
+            datamarts[name] = DatamartReport(name, deltas, missing)
+        return TopicReport(datamarts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation
+# ---------------------------------------------------------------------------------------------
+
+
+def _delta_report(delta_num: int, runs: dict[str, _Increment]) -> DeltaReport:
+    ranked = sorted(runs.items(), key=lambda item: (item[1].last, item[0]))
+    increments = [_increment_report(increment_id, inc) for increment_id, inc in ranked]
+    complete = [i for i in increments if i.complete]
+    chosen = complete[-1] if complete else None
+    date_from = chosen or increments[-1]
+    return DeltaReport(delta_num, date_from.delta_date, increments, chosen and chosen.increment_id)
+
+
+def _label(stream: int, table: str | None) -> str:
+    return f"stream {stream} / " + (CHANGELOG_LABEL if table is None else f"table {table}")
+
+
+def _gaps(numbers: set[int] | dict[int, bool]) -> list[int]:
+    return [n for n in range(1, max(numbers)) if n not in numbers]
+
+
+def _numbers(text: list[int]) -> str:
+    return ", ".join(map(str, text))
+
+
+def _check_stream(
+    stream: int, groups: dict[str | None, dict[int, bool]], holes: dict[str, list[int]]
+) -> list[str]:
+    """Reasons why one stream is not whole under numbering A nor B (empty when it is whole);
+    the holes of the numbering that fits best go into `holes`."""
+    all_numbers = [n for chunks in groups.values() for n in chunks]
+    union = set(all_numbers)
+    if min(union) < 1:
+        below = _numbers(sorted(n for n in union if n < 1))
+        return [f"stream {stream}: chunk numbers below 1: {below}"]
+    lasts = sorted({n for chunks in groups.values() for n, is_last in chunks.items() if is_last})
+    repeats = len(all_numbers) != len(union)
+
+    last_at_top_a = max(union) in lasts
+    last_at_top_b = any(chunks[max(chunks)] for chunks in groups.values())
+    whole_a = not repeats and not _gaps(union) and last_at_top_a
+    whole_b = not any(_gaps(chunks) for chunks in groups.values()) and last_at_top_b
+    if whole_a or whole_b:
+        return []
+
+    # Neither fits: blame the numbering the writer most likely used. A chunk number that repeats
+    # across tables of one stream can only come from per-(stream, table) numbering.
+    if repeats:
+        ordered = sorted(groups.items(), key=_group_order)
+        found = {_label(stream, t): _gaps(c) for t, c in ordered if _gaps(c)}
+        misplaced = "is not the highest chunk of any table"
+        last_ok = last_at_top_b
+    else:
+        found = {f"stream {stream}": _gaps(union)} if _gaps(union) else {}
+        misplaced = f"is not on the highest chunk ({max(union)})"
+        last_ok = last_at_top_a
+    holes.update(found)
+    reasons = [f"holes in {label}: chunks {_numbers(gaps)}" for label, gaps in found.items()]
+    if not lasts:
+        reasons.append(f"stream {stream}: no last chunk seen")
+    elif not last_ok and not found:
+        reasons.append(f"stream {stream}: isLastChunk on chunk {_numbers(lasts)} {misplaced}")
+    return reasons
+
+
+def _group_order(item: tuple[str | None, dict[int, bool]]) -> tuple[bool, str]:
+    table = item[0]
+    return (table is not None, table or "")  # changelog first, then tables by name
+
+
+def _increment_report(increment_id: str, inc: _Increment) -> IncrementReport:
+    reasons: list[str] = []
+    if len(inc.stream_totals) > 1:
+        reasons.append(f"inconsistent streamTotal: {_numbers(sorted(inc.stream_totals))}")
+    if len(inc.delta_dates) > 1:
+        reasons.append(f"inconsistent deltaDate: {_numbers(sorted(inc.delta_dates))}")
+    stream_total = max(inc.stream_totals)
+    outside = sorted(s for s in inc.chunks if not 1 <= s <= stream_total)
+    if outside:
+        reasons.append(f"stream numbers outside 1..{stream_total}: {_numbers(outside)}")
+    missing_streams = [s for s in range(1, stream_total + 1) if s not in inc.chunks]
+    if missing_streams:
+        reasons.append(f"missing streams: {_numbers(missing_streams)}")
+    holes: dict[str, list[int]] = {}
+    for stream in sorted(inc.chunks):
+        reasons.extend(_check_stream(stream, inc.chunks[stream], holes))
+    reasons.extend(sorted(inc.conflicts))
+    if not inc.has_changelog:
+        reasons.append("no changelog")
+    tables = sorted({t for groups in inc.chunks.values() for t in groups if t is not None})
+    return IncrementReport(
+        increment_id=increment_id,
+        complete=not reasons,
+        stream_total=stream_total,
+        delta_date=min(inc.delta_dates),
+        messages=len(inc.seen),
+        duplicates=inc.duplicates,
+        tables=tables,
+        missing_streams=missing_streams,
+        holes=holes,
+        reasons=reasons,
+        offsets=dict(sorted(inc.offsets.items())),
+        last_timestamp_ms=inc.last[0],
+    )

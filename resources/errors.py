@@ -1,0 +1,94 @@
+"""Typed errors for bad input, shared by every codec and reader.
+
+Codecs are pure: they see bytes, not Kafka, so they raise a `DecodeError` with no location.
+Whoever read the bytes (a topic scanner, a file reader) pins the location on with `located()`,
+so the message a user finally sees names the topic, partition and offset (or file and line)
+of the bad message. Nothing here imports Dagster or a Kafka client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class DeltaportError(Exception):
+    """Root of every error deltaport raises on purpose."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a bad message was found: a Kafka coordinate, or a file and line."""
+
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+    file: str | None = None
+    line: int | None = None
+
+    def __str__(self) -> str:
+        if self.file is not None:
+            return f"{self.file}:{self.line}" if self.line is not None else self.file
+        return f"topic {self.topic!r} partition {self.partition} offset {self.offset}"
+
+
+class DecodeError(DeltaportError):
+    """A message (or part of one) could not be decoded; `kind` is a stable short code
+    used to count and quarantine bad messages by cause."""
+
+    kind = "decode"
+
+    def __init__(self, reason: str, *, location: Location | None = None, part: str | None = None):
+        self.reason = reason
+        self.location = location
+        self.part = part  # "key" or "value", when known
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = f" at {self.location}" if self.location else ""
+        part = f" ({self.part})" if self.part else ""
+        return f"{self.kind}{part}{where}: {self.reason}"
+
+    def located(self, location: Location, part: str | None = None) -> "DecodeError":
+        """Return this error with its location (and message part) filled in."""
+        self.location = location
+        if part is not None:
+            self.part = part
+        self.args = (self._render(),)
+        return self
+
+
+class BadJsonError(DecodeError):
+    kind = "bad_json"
+
+
+class NotASignalKeyError(DecodeError):
+    kind = "not_a_signal_key"
+
+
+class BadSignalValueError(DecodeError):
+    kind = "bad_signal_value"
+
+
+class BadAvroKeyError(DecodeError):
+    kind = "bad_avro_key"
+
+
+class BadContainerFileError(DecodeError):
+    """The value is not a readable Avro Object Container File (truncated, corrupt, not Avro)."""
+
+    kind = "bad_container_file"
+
+
+class SchemaMismatchError(DecodeError):
+    """A value's writer schema does not fit the table's DDL from the changelog."""
+
+    kind = "schema_mismatch"
+
+
+class DdlParseError(DeltaportError):
+    """A changelog DDL statement could not be parsed."""
+
+    def __init__(self, reason: str, query: str):
+        self.reason = reason
+        self.query = query
+        super().__init__(f"cannot parse DDL ({reason}): {query[:200]}")
