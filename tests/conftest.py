@@ -1,0 +1,30 @@
+"""Shared fixtures.
+
+`kafka_bootstrap` is one real Kafka broker for the whole session: the one named by
+KAFKA_BOOTSTRAP_SERVERS if set, else an embedded Apache Kafka (resources/kafka/broker.py) that
+is started on first use and stopped at the end of the session.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from resources.kafka import broker
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    """Bootstrap servers ("host:port") of a running Kafka broker."""
+    with broker.kafka_bootstrap() as bootstrap:
+        yield bootstrap
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> str:
+    """A topic name unique to this test (and this run): legal, at most ~90 characters."""
+    test = re.sub(r"[^A-Za-z0-9_-]+", "-", request.node.name).strip("-")[:60]
+    return f"test-{test}-{uuid.uuid4().hex[:12]}"
