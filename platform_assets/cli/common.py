@@ -1,0 +1,70 @@
+"""What the sub-commands share: finding the Kafka broker, and a progress bar on stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from resources.errors import DeltaportError
+
+STATE_DIR_ENV = "DELTAPORT_STATE_DIR"
+
+
+def state_dir() -> Path:
+    """Where `deltaport broker start` keeps the embedded broker's data and address."""
+    return Path(os.environ.get(STATE_DIR_ENV, ".deltaport"))
+
+
+def broker_state_file() -> Path:
+    return state_dir() / "broker.json"
+
+
+def add_bootstrap_option(parser) -> None:
+    parser.add_argument(
+        "--bootstrap-servers", "-b", default=None,
+        help="Kafka bootstrap servers; default: $KAFKA_BOOTSTRAP_SERVERS, else the broker "
+             "started by `deltaport broker start`",
+    )
+
+
+def resolve_bootstrap(args) -> str:
+    if args.bootstrap_servers:
+        return args.bootstrap_servers
+    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        return os.environ["KAFKA_BOOTSTRAP_SERVERS"]
+    state = broker_state_file()
+    if state.exists():
+        return json.loads(state.read_text())["bootstrap_servers"]
+    raise DeltaportError(
+        "no Kafka broker given: pass --bootstrap-servers, set KAFKA_BOOTSTRAP_SERVERS, "
+        "or start the embedded one with `deltaport broker start`"
+    )
+
+
+class Progress:
+    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self, label: str, *, enabled: bool | None = None):
+        self.label = label
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.started = time.monotonic()
+        self.drawn = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        width = 30
+        frac = done / total if total else 1.0
+        bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
+        rate = done / max(time.monotonic() - self.started, 1e-6)
+        sys.stderr.write(f"\r{self.label} [{bar}] {done}/{total} ({rate:,.0f} msg/s)")
+        sys.stderr.flush()
+        self.drawn = True
+
+    def close(self) -> None:
+        if self.drawn:
+            sys.stderr.write("\n")
+            sys.stderr.flush()

@@ -1,0 +1,121 @@
+"""Bounded reads of a Kafka topic with confluent-kafka: every message up to the end offsets
+seen when the read began, partition by partition, then stop.
+
+A scan never commits offsets and never joins a consumer group's rebalance (partitions are
+assigned by hand), so it can run beside the platform's own consumers without disturbing them.
+Messages come out as plain `RawMessage`s; every `msg.error()` is checked; the consumer is
+closed in `finally`. Offset ranges let a reader fetch exactly one delta's messages: the cost
+is O(messages in the ranges), not O(topic).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+from resources.errors import DeltaportError
+
+
+class ScanError(DeltaportError):
+    """The topic could not be read (unknown topic, broker unreachable, timeout)."""
+
+
+@dataclass(frozen=True)
+class RawMessage:
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+
+
+def _consumer(bootstrap: str, config: Mapping[str, object] | None) -> Consumer:
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "group.id": "deltaport-scan",  # required by librdkafka; never committed to
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        # Retention may have deleted the start of a range: resume from the earliest offset left.
+        "auto.offset.reset": "earliest",
+        "socket.timeout.ms": 10_000,
+    }
+    conf.update(config or {})
+    return Consumer(conf)
+
+
+def topic_ranges(bootstrap: str, topic: str, *, config: Mapping[str, object] | None = None,
+                 timeout: float = 15.0) -> dict[int, tuple[int, int]]:
+    """{partition: (low, high)} watermarks: the offsets a full scan would read now."""
+    consumer = _consumer(bootstrap, config)
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout)
+        tmeta = meta.topics.get(topic)
+        if tmeta is None or tmeta.error is not None:
+            reason = tmeta.error if tmeta is not None else "no metadata"
+            raise ScanError(f"topic {topic!r} cannot be read: {reason}")
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+            for p in sorted(tmeta.partitions)
+        }
+    except KafkaException as exc:
+        raise ScanError(f"topic {topic!r} cannot be read: {exc}") from exc
+    finally:
+        consumer.close()
+
+
+def scan(bootstrap: str, topic: str, ranges: Mapping[int, tuple[int, int]] | None = None, *,
+         config: Mapping[str, object] | None = None, timeout: float = 30.0,
+         on_progress: Callable[[int, int], None] | None = None) -> Iterator[RawMessage]:
+    """Yield the messages of `topic` in `ranges` ({partition: (start, end)}, end exclusive;
+    default: the whole topic as it is now), partition order kept within each partition.
+
+    `timeout` bounds the wait for the next message; a broker that stops answering raises
+    ScanError rather than hanging. `on_progress(done, total)` is called as messages arrive.
+    """
+    if ranges is None:
+        ranges = topic_ranges(bootstrap, topic, config=config, timeout=timeout)
+    todo = {p: (lo, hi) for p, (lo, hi) in ranges.items() if hi > lo}
+    total = sum(hi - lo for lo, hi in todo.values())
+    done = 0
+    if not todo:
+        return
+    consumer = _consumer(bootstrap, config)
+    try:
+        consumer.assign([TopicPartition(topic, p, lo if lo >= 0 else OFFSET_BEGINNING) for p, (lo, _) in todo.items()])
+        remaining = dict(todo)
+        last_seen = time.monotonic()
+        while remaining:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                if time.monotonic() - last_seen > timeout:
+                    raise ScanError(f"topic {topic!r}: no message for {timeout:.0f} s, still to read "
+                                    f"{ {p: r for p, r in remaining.items()} }")
+                continue
+            last_seen = time.monotonic()
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    # Retention may have removed what we expected: the partition is simply done.
+                    if msg.partition() in remaining and msg.offset() >= remaining[msg.partition()][1]:
+                        remaining.pop(msg.partition())
+                    continue
+                raise ScanError(f"topic {topic!r} partition {msg.partition()}: {err.str()}")
+            p, off = msg.partition(), msg.offset()
+            if p not in remaining or off >= remaining[p][1]:
+                continue
+            _, ts = msg.timestamp()
+            yield RawMessage(topic, p, off, ts, msg.key(), msg.value())
+            done += 1
+            if on_progress is not None and (done % 200 == 0 or done == total):
+                on_progress(done, total)
+            if off + 1 >= remaining[p][1]:
+                remaining.pop(p)
+    except KafkaException as exc:
+        raise ScanError(f"topic {topic!r}: {exc}") from exc
+    finally:
+        consumer.close()
