@@ -1,0 +1,530 @@
+"""Iceberg table helpers for delta-partitioned assets: create/evolve, commit a delta, upsert.
+
+Data flow: an asset builds a Spark DataFrame for delta N, then either
+``commit_delta`` (increment tables: append, replace the rows of delta N, or overwrite all) or
+``merge_upserts`` (snapshot tables: state N-1 + changes of N, upsert on sys_op 0, delete on 1).
+
+What this module guarantees:
+
+* Every write is ONE Iceberg commit whose snapshot summary records ``deltaport.delta=<N>``
+  (plus a unique ``deltaport.commit-id`` and any `extra_summary`): the delta number lands
+  atomically with the data, so `last_applied_delta` can never disagree with the rows.
+  DataFrame writes use the ``snapshot-property.<key>`` write option; MERGE (SQL, no write
+  options) uses the session settings ``spark.sql.iceberg.snapshot-property.<key>``, set only
+  for the duration of the statement under a process-wide lock and restored afterwards (a
+  write issued meanwhile by other code on the same session would carry them too).
+* After the commit, the snapshot found by its commit id (not "the current one", which another
+  writer may have moved) is tagged ``delta_<N>`` (CREATE OR REPLACE: re-running N moves the
+  tag). Tagging is a second, metadata-only commit; if a process dies between the two,
+  `repair_delta_tags` re-creates missing tags from the summaries.
+* ``replace_delta`` replaces exactly the rows whose delta column equals N (overwrite by filter:
+  delete + insert in one commit), so re-running N is idempotent. Rows of another delta in the
+  DataFrame fail the write (nothing is committed). Partition such tables by the delta column:
+  the filter then drops whole partitions. Unpartitioned works while every data file holds one
+  delta (Iceberg proves it from column statistics, kept for the first 100 columns by default);
+  a file mixing deltas (e.g. after compaction) makes Iceberg refuse the overwrite.
+* `ensure_table` never drops or narrows a column: new columns are added (old rows read NULL),
+  int→bigint and float→double are widened, anything else raises `SchemaEvolutionError`.
+
+Identifiers are ``catalog.namespace[.more].table``. Prostore TIME is stored as bigint
+microseconds since midnight: Spark 4.1's TimeType is off by default, and with it on, Iceberg
+1.11's Spark runtime still refuses Iceberg ``time`` both ways ("Not a supported type: time(6)"
+when writing, "Spark does not support time fields" when reading).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from resources.errors import DeltaportError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+__all__ = [
+    "COMMIT_ID_PROPERTY",
+    "DELTA_PROPERTY",
+    "DeltaCommit",
+    "DeltaNotFoundError",
+    "EnsuredTable",
+    "IcebergTableError",
+    "KeyViolationError",
+    "SchemaEvolutionError",
+    "TIME_COMMENT",
+    "TableNotFoundError",
+    "WriteMode",
+    "commit_delta",
+    "delta_tag",
+    "delta_tags",
+    "ensure_table",
+    "last_applied_delta",
+    "merge_upserts",
+    "read_as_of_delta",
+    "repair_delta_tags",
+    "spark_schema",
+    "table_exists",
+]
+
+DELTA_PROPERTY = "deltaport.delta"
+COMMIT_ID_PROPERTY = "deltaport.commit-id"
+TIME_COMMENT = "Prostore TIME: microseconds since midnight"
+WriteMode = Literal["replace_delta", "append", "overwrite"]
+_WRITE_MODES = ("replace_delta", "append", "overwrite")
+_SESSION_PROPERTY_PREFIX = "spark.sql.iceberg.snapshot-property."
+_session_properties_lock = threading.Lock()  # session-wide settings: one MERGE at a time
+_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_$-]*$")
+
+
+class IcebergTableError(DeltaportError):
+    """An Iceberg table operation could not be done as asked."""
+
+
+class TableNotFoundError(IcebergTableError):
+    """The table does not exist."""
+
+
+class SchemaEvolutionError(IcebergTableError):
+    """The wanted schema cannot be reached by adding or widening columns."""
+
+
+class DeltaNotFoundError(IcebergTableError):
+    """No ``delta_<N>`` tag on the table."""
+
+
+class KeyViolationError(IcebergTableError):
+    """Changes with a NULL key, or two different changes of one key in one delta."""
+
+
+@dataclass(frozen=True)
+class DeltaCommit:
+    """The Iceberg snapshot that recorded delta `delta_num`, and the tag now pointing at it."""
+
+    ident: str
+    delta_num: int
+    snapshot_id: int
+    tag: str
+    operation: str
+    summary: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class EnsuredTable:
+    created: bool
+    added_columns: tuple[str, ...] = ()
+    widened_columns: tuple[str, ...] = ()
+
+
+def delta_tag(delta_num: int) -> str:
+    return f"delta_{int(delta_num)}"
+
+
+def _quote(ident: str) -> str:
+    parts = ident.split(".")
+    if len(parts) < 3 or not all(_PART.match(p) for p in parts):
+        raise IcebergTableError(
+            f"table identifier must be catalog.namespace.table (letters, digits, '_'), got {ident!r}"
+        )
+    return ".".join(f"`{p}`" for p in parts)
+
+
+def _col(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _sql_str(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+# --------------------------------------------------------------------------------------------
+# Schemas
+
+
+def spark_schema(schema: pa.Schema | StructType) -> StructType:
+    """A Spark schema for Iceberg from an Arrow (or Spark) schema. Arrow time32/time64 become
+    bigint microseconds since midnight (commented so); timestamps without zone become
+    TIMESTAMP_NTZ, with a zone TIMESTAMP. Every field is nullable (Iceberg cannot add a
+    required column later, and a MERGE source is nullable anyway)."""
+    from pyspark.sql import types as T
+
+    if isinstance(schema, T.StructType):
+        return T.StructType([T.StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])
+    return T.StructType([_arrow_field(f) for f in schema])
+
+
+def _arrow_field(f: pa.Field):  # -> StructField
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    t = f.type
+    meta: dict = {}
+    if pa.types.is_time(t):
+        dtype: DataType = T.LongType()
+        meta = {"comment": TIME_COMMENT}
+    elif pa.types.is_timestamp(t):
+        dtype = T.TimestampType() if t.tz else T.TimestampNTZType()
+    elif pa.types.is_int64(t) or pa.types.is_uint32(t):
+        dtype = T.LongType()
+    elif pa.types.is_integer(t) and t.bit_width <= 32 and not pa.types.is_uint32(t):
+        dtype = T.IntegerType()
+    elif pa.types.is_boolean(t):
+        dtype = T.BooleanType()
+    elif pa.types.is_float32(t) or pa.types.is_float16(t):
+        dtype = T.FloatType()
+    elif pa.types.is_float64(t):
+        dtype = T.DoubleType()
+    elif pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        dtype = T.StringType()
+    elif pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        dtype = T.BinaryType()
+    elif pa.types.is_date(t):
+        dtype = T.DateType()
+    elif pa.types.is_decimal(t):
+        dtype = T.DecimalType(t.precision, t.scale)
+    else:
+        raise SchemaEvolutionError(f"column {f.name!r}: no Iceberg mapping for Arrow type {t}")
+    return T.StructField(f.name, dtype, True, meta)
+
+
+def _field_ddl(f) -> str:
+    comment = (f.metadata or {}).get("comment")
+    tail = f" COMMENT {_sql_str(comment)}" if comment else ""
+    return f"{_col(f.name)} {f.dataType.simpleString()}{tail}"
+
+
+def _evolution(have: DataType, want: DataType) -> Literal["same", "widen", "no"]:
+    from pyspark.sql import types as T
+
+    if have == want:
+        return "same"
+    # Iceberg stores byte/short as int: writing them into int (or wider) needs no change.
+    narrow_ints = (T.ByteType, T.ShortType, T.IntegerType)
+    if isinstance(have, T.IntegerType) and isinstance(want, narrow_ints):
+        return "same"
+    if isinstance(have, T.LongType) and isinstance(want, (*narrow_ints, T.LongType)):
+        return "same"
+    if isinstance(have, T.DoubleType) and isinstance(want, T.FloatType):
+        return "same"
+    if isinstance(have, T.IntegerType) and isinstance(want, T.LongType):
+        return "widen"
+    if isinstance(have, T.FloatType) and isinstance(want, T.DoubleType):
+        return "widen"
+    if (isinstance(have, T.DecimalType) and isinstance(want, T.DecimalType)
+            and have.scale == want.scale and want.precision > have.precision):
+        return "widen"
+    return "no"
+
+
+def table_exists(spark: SparkSession, ident: str) -> bool:
+    _quote(ident)
+    return bool(spark.catalog.tableExists(ident))
+
+
+def _table_schema(spark: SparkSession, ident: str) -> StructType:
+    if not table_exists(spark, ident):
+        raise TableNotFoundError(f"Iceberg table {ident} does not exist")
+    return spark.table(ident).schema
+
+
+def ensure_table(
+    spark: SparkSession,
+    ident: str,
+    schema: pa.Schema | StructType,
+    partition_by: Sequence[str] | None = None,
+    *,
+    properties: Mapping[str, str] | None = None,
+) -> EnsuredTable:
+    """Create `ident` (and its namespace) if missing, else evolve it towards `schema`.
+
+    `partition_by`: column names, or Iceberg transforms such as ``days(ts)``, ``bucket(16, id)``
+    (used at creation only). `properties`: table properties at creation. Evolution only adds
+    columns (at the end, nullable) or widens int→bigint / float→double / decimal precision;
+    columns missing from `schema` are kept. Anything else raises `SchemaEvolutionError`.
+    """
+    quoted = _quote(ident)
+    wanted = spark_schema(schema)
+    names = [f.name.lower() for f in wanted.fields]
+    if len(set(names)) != len(names):
+        raise SchemaEvolutionError(f"{ident}: duplicate column names (case-insensitive) in {names}")
+    if not table_exists(spark, ident):
+        namespace = ".".join(quoted.split(".")[:-1])
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+        parts = [p if "(" in p else _col(p) for p in (partition_by or [])]
+        columns = ", ".join(_field_ddl(f) for f in wanted.fields)
+        ddl = f"CREATE TABLE IF NOT EXISTS {quoted} ({columns}) USING iceberg"
+        if parts:
+            ddl += f" PARTITIONED BY ({', '.join(parts)})"
+        if properties:
+            props = ", ".join(f"{_sql_str(k)}={_sql_str(str(v))}" for k, v in properties.items())
+            ddl += f" TBLPROPERTIES ({props})"
+        spark.sql(ddl)
+        return EnsuredTable(created=True)
+
+    have = {f.name.lower(): f for f in _table_schema(spark, ident).fields}
+    added, widened, problems = [], [], []
+    for f in wanted.fields:
+        current = have.get(f.name.lower())
+        if current is None:
+            added.append(f)
+            continue
+        verdict = _evolution(current.dataType, f.dataType)
+        if verdict == "widen":
+            widened.append(f)
+        elif verdict == "no":
+            problems.append(f"{f.name}: table has {current.dataType.simpleString()}, "
+                            f"data has {f.dataType.simpleString()}")
+    if problems:
+        raise SchemaEvolutionError(f"{ident}: cannot evolve column types ({'; '.join(problems)})")
+    if added:
+        spark.sql(f"ALTER TABLE {quoted} ADD COLUMNS ({', '.join(_field_ddl(f) for f in added)})")
+    for f in widened:
+        column = _col(have[f.name.lower()].name)
+        spark.sql(f"ALTER TABLE {quoted} ALTER COLUMN {column} TYPE {f.dataType.simpleString()}")
+    return EnsuredTable(created=False, added_columns=tuple(f.name for f in added),
+                        widened_columns=tuple(f.name for f in widened))
+
+
+# --------------------------------------------------------------------------------------------
+# Writes
+
+
+def _summary(delta_num: int, commit_id: str, extra: Mapping[str, str] | None) -> dict[str, str]:
+    props = {str(k): str(v) for k, v in (extra or {}).items()}
+    props[DELTA_PROPERTY] = str(int(delta_num))
+    props[COMMIT_ID_PROPERTY] = commit_id
+    return props
+
+
+def _tag_commit(spark: SparkSession, ident: str, delta_num: int, commit_id: str) -> DeltaCommit:
+    quoted = _quote(ident)
+    rows = spark.sql(
+        f"SELECT snapshot_id, operation, summary FROM {quoted}.`snapshots` "
+        f"WHERE summary[{_sql_str(COMMIT_ID_PROPERTY)}] = {_sql_str(commit_id)}"
+    ).collect()
+    if not rows:
+        raise IcebergTableError(f"{ident}: the write of delta {delta_num} left no snapshot (commit {commit_id})")
+    snapshot_id, operation, summary = rows[0]
+    tag = delta_tag(delta_num)
+    spark.sql(f"ALTER TABLE {quoted} CREATE OR REPLACE TAG `{tag}` AS OF VERSION {int(snapshot_id)}")
+    return DeltaCommit(ident, int(delta_num), int(snapshot_id), tag, operation, dict(summary))
+
+
+def commit_delta(
+    spark: SparkSession,
+    ident: str,
+    df: DataFrame,
+    *,
+    delta_num: int,
+    mode: WriteMode,
+    extra_summary: Mapping[str, str] | None = None,
+    delta_column: str = "delta_num",
+) -> DeltaCommit:
+    """Write `df` into the existing table `ident` as one commit recording delta `delta_num`,
+    then tag that snapshot ``delta_<N>``.
+
+    `mode`: ``append`` adds the rows; ``overwrite`` replaces the whole table with them;
+    ``replace_delta`` replaces exactly the rows whose `delta_column` equals N (re-running N is
+    idempotent). For ``replace_delta`` a missing `delta_column` in `df` is filled with N; a row
+    with another value fails the write (nothing is committed, `IcebergTableError`).
+    Columns are matched by name.
+    """
+    from pyspark.errors import PySparkException
+    from pyspark.sql import functions as F
+
+    if mode not in _WRITE_MODES:
+        raise IcebergTableError(f"mode must be one of {_WRITE_MODES}, got {mode!r}")
+    table = _table_schema(spark, ident)
+    commit_id = uuid.uuid4().hex
+    options = {f"snapshot-property.{k}": v for k, v in _summary(delta_num, commit_id, extra_summary).items()}
+    marker = f"deltaport: replace_delta {delta_num} of {ident} got a row of another delta"
+    if mode == "replace_delta":
+        have = {f.name.lower(): f for f in table.fields}
+        if delta_column.lower() not in have:
+            raise IcebergTableError(f"{ident} has no {delta_column!r} column: replace_delta needs one")
+        delta_type = have[delta_column.lower()].dataType
+        present = [c for c in df.columns if c.lower() == delta_column.lower()]
+        if present:  # checked row by row inside the write: no extra pass over the data
+            c = F.col(_col(present[0]))
+            checked = F.when(c == F.lit(delta_num), c).otherwise(F.raise_error(F.lit(marker)))
+            df = df.withColumn(present[0], checked)
+        else:
+            df = df.withColumn(delta_column, F.lit(delta_num).cast(delta_type))
+    writer = df.writeTo(ident).options(**options)
+    try:
+        if mode == "append":
+            writer.append()
+        elif mode == "overwrite":
+            writer.overwrite(F.lit(True))
+        else:
+            writer.overwrite(F.col(_col(delta_column)) == F.lit(delta_num))
+    except PySparkException as exc:
+        if marker in str(exc):
+            raise IcebergTableError(f"{marker}; nothing was committed") from None
+        raise
+    return _tag_commit(spark, ident, delta_num, commit_id)
+
+
+@contextlib.contextmanager
+def _session_snapshot_properties(spark: SparkSession, props: Mapping[str, str]) -> Iterator[None]:
+    """Set ``spark.sql.iceberg.snapshot-property.*`` for the block (SQL writes have no write
+    options). The setting is session-wide, so blocks are serialised and old values restored."""
+    with _session_properties_lock:
+        keys = {_SESSION_PROPERTY_PREFIX + k: v for k, v in props.items()}
+        before = {k: spark.conf.get(k, None) for k in keys}
+        try:
+            for k, v in keys.items():
+                spark.conf.set(k, v)
+            yield
+        finally:
+            for k, old in before.items():
+                if old is None:
+                    spark.conf.unset(k)
+                else:
+                    spark.conf.set(k, old)
+
+
+def merge_upserts(
+    spark: SparkSession,
+    ident: str,
+    changes_df: DataFrame,
+    key_columns: Sequence[str],
+    *,
+    delta_num: int,
+    op_column: str = "sys_op",
+    extra_summary: Mapping[str, str] | None = None,
+) -> DeltaCommit:
+    """Apply one delta's changes to the state table `ident` in ONE commit (MERGE INTO) that
+    records delta `delta_num`, then tag it ``delta_<N>``.
+
+    Per key: `op_column` = 1 deletes the row; 0 (or NULL) updates it, or inserts it when
+    missing. Every table column is assigned from the change of the same name (changes may carry
+    more columns, such as `op_column`; a table column missing from the changes is an error).
+    Exact duplicate changes are dropped (Kafka retries); a NULL key, or two different changes
+    of one key, raise `KeyViolationError` before anything is written.
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    quoted = _quote(ident)
+    target = [f.name for f in _table_schema(spark, ident).fields]
+    source = {c.lower(): c for c in changes_df.columns}
+    keys = list(key_columns)
+    missing = [c for c in [*keys, op_column] if c.lower() not in source]
+    missing += [c for c in target if c.lower() not in source and c not in missing]
+    if not keys or missing:
+        raise IcebergTableError(
+            f"{ident}: the changes lack column(s) {missing or 'key'} (have {changes_df.columns})"
+        )
+    not_in_table = [k for k in keys if k.lower() not in {t.lower() for t in target}]
+    if not_in_table:
+        raise IcebergTableError(f"{ident}: key column(s) {not_in_table} are not in the table {target}")
+
+    changes = changes_df.dropDuplicates().persist(StorageLevel.MEMORY_AND_DISK)
+    view = f"deltaport_changes_{uuid.uuid4().hex}"
+    try:
+        null_key = F.lit(False)
+        for k in keys:
+            null_key = null_key | F.col(_col(source[k.lower()])).isNull()
+        bad = (changes.groupBy(*[F.col(_col(source[k.lower()])) for k in keys]).count()
+               .where((F.col("count") > 1) | null_key).limit(5).collect())
+        if bad:
+            sample = "; ".join(", ".join(f"{k}={r[i]!r}" for i, k in enumerate(keys)) + f" ({r['count']}x)"
+                               for r in bad)
+            raise KeyViolationError(
+                f"{ident}: delta {delta_num} has NULL keys or several different changes of one key "
+                f"(key {keys}; e.g. {sample}); nothing was written"
+            )
+        changes.createOrReplaceTempView(view)
+        op = f"s.{_col(source[op_column.lower()])}"
+        on = " AND ".join(f"t.{_col(k)} = s.{_col(source[k.lower()])}" for k in keys)
+        assign = ", ".join(f"t.{_col(c)} = s.{_col(source[c.lower()])}" for c in target)
+        cols = ", ".join(_col(c) for c in target)
+        vals = ", ".join(f"s.{_col(source[c.lower()])}" for c in target)
+        sql = (
+            f"MERGE INTO {quoted} AS t USING `{view}` AS s ON {on} "
+            f"WHEN MATCHED AND {op} = 1 THEN DELETE "
+            f"WHEN MATCHED THEN UPDATE SET {assign} "
+            f"WHEN NOT MATCHED AND ({op} IS NULL OR {op} <> 1) THEN INSERT ({cols}) VALUES ({vals})"
+        )
+        commit_id = uuid.uuid4().hex
+        with _session_snapshot_properties(spark, _summary(delta_num, commit_id, extra_summary)):
+            spark.sql(sql)
+    finally:
+        spark.catalog.dropTempView(view)
+        changes.unpersist()
+    return _tag_commit(spark, ident, delta_num, commit_id)
+
+
+# --------------------------------------------------------------------------------------------
+# Reads
+
+
+def last_applied_delta(spark: SparkSession, ident: str) -> int | None:
+    """The delta recorded by the newest deltaport commit in the table's current history (the
+    current snapshot's summary, unless maintenance such as compaction committed after it), or
+    None when no delta was ever committed. Raises `TableNotFoundError` for a missing table."""
+    quoted = _quote(ident)
+    if not table_exists(spark, ident):
+        raise TableNotFoundError(f"Iceberg table {ident} does not exist")
+    spark.catalog.refreshTable(ident)  # another process may have committed since we cached it
+    rows = spark.sql(
+        f"SELECT s.summary[{_sql_str(DELTA_PROPERTY)}] AS delta FROM {quoted}.`history` h "
+        f"JOIN {quoted}.`snapshots` s ON h.snapshot_id = s.snapshot_id "
+        f"WHERE h.is_current_ancestor AND s.summary[{_sql_str(DELTA_PROPERTY)}] IS NOT NULL "
+        "ORDER BY h.made_current_at DESC LIMIT 1"
+    ).collect()
+    return int(rows[0]["delta"]) if rows else None
+
+
+def delta_tags(spark: SparkSession, ident: str) -> dict[int, int]:
+    """``{delta number: snapshot id}`` for every ``delta_<N>`` tag of the table."""
+    quoted = _quote(ident)
+    rows = spark.sql(f"SELECT name, snapshot_id FROM {quoted}.`refs` WHERE type = 'TAG'").collect()
+    out = {}
+    for name, snapshot_id in rows:
+        m = re.fullmatch(r"delta_(\d+)", name)
+        if m:
+            out[int(m.group(1))] = int(snapshot_id)
+    return dict(sorted(out.items()))
+
+
+def read_as_of_delta(spark: SparkSession, ident: str, delta_num: int) -> DataFrame:
+    """The table as it was right after delta `delta_num` was committed (time travel by the
+    ``delta_<N>`` tag). Raises `DeltaNotFoundError` naming the deltas that are tagged."""
+    quoted = _quote(ident)
+    tags = delta_tags(spark, ident)
+    if int(delta_num) not in tags:
+        raise DeltaNotFoundError(
+            f"{ident} has no tag {delta_tag(delta_num)} (tagged deltas: {list(tags) or 'none'})"
+        )
+    return spark.sql(f"SELECT * FROM {quoted} VERSION AS OF {_sql_str(delta_tag(delta_num))}")
+
+
+def repair_delta_tags(spark: SparkSession, ident: str) -> list[int]:
+    """Tag ``delta_<N>`` every delta whose newest commit in the current history is not tagged
+    so (a process died between a commit and its tag); returns the deltas tagged now."""
+    quoted = _quote(ident)
+    rows = spark.sql(
+        f"SELECT s.snapshot_id, s.summary[{_sql_str(DELTA_PROPERTY)}] AS delta FROM {quoted}.`history` h "
+        f"JOIN {quoted}.`snapshots` s ON h.snapshot_id = s.snapshot_id "
+        f"WHERE h.is_current_ancestor AND s.summary[{_sql_str(DELTA_PROPERTY)}] IS NOT NULL "
+        "ORDER BY h.made_current_at"
+    ).collect()
+    newest: dict[int, int] = {}
+    for snapshot_id, delta in rows:
+        newest[int(delta)] = int(snapshot_id)
+    tags = delta_tags(spark, ident)
+    fixed = []
+    for delta, snapshot_id in sorted(newest.items()):
+        if tags.get(delta) != snapshot_id:
+            tag = delta_tag(delta)
+            spark.sql(f"ALTER TABLE {quoted} CREATE OR REPLACE TAG `{tag}` AS OF VERSION {snapshot_id}")
+            fixed.append(delta)
+    return fixed
