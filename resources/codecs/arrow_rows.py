@@ -150,6 +150,18 @@ def rows_to_arrow_many(
     return pa.concat_tables(tables)
 
 
+def container_record_count(data: bytes) -> int:
+    """Records in a container file, from its header and block headers only (no decoding):
+    a cheap structural check for an indexer. Truncation anywhere but exactly between two
+    blocks, a wrong sync marker or a garbled header raise BadContainerFileError."""
+    header = _read_header(data)
+    try:
+        total, _ = _walk_blocks(data, header)
+    except _Fallback as exc:
+        raise BadContainerFileError(f"container file is damaged: {exc.reason}") from None
+    return total
+
+
 # ---------------------------------------------------------------- header
 
 

@@ -1,0 +1,294 @@
+"""The delta index: where every delta's messages are, durable across restarts and retention.
+
+What flows in: decoded keys of backup messages and decoded signal events, with their Kafka
+coordinates, one batch per call, together with the offsets the batch reaches. What flows out:
+per (datamart, delta) the state of the delta in the signal topic (open, cancelled, closed), the
+completeness of its backup increments, the exact offsets of the chosen increment's messages
+(so reading a delta costs O(delta), not O(topic)), the delta's signal events, and the
+quarantine of bad messages.
+
+Guarantees:
+- A batch and the offsets it reaches commit in one SQLite transaction: after a crash the index
+  holds either the whole batch or none of it, and ingestion resumes where it had committed.
+- Re-ingesting a message (same topic, partition, offset) changes nothing, and a signal event
+  seen again under the same eventLogId (at-least-once delivery) is kept once.
+- WRITE_* and schema events are attributed to the delta open in their datamart when they arrive
+  (`delta_num`, and `attempt`, which counts the DELTA_OPENs of a delta number that was cancelled
+  and opened again); events outside any delta record the last closed delta (`after_delta`).
+
+SQLite in WAL mode serves the sensor and the runs of one Dagster instance on one machine.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from resources.codecs.backup import BackupKey
+from resources.codecs.signal import DeltaCancel, DeltaClose, DeltaOpen, SignalEvent
+from resources.completeness import DeltaReport, IncrementLedger
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS progress (
+  topic TEXT NOT NULL, partition INTEGER NOT NULL, next_offset INTEGER NOT NULL,
+  PRIMARY KEY (topic, partition));
+CREATE TABLE IF NOT EXISTS backup_messages (
+  topic TEXT NOT NULL, partition INTEGER NOT NULL, "offset" INTEGER NOT NULL, timestamp_ms INTEGER,
+  datamart TEXT NOT NULL, delta_num INTEGER NOT NULL, increment_id TEXT NOT NULL,
+  message_type INTEGER NOT NULL, table_name TEXT, stream_number INTEGER, stream_total INTEGER,
+  chunk_number INTEGER, is_last_chunk INTEGER, delta_date INTEGER, value_bytes INTEGER,
+  PRIMARY KEY (topic, partition, "offset"));
+CREATE INDEX IF NOT EXISTS backup_by_delta ON backup_messages (datamart, delta_num);
+CREATE TABLE IF NOT EXISTS signal_events (
+  topic TEXT NOT NULL, partition INTEGER NOT NULL, "offset" INTEGER NOT NULL,
+  datamart TEXT NOT NULL, event_log_id TEXT NOT NULL, code TEXT NOT NULL, event_time TEXT,
+  delta_num INTEGER, attempt INTEGER, after_delta INTEGER, key BLOB, value BLOB,
+  PRIMARY KEY (topic, partition, "offset"), UNIQUE (datamart, event_log_id));
+CREATE INDEX IF NOT EXISTS signal_by_delta ON signal_events (datamart, delta_num);
+CREATE TABLE IF NOT EXISTS deltas (
+  datamart TEXT NOT NULL, delta_num INTEGER NOT NULL, status TEXT NOT NULL, delta_date TEXT,
+  attempts INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (datamart, delta_num));
+CREATE TABLE IF NOT EXISTS open_delta (datamart TEXT PRIMARY KEY, delta_num INTEGER);
+CREATE TABLE IF NOT EXISTS quarantine (
+  topic TEXT NOT NULL, partition INTEGER NOT NULL, "offset" INTEGER NOT NULL, part TEXT,
+  kind TEXT NOT NULL, reason TEXT NOT NULL, PRIMARY KEY (topic, partition, "offset"));
+"""
+
+OPEN, CLOSED, CANCELLED = "open", "closed", "cancelled"
+
+
+@dataclass(frozen=True)
+class BackupEntry:
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: BackupKey
+    value_bytes: int
+
+
+@dataclass(frozen=True)
+class SignalEntry:
+    partition: int
+    offset: int
+    event: SignalEvent
+    key: bytes
+    value: bytes | None
+
+
+@dataclass(frozen=True)
+class BadEntry:
+    partition: int
+    offset: int
+    part: str | None
+    kind: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    backup_added: int
+    signal_added: int
+    signal_duplicates: int
+    quarantined: int
+
+
+@dataclass(frozen=True)
+class MessageRef:
+    """One message of a chosen increment: where to fetch it."""
+
+    partition: int
+    offset: int
+    table_name: str | None
+    message_type: int
+    stream_number: int
+    chunk_number: int
+
+
+class DeltaIndex:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.executescript(_SCHEMA)
+
+    @contextmanager
+    def _connect(self):
+        db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            yield db
+        finally:
+            db.close()
+
+    @contextmanager
+    def _transaction(self):
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    # --- ingestion ------------------------------------------------------------------------
+    def progress(self, topic: str) -> dict[int, int]:
+        """{partition: next offset to read} for `topic`, as far as the index has committed."""
+        with self._connect() as db:
+            rows = db.execute("SELECT partition, next_offset FROM progress WHERE topic = ?", (topic,))
+            return {p: o for p, o in rows}
+
+    def write_batch(self, topic: str, *, backup: Iterable[BackupEntry] = (), signal: Iterable[SignalEntry] = (),
+                    bad: Iterable[BadEntry] = (), next_offsets: dict[int, int]) -> BatchResult:
+        """Add one batch read from `topic` and move its progress, atomically."""
+        b_added = s_added = s_dups = q = 0
+        with self._transaction() as db:
+            for e in backup:
+                k = e.key
+                cur = db.execute(
+                    'INSERT OR IGNORE INTO backup_messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)',
+                    (topic, e.partition, e.offset, e.timestamp_ms, k.datamart, k.delta_num, k.increment_id,
+                     k.message_type, k.table_name, k.stream_number, k.stream_total, k.chunk_number,
+                     int(k.is_last_chunk), k.delta_date, e.value_bytes))
+                b_added += cur.rowcount
+            for e in signal:
+                added = self._add_signal(db, topic, e)
+                s_added += added
+                s_dups += 1 - added
+            for e in bad:
+                cur = db.execute('INSERT OR IGNORE INTO quarantine VALUES (?,?,?,?,?,?)',
+                                 (topic, e.partition, e.offset, e.part, e.kind, e.reason))
+                q += cur.rowcount
+            for partition, offset in next_offsets.items():
+                db.execute("INSERT INTO progress VALUES (?,?,?) ON CONFLICT (topic, partition) DO UPDATE "
+                           "SET next_offset = max(next_offset, excluded.next_offset)", (topic, partition, offset))
+        return BatchResult(b_added, s_added, s_dups, q)
+
+    def _add_signal(self, db: sqlite3.Connection, topic: str, e: SignalEntry) -> int:
+        ev = e.event
+        dm = ev.datamart
+        seen = db.execute('SELECT 1 FROM signal_events WHERE (topic = ? AND partition = ? AND "offset" = ?) '
+                          "OR (datamart = ? AND event_log_id = ?)",
+                          (topic, e.partition, e.offset, dm, ev.event_log_id)).fetchone()
+        if seen:
+            return 0
+        row = db.execute("SELECT delta_num FROM open_delta WHERE datamart = ?", (dm,)).fetchone()
+        open_num = row[0] if row else None
+        v = ev.value
+        delta = open_num
+        if isinstance(v, (DeltaOpen, DeltaClose, DeltaCancel)):
+            delta = v.delta_num
+        if isinstance(v, DeltaOpen):
+            db.execute("INSERT INTO deltas (datamart, delta_num, status, attempts) VALUES (?,?,?,1) "
+                       "ON CONFLICT DO UPDATE SET attempts = attempts + 1, "
+                       "status = CASE WHEN status = 'closed' THEN status ELSE 'open' END", (dm, delta, OPEN))
+            db.execute("INSERT OR REPLACE INTO open_delta VALUES (?, ?)", (dm, delta))
+        elif isinstance(v, DeltaClose):
+            db.execute("INSERT INTO deltas (datamart, delta_num, status, delta_date, attempts) VALUES (?,?,?,?,1) "
+                       "ON CONFLICT DO UPDATE SET status = 'closed', delta_date = excluded.delta_date",
+                       (dm, delta, CLOSED, v.delta_date.isoformat()))
+            db.execute("DELETE FROM open_delta WHERE datamart = ?", (dm,))
+        elif isinstance(v, DeltaCancel):
+            db.execute("INSERT INTO deltas (datamart, delta_num, status, attempts) VALUES (?,?,?,1) "
+                       "ON CONFLICT DO UPDATE SET status = CASE WHEN status = 'closed' THEN status ELSE 'cancelled' END",
+                       (dm, delta, CANCELLED))
+            db.execute("DELETE FROM open_delta WHERE datamart = ?", (dm,))
+        attempt = None
+        if delta is not None:
+            got = db.execute("SELECT attempts FROM deltas WHERE datamart = ? AND delta_num = ?", (dm, delta)).fetchone()
+            attempt = got[0] if got else None
+        after = db.execute("SELECT max(delta_num) FROM deltas WHERE datamart = ? AND status = 'closed' "
+                           "AND (? IS NULL OR delta_num < ?)", (dm, delta, delta)).fetchone()[0]
+        db.execute('INSERT INTO signal_events VALUES (?,?,?,?,?,?,?,?,?,?,?,?)',
+                   (topic, e.partition, e.offset, dm, ev.event_log_id, ev.key.event,
+                    ev.key.datetime.isoformat(), delta, attempt, after, e.key, e.value))
+        return 1
+
+    # --- queries --------------------------------------------------------------------------
+    def deltas(self, datamart: str, status: str | None = None) -> dict[int, dict]:
+        """{delta: {"status", "delta_date", "attempts"}} as the signal topic tells it."""
+        with self._connect() as db:
+            rows = db.execute("SELECT delta_num, status, delta_date, attempts FROM deltas WHERE datamart = ? "
+                              "AND (? IS NULL OR status = ?) ORDER BY delta_num", (datamart, status, status))
+            return {n: {"status": s, "delta_date": d, "attempts": a} for n, s, d, a in rows}
+
+    def delta_report(self, topic: str, datamart: str, delta_num: int) -> DeltaReport | None:
+        """Completeness of `delta_num`'s increments in the backup topic (None: nothing seen)."""
+        ledger = IncrementLedger()
+        for key, partition, offset, ts in self._keys(topic, datamart, delta_num):
+            ledger.add(key, partition, offset, ts)
+        return ledger.delta_report(datamart, delta_num)
+
+    def backup_deltas(self, topic: str, datamart: str) -> list[int]:
+        with self._connect() as db:
+            rows = db.execute("SELECT DISTINCT delta_num FROM backup_messages WHERE topic = ? AND datamart = ? "
+                              "ORDER BY delta_num", (topic, datamart))
+            return [r[0] for r in rows]
+
+    def _keys(self, topic: str, datamart: str, delta_num: int):
+        with self._connect() as db:
+            rows = db.execute(
+                'SELECT partition, "offset", timestamp_ms, increment_id, message_type, table_name, stream_number, '
+                "stream_total, chunk_number, is_last_chunk, delta_date FROM backup_messages "
+                'WHERE topic = ? AND datamart = ? AND delta_num = ? ORDER BY partition, "offset"',
+                (topic, datamart, delta_num)).fetchall()
+        for p, o, ts, inc, mt, table, sn, st, cn, last, date in rows:
+            yield BackupKey(inc, mt, datamart, delta_num, date, table, sn, st, cn, bool(last)), p, o, ts
+
+    def chosen_messages(self, topic: str, datamart: str, delta_num: int) -> tuple[DeltaReport, list[MessageRef]]:
+        """The chosen increment of a delta and one copy of each of its messages (the first)."""
+        report = self.delta_report(topic, datamart, delta_num)
+        if report is None or report.chosen is None:
+            return report, []
+        seen: set = set()
+        refs = []
+        for key, p, o, _ in self._keys(topic, datamart, delta_num):
+            ident = (key.message_type, key.table_name, key.stream_number, key.chunk_number, key.is_last_chunk)
+            if key.increment_id != report.chosen or ident in seen:
+                continue
+            seen.add(ident)
+            refs.append(MessageRef(p, o, key.table_name, key.message_type, key.stream_number, key.chunk_number))
+        return report, refs
+
+    def signal_events(self, datamart: str, delta_num: int) -> list[dict]:
+        """The delta's events in arrival order (all attempts), as stored."""
+        with self._connect() as db:
+            rows = db.execute(
+                'SELECT topic, partition, "offset", event_log_id, code, event_time, delta_num, attempt, key, value '
+                'FROM signal_events WHERE datamart = ? AND delta_num = ? ORDER BY partition, "offset"',
+                (datamart, delta_num)).fetchall()
+        cols = ("topic", "partition", "offset", "event_log_id", "code", "event_time", "delta_num", "attempt", "key", "value")
+        return [dict(zip(cols, r)) for r in rows]
+
+    def writes_for_increment(self, datamart: str, delta_num: int) -> dict[str, int] | None:
+        """rowsAffected per entity of the WRITE_OKs whose rows are in increment `delta_num`:
+        those of the delta's last attempt, and those outside any delta after the previous close.
+        None when the signal topic has no WRITE_OK for it (the events may be switched off)."""
+        with self._connect() as db:
+            final = db.execute("SELECT attempts FROM deltas WHERE datamart = ? AND delta_num = ?",
+                               (datamart, delta_num)).fetchone()
+            prev = db.execute("SELECT max(delta_num) FROM deltas WHERE datamart = ? AND status = 'closed' "
+                              "AND delta_num < ?", (datamart, delta_num)).fetchone()[0]
+            rows = db.execute(
+                "SELECT value FROM signal_events WHERE datamart = ? AND code = 'WRITE_OK' AND "
+                "((delta_num = ? AND attempt = ?) OR (delta_num IS NULL AND after_delta IS ?))",
+                (datamart, delta_num, final[0] if final else -1, prev)).fetchall()
+        if not rows:
+            return None
+        totals: dict[str, int] = {}
+        for (value,) in rows:
+            body = json.loads(value)
+            if body.get("rowsAffected") is not None:
+                totals[body["entity"]] = totals.get(body["entity"], 0) + int(body["rowsAffected"])
+        return totals
+
+    def quarantine(self, topic: str | None = None) -> list[dict]:
+        with self._connect() as db:
+            rows = db.execute('SELECT topic, partition, "offset", part, kind, reason FROM quarantine '
+                              'WHERE ? IS NULL OR topic = ? ORDER BY topic, partition, "offset"', (topic, topic)).fetchall()
+        return [dict(zip(("topic", "partition", "offset", "part", "kind", "reason"), r)) for r in rows]

@@ -1,0 +1,129 @@
+"""Kafka -> delta index: read what is new in a signal or backup topic and index it.
+
+Flow: from the index's committed progress (per partition; the low watermark for a partition
+never read, or when retention removed what was next) up to at most `max_messages` new messages,
+decode each message's key (backup: the Avro key, plus a structural check of the value's
+container file; signal: key and value), and write them to the `DeltaIndex` in batches, each
+batch atomically with the offsets it reaches.
+
+Guarantees: bounded work per call (a sensor tick stays short); progress moves only past what
+was written; a bad message is quarantined with its kind, topic, partition and offset, counted,
+and never stops the ones after it; re-reading after a crash is harmless (the index ignores
+what it has).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from resources.codecs.arrow_rows import container_record_count
+from resources.codecs.backup import MESSAGE_TYPE_CHANGELOG, decode_backup_key, iter_changelog
+from resources.codecs.signal import decode_signal
+from resources.delta_index import BackupEntry, BadEntry, DeltaIndex, SignalEntry
+from resources.errors import DecodeError, Location
+from resources.kafka.scan import RawMessage, scan, topic_ranges
+
+BACKUP, SIGNAL = "backup", "signal"
+BATCH = 1000
+
+
+@dataclass
+class IngestResult:
+    topic: str
+    read: int = 0
+    indexed: int = 0
+    duplicates: int = 0
+    quarantined: Counter = field(default_factory=Counter)
+    remaining: int = 0  # messages left after this call's budget
+    errors: list[str] = field(default_factory=list)  # the first few, rendered with location
+
+
+def plan_ranges(watermarks: Mapping[int, tuple[int, int]], progress: Mapping[int, int],
+                budget: int) -> tuple[dict[int, tuple[int, int]], int]:
+    """Per partition, the next range to read: from the index's progress (or the low watermark,
+    if retention removed it) to the high watermark, at most `budget` messages in all, shared
+    fairly. Returns the ranges and the messages left beyond them."""
+    pending = {p: (max(progress.get(p, lo), lo), hi) for p, (lo, hi) in watermarks.items()}
+    pending = {p: r for p, r in pending.items() if r[1] > r[0]}
+    ranges: dict[int, tuple[int, int]] = {}
+    left = budget
+    while pending and left > 0:
+        share = max(1, left // len(pending))
+        for p in sorted(pending):
+            start, hi = pending[p]
+            take = min(share, hi - start, left)
+            if take <= 0:
+                continue
+            lo0 = ranges.get(p, (start, start))[0]
+            ranges[p] = (lo0, start + take)
+            left -= take
+            pending[p] = (start + take, hi)
+        pending = {p: r for p, r in pending.items() if r[1] > r[0]}
+    remaining = sum(hi - lo for lo, hi in pending.values())
+    return ranges, remaining
+
+
+def ingest_topic(bootstrap: str, topic: str, index: DeltaIndex, kind: str, *, max_messages: int = 5000,
+                 consumer_config: Mapping[str, object] | None = None, timeout: float = 30.0) -> IngestResult:
+    """Index up to `max_messages` new messages of `topic` (`kind` is BACKUP or SIGNAL)."""
+    result = IngestResult(topic)
+    marks = topic_ranges(bootstrap, topic, config=consumer_config, timeout=timeout)
+    ranges, result.remaining = plan_ranges(marks, index.progress(topic), max_messages)
+    batch: dict[str, list] = {"backup": [], "signal": [], "bad": []}
+    reached: dict[int, int] = {}
+
+    def flush() -> None:
+        if not reached:
+            return
+        res = index.write_batch(topic, backup=batch["backup"], signal=batch["signal"], bad=batch["bad"],
+                                next_offsets=dict(reached))
+        result.indexed += res.backup_added + res.signal_added
+        result.duplicates += res.signal_duplicates
+        for v in batch.values():
+            v.clear()
+        reached.clear()
+
+    for msg in scan(bootstrap, topic, ranges, config=consumer_config, timeout=timeout):
+        result.read += 1
+        try:
+            entry = _backup_entry(msg) if kind == BACKUP else _signal_entry(msg)
+            batch[kind].append(entry)
+        except DecodeError as err:
+            err.located(Location(topic, msg.partition, msg.offset))
+            batch["bad"].append(BadEntry(msg.partition, msg.offset, err.part, err.kind, err.reason))
+            result.quarantined[err.kind] += 1
+            if len(result.errors) < 20:
+                result.errors.append(str(err))
+        reached[msg.partition] = msg.offset + 1
+        if result.read % BATCH == 0:
+            flush()
+    # Partitions whose range held only offsets that no longer exist (compaction, transactions)
+    # still advance, so the next call does not ask for them again.
+    for p, (_, hi) in ranges.items():
+        reached[p] = max(reached.get(p, 0), hi)
+    flush()
+    return result
+
+
+def _backup_entry(msg: RawMessage) -> BackupEntry:
+    try:
+        key = decode_backup_key(msg.key or b"")
+    except DecodeError as err:
+        err.part = "key"
+        raise
+    try:
+        if key.message_type == MESSAGE_TYPE_CHANGELOG:
+            sum(1 for _ in iter_changelog(msg.value or b""))  # small, and the DDL must be readable
+        else:
+            container_record_count(msg.value or b"")
+    except DecodeError as err:
+        err.part = "value"
+        raise
+    return BackupEntry(msg.partition, msg.offset, msg.timestamp_ms, key, len(msg.value or b""))
+
+
+def _signal_entry(msg: RawMessage) -> SignalEntry:
+    event = decode_signal(msg.key or b"", msg.value)
+    return SignalEntry(msg.partition, msg.offset, event, msg.key or b"", msg.value)
