@@ -1,5 +1,5 @@
 # deltaport: every target installs what it needs first (idempotent, quick when done already).
-# Needs on the machine: Python 3.11, Java 17 and Maven (for the Kafka broker's jars).
+# Needs on the machine: Python 3.11, Java 17 and Maven (for the Kafka broker's and Iceberg's jars).
 PYTHON ?= python3.11
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -16,9 +16,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Apache Kafka's jars, resolved from Maven Central into ~/.cache/deltaport (outside git).
+# Apache Kafka's and Iceberg's Spark jars, resolved from Maven Central into ~/.cache/deltaport
+# (or $DELTAPORT_CACHE_DIR; outside git).
 jars: install
 	$(PY) -c "from resources.kafka.broker import ensure_kafka_jars; print('kafka jars in', ensure_kafka_jars())"
+	$(PY) -c "from resources.spark.jars import ensure_iceberg_jars; print('iceberg jars in', ensure_iceberg_jars()[0].parent)"
 
 test: jars
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

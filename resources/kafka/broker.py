@@ -5,8 +5,9 @@ What this module guarantees:
 * The broker is the genuine Apache Kafka server (``kafka.Kafka``, version `KAFKA_VERSION`), run
   from the jars Maven resolves for ``resources/kafka/pom.xml``. Jars are cached outside git in
   ``$DELTAPORT_CACHE_DIR/kafka-<version>/`` (default ``~/.cache/deltaport/kafka-<version>/``);
-  the environment is read at call time, never at import time. A marker file, written only after
-  Maven succeeded, makes later calls instant; concurrent first calls are serialised by a lock.
+  the environment is read at call time, never at import time. Resolution is
+  `resources.maven.resolve_pom`: a marker file, written only after Maven succeeded, makes later
+  calls instant; concurrent first calls are serialised by a file lock.
 * `EmbeddedKafka` listens on 127.0.0.1 only, on free ports picked at start, keeps its data and
   logs in a fresh temporary folder, and writes the broker's log (and the JVM's stdout/stderr)
   to files in that folder, never to the parent's terminal.
@@ -27,8 +28,6 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
-import fcntl
-import hashlib
 import logging
 import os
 import re
@@ -45,6 +44,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from resources.errors import DeltaportError
+from resources.maven import MARKER_NAME as MARKER_NAME  # re-exported: the jars folder's marker
+from resources.maven import cache_root, resolve_pom
 
 __all__ = [
     "KAFKA_VERSION",
@@ -57,7 +58,6 @@ __all__ = [
 
 KAFKA_VERSION = "4.1.2"  # keep in step with <kafka.version> in pom.xml
 POM_PATH = Path(__file__).with_name("pom.xml")
-MARKER_NAME = ".deltaport-jars-complete"
 LOG_TAIL_LINES = 40
 ERROR_EXCERPT_LINES = 20
 
@@ -80,90 +80,28 @@ class BrokerError(DeltaportError):
 def kafka_cache_dir() -> Path:
     """Where the Kafka jars are cached: ``$DELTAPORT_CACHE_DIR/kafka-<version>`` or
     ``~/.cache/deltaport/kafka-<version>`` (the environment is read now, at call time)."""
-    root = os.environ.get("DELTAPORT_CACHE_DIR", "").strip()
-    base = Path(root).expanduser() if root else Path.home() / ".cache" / "deltaport"
-    return base / f"kafka-{KAFKA_VERSION}"
-
-
-def _pom_digest() -> str:
-    return hashlib.sha256(POM_PATH.read_bytes()).hexdigest()
-
-
-def _jars_ready(directory: Path, digest: str) -> bool:
-    marker = directory / MARKER_NAME
-    try:
-        return marker.read_text().strip() == digest and any(directory.glob("kafka_2.13-*.jar"))
-    except OSError:
-        return False
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
-    return "\n".join(_ANSI.sub("", text).splitlines()[-lines:])
+    return cache_root() / f"kafka-{KAFKA_VERSION}"
 
 
 def ensure_kafka_jars(cache_dir: Path | None = None, *, timeout: float = 900.0) -> Path:
     """Make sure the broker's jars are in `cache_dir` (default `kafka_cache_dir()`) and return it.
 
     Quick when already present (a marker file holding the POM's digest is checked; a changed
-    POM resolves again). Otherwise runs ``mvn dependency:copy-dependencies`` on ``pom.xml``;
-    raises `BrokerError` with the tail of Maven's output if Maven is missing or fails.
+    POM resolves again). Otherwise runs ``mvn dependency:copy-dependencies`` on ``pom.xml``
+    (see `resources.maven.resolve_pom`); raises `BrokerError` with the tail of Maven's output
+    if Maven is missing or fails.
     """
     directory = Path(cache_dir).expanduser() if cache_dir is not None else kafka_cache_dir()
-    digest = _pom_digest()
-    if _jars_ready(directory, digest):
-        return directory
-
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = directory.parent / f".{directory.name}.lock"
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be resolving the same jars
-        if _jars_ready(directory, digest):
-            return directory
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise BrokerError(
-                "cannot resolve the Kafka broker jars: Maven ('mvn') is not on PATH; install "
-                "Maven, or point KAFKA_BOOTSTRAP_SERVERS at a running broker"
-            )
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / MARKER_NAME).unlink(missing_ok=True)
-        for stale in directory.glob("*.jar"):  # a half-finished attempt, or an older POM's jars
-            stale.unlink()
-        cmd = [
-            mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(POM_PATH),
-            "dependency:copy-dependencies",
-            "-DincludeScope=runtime",
-            f"-DoutputDirectory={directory}",
-        ]  # fmt: skip
-        started = time.monotonic()
-        try:
-            proc = subprocess.run(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                errors="replace",
-                timeout=timeout,
-            )
-        except subprocess.TimeoutExpired as exc:
-            out = exc.output if isinstance(exc.output, str) else (exc.output or b"").decode(errors="replace")
-            raise BrokerError(
-                f"Maven did not resolve the Kafka {KAFKA_VERSION} jars within {timeout:.0f} s "
-                f"({' '.join(cmd)}); last output:\n{_tail(out)}"
-            ) from None
-        if proc.returncode != 0 or not any(directory.glob("kafka_2.13-*.jar")):
-            raise BrokerError(
-                f"Maven failed (exit {proc.returncode}) to resolve the Kafka {KAFKA_VERSION} jars "
-                f"into {directory} ({' '.join(cmd)}); last output:\n{_tail(proc.stdout)}"
-            )
-        (directory / MARKER_NAME).write_text(digest + "\n")
-        _log.info("resolved Kafka %s jars into %s in %.1f s", KAFKA_VERSION, directory,
-                  time.monotonic() - started)
-        return directory
+    return resolve_pom(
+        POM_PATH,
+        directory,
+        timeout=timeout,
+        error_cls=BrokerError,
+        what=f"Kafka {KAFKA_VERSION} jars",
+        expect="kafka_2.13-*.jar",
+        no_maven="cannot resolve the Kafka broker jars: Maven ('mvn') is not on PATH; install "
+        "Maven, or point KAFKA_BOOTSTRAP_SERVERS at a running broker",
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -202,6 +140,13 @@ def _set_parent_death_signal() -> None:  # runs in the child between fork and ex
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except Exception:  # noqa: BLE001 - best effort only
         pass
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
+    return "\n".join(_ANSI.sub("", text).splitlines()[-lines:])
 
 
 def _read_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
