@@ -1,9 +1,72 @@
-"""The Dagster code location of deltaport: `defs` is what `dagster dev -w workspace.yaml` loads.
+"""The Dagster code location of deltaport: what `dagster dev -w workspace.yaml` loads.
 
-The delta-partitioned assets (signal events, changelog, increment, snapshot), sensors and
-checks join here as they are built; until then the location loads empty, without error.
+Built from the config file (`deltaport.yaml`, or $DELTAPORT_CONFIG), read when the code
+location loads, not when this module is imported: per datamart, one asset group (signal_events,
+changelog, increment, snapshot, partitioned by delta), one job and one DELTA_CLOSE sensor; the
+Kafka topics as source assets loaded by the Kafka IO managers; Spark, Kafka and the delta index
+as resources.
 """
+
+from __future__ import annotations
 
 import dagster as dg
 
-defs = dg.Definitions()
+from platform_assets.config import ConfigError, PlatformConfig, load_config
+from platform_assets.prostore.assets import BACKUP_IO, SIGNAL_IO, build_datamart_assets, topic_key
+from platform_assets.prostore.sensors import build_delta_sensor, datamart_tags
+from resources.index_resource import DeltaIndexResource
+from resources.kafka.io_managers import BackupTopicIOManager, SignalTopicIOManager
+from resources.kafka.resource import KafkaResource
+from resources.lake.prostore import LakeLayout
+from resources.spark.resource import SparkResource
+
+
+def _topic_specs(cfg: PlatformConfig) -> list[dg.AssetSpec]:
+    roles: dict[str, str] = {}
+    for dm in cfg.datamarts:
+        for topic, role in ((dm.signal_topic, SIGNAL_IO), (dm.backup_topic, BACKUP_IO)):
+            if roles.setdefault(topic, role) != role:
+                raise ConfigError("datamarts", f"topic {topic!r} is used both as a signal and as a backup topic")
+    return [
+        dg.AssetSpec(topic_key(topic), group_name="kafka", kinds={"kafka"},
+                     description=f"Kafka topic {topic} ({'Prostore signal events' if role == SIGNAL_IO else 'BACKUP_TO_KAFKA increments'})",
+                     metadata={"topic": topic}).with_io_manager_key(role)
+        for topic, role in sorted(roles.items())
+    ]
+
+
+def resources_for(cfg: PlatformConfig) -> dict:
+    state = cfg.resolve_path(cfg.state_dir)
+    kafka = KafkaResource(bootstrap_servers=cfg.kafka.bootstrap_servers,
+                          properties={k: str(v) for k, v in cfg.kafka.properties.items() if not isinstance(v, dict)},
+                          secret_properties={k: v["env"] for k, v in cfg.kafka.properties.items() if isinstance(v, dict)},
+                          timeout_seconds=cfg.kafka.timeout_seconds, state_dir=str(state))
+    index = DeltaIndexResource(path=str(state / "index.sqlite"))
+    warehouse = cfg.lake.warehouse
+    if cfg.lake.type == "hadoop" and "://" not in warehouse:
+        warehouse = str(cfg.resolve_path(warehouse))
+    spark = SparkResource(master=cfg.spark.master, catalog_name=cfg.lake.catalog, catalog_type=cfg.lake.type,
+                          warehouse=warehouse, catalog_uri=cfg.lake.uri,
+                          catalog_properties={k: str(v) for k, v in cfg.lake.properties.items()},
+                          spark_conf={k: str(v) for k, v in cfg.spark.conf.items()})
+    return {"kafka": kafka, "index": index, "spark": spark,
+            BACKUP_IO: BackupTopicIOManager(kafka=kafka, index=index), SIGNAL_IO: SignalTopicIOManager(index=index)}
+
+
+def build_definitions(cfg: PlatformConfig) -> dg.Definitions:
+    layout = LakeLayout(cfg.lake.catalog)
+    assets: list = list(_topic_specs(cfg))
+    jobs, sensors = [], []
+    for dm in cfg.datamarts:
+        assets += build_datamart_assets(datamart=dm, layout=layout)
+        job = dg.define_asset_job(f"{dm.name}_delta_job", selection=dg.AssetSelection.groups(dm.name),
+                                  tags=datamart_tags(dm.name),
+                                  description=f"Lands one delta of {dm.name}: signal events, changelog, increment, snapshot.")
+        jobs.append(job)
+        sensors.append(build_delta_sensor(datamart=dm, job=job, settings=cfg.sensor))
+    return dg.Definitions(assets=assets, jobs=jobs, sensors=sensors, resources=resources_for(cfg))
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    return build_definitions(load_config())

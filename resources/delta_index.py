@@ -106,6 +106,7 @@ class MessageRef:
     message_type: int
     stream_number: int
     chunk_number: int
+    value_bytes: int = 0
 
 
 class DeltaIndex:
@@ -220,7 +221,7 @@ class DeltaIndex:
     def delta_report(self, topic: str, datamart: str, delta_num: int) -> DeltaReport | None:
         """Completeness of `delta_num`'s increments in the backup topic (None: nothing seen)."""
         ledger = IncrementLedger()
-        for key, partition, offset, ts in self._keys(topic, datamart, delta_num):
+        for key, partition, offset, ts, _ in self._keys(topic, datamart, delta_num):
             ledger.add(key, partition, offset, ts)
         return ledger.delta_report(datamart, delta_num)
 
@@ -234,11 +235,11 @@ class DeltaIndex:
         with self._connect() as db:
             rows = db.execute(
                 'SELECT partition, "offset", timestamp_ms, increment_id, message_type, table_name, stream_number, '
-                "stream_total, chunk_number, is_last_chunk, delta_date FROM backup_messages "
+                "stream_total, chunk_number, is_last_chunk, delta_date, value_bytes FROM backup_messages "
                 'WHERE topic = ? AND datamart = ? AND delta_num = ? ORDER BY partition, "offset"',
                 (topic, datamart, delta_num)).fetchall()
-        for p, o, ts, inc, mt, table, sn, st, cn, last, date in rows:
-            yield BackupKey(inc, mt, datamart, delta_num, date, table, sn, st, cn, bool(last)), p, o, ts
+        for p, o, ts, inc, mt, table, sn, st, cn, last, date, size in rows:
+            yield BackupKey(inc, mt, datamart, delta_num, date, table, sn, st, cn, bool(last)), p, o, ts, size
 
     def chosen_messages(self, topic: str, datamart: str, delta_num: int) -> tuple[DeltaReport, list[MessageRef]]:
         """The chosen increment of a delta and one copy of each of its messages (the first)."""
@@ -247,12 +248,12 @@ class DeltaIndex:
             return report, []
         seen: set = set()
         refs = []
-        for key, p, o, _ in self._keys(topic, datamart, delta_num):
+        for key, p, o, _, size in self._keys(topic, datamart, delta_num):
             ident = (key.message_type, key.table_name, key.stream_number, key.chunk_number, key.is_last_chunk)
             if key.increment_id != report.chosen or ident in seen:
                 continue
             seen.add(ident)
-            refs.append(MessageRef(p, o, key.table_name, key.message_type, key.stream_number, key.chunk_number))
+            refs.append(MessageRef(p, o, key.table_name, key.message_type, key.stream_number, key.chunk_number, size))
         return report, refs
 
     def signal_events(self, datamart: str, delta_num: int) -> list[dict]:

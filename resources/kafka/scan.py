@@ -106,8 +106,8 @@ def scan(bootstrap: str, topic: str, ranges: Mapping[int, tuple[int, int]] | Non
                     continue
                 raise ScanError(f"topic {topic!r} partition {msg.partition()}: {err.str()}")
             p, off = msg.partition(), msg.offset()
-            if p not in remaining or off >= remaining[p][1]:
-                continue
+            if p not in remaining or off >= remaining[p][1] or off < remaining[p][0]:
+                continue  # outside the range (e.g. after an offset reset to the earliest)
             _, ts = msg.timestamp()
             yield RawMessage(topic, p, off, ts, msg.key(), msg.value())
             done += 1

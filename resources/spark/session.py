@@ -24,6 +24,7 @@ Nothing here imports Dagster; pyspark is imported only when a session is built.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,6 +183,9 @@ def build_spark_session(
         # Read by Spark's launcher before any conf: without it Spark resolves the host name
         # and may warn about (and advertise) a non-loopback address.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # Python workers must run this interpreter (the venv's, with pyarrow and our codecs),
+        # not whatever python3 is first on PATH.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     wanted = catalog_conf(catalog)
     running = SparkSession.getActiveSession()

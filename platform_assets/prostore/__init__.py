@@ -1,0 +1,1 @@
+"""Prostore datamarts as delta-partitioned assets: one asset group, job and sensor per datamart."""
