@@ -1,0 +1,1 @@
+"""The lake: how each source lands in Iceberg tables (layout, writes, snapshots)."""

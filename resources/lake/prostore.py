@@ -1,0 +1,250 @@
+"""A Prostore datamart in the Iceberg lake: where each delta's tables go and how they are written.
+
+Layout, for datamart `dm` in catalog `lake`:
+- `lake.dm.<table>`            snapshot: the table's state, one commit per applied delta,
+                                tagged `delta_<N>`, summary `deltaport.delta=N`;
+- `lake.dm_increment.<table>`  increment: the raw changes of every delta, with `sys_op`,
+                                `delta_num`, `delta_date`, `_partition`, `_offset`; partitioned by
+                                `delta_num`; re-landing delta N replaces exactly N's rows;
+- `lake.dm_meta.changelog`     the changelog shipped with each increment, one row per DDL record;
+- `lake.dm_meta.manifest`      one row per (delta, table) landed: rows, upserts, deletes, bytes,
+                                offsets, increment id: the record that increment N is complete;
+- `lake.dm_meta.signal_events` the signal events of each delta.
+
+Guarantees: every write is one Iceberg commit (see resources/spark/iceberg.py), so a crash
+leaves each table at its old or its new state; the manifest row of a delta is written after
+all its increment tables, so "increment N landed" is never claimed early; snapshots apply
+deltas strictly in order and never twice (each table's last applied delta is in its own
+commit summary); new tables and new columns appear without a code change; a column that
+disappears from the DDL is kept (old rows keep their values, new rows read NULL).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from resources.codecs.backup import ChangelogRecord
+from resources.codecs.ddl import EntitySchema, replay_changelog
+from resources.codecs.types import Column, spark_type
+from resources.errors import DeltaportError
+from resources.spark.iceberg import (
+    commit_delta,
+    ensure_table,
+    last_applied_delta,
+    merge_upserts,
+    table_exists,
+)
+
+
+class MissingDeltasError(DeltaportError):
+    """A snapshot cannot advance: earlier deltas have not landed as increments."""
+
+    def __init__(self, datamart: str, target: int, missing: Sequence[int]):
+        self.missing = list(missing)
+        super().__init__(f"datamart {datamart!r}: cannot bring snapshots to delta {target}: "
+                         f"increments of delta(s) {', '.join(map(str, missing))} have not landed; "
+                         f"materialize them first")
+
+
+@dataclass(frozen=True)
+class LakeLayout:
+    catalog: str = "lake"
+
+    def snapshot(self, datamart: str, table: str) -> str:
+        return f"{self.catalog}.{datamart}.{table}"
+
+    def increment(self, datamart: str, table: str) -> str:
+        return f"{self.catalog}.{datamart}_increment.{table}"
+
+    def meta(self, datamart: str, name: str) -> str:
+        return f"{self.catalog}.{datamart}_meta.{name}"
+
+
+@dataclass(frozen=True)
+class TableStats:
+    table: str
+    rows: int
+    upserts: int
+    deletes: int
+
+
+def data_tables(entities: Mapping[str, EntitySchema]) -> dict[str, EntitySchema]:
+    """The entities that hold data in a backup: logical tables (views hold none)."""
+    return {name: e for name, e in entities.items() if e.kind == "table"}
+
+
+def _struct(columns: Sequence[Column], extra: Sequence[tuple[str, object]] = ()):
+    from pyspark.sql.types import StructField, StructType
+
+    return StructType([StructField(c.name, spark_type(c), True) for c in columns]
+                      + [StructField(n, t, True) for n, t in extra])
+
+
+# --- changelog ---------------------------------------------------------------------------
+
+def land_changelog(spark, layout: LakeLayout, datamart: str, delta_num: int, increment_id: str,
+                   records: Sequence[ChangelogRecord]) -> dict[str, EntitySchema]:
+    """Write increment N's changelog (one row per record) and return the schema it describes."""
+    from pyspark.sql.types import LongType, StringType
+
+    entities = replay_changelog(records)
+    by_name = {e.name: e for e in entities.values()}
+    rows = []
+    for r in sorted(records, key=lambda r: r.change_num):
+        rows.append((delta_num, increment_id, r.change_num, r.entity_name, r.change_query))
+    schema = _plain_schema([("delta_num", LongType()), ("increment_id", StringType()), ("change_num", LongType()),
+                            ("entity_name", StringType()), ("change_query", StringType())])
+    ident = layout.meta(datamart, "changelog")
+    ensure_table(spark, ident, schema, partition_by=["delta_num"])
+    commit_delta(spark, ident, spark.createDataFrame(rows, schema), delta_num=delta_num, mode="replace_delta",
+                 extra_summary={"deltaport.entities": ",".join(sorted(by_name))})
+    return entities
+
+
+def changelog_history(spark, layout: LakeLayout, datamart: str) -> dict[int, list[ChangelogRecord]]:
+    """Every landed delta's changelog records, {delta: records} (small: DDL only)."""
+    ident = layout.meta(datamart, "changelog")
+    if not table_exists(spark, ident):
+        return {}
+    out: dict[int, list[ChangelogRecord]] = {}
+    for r in spark.table(ident).select("delta_num", "change_num", "entity_name", "change_query").collect():
+        out.setdefault(r.delta_num, []).append(ChangelogRecord(r.change_num, r.entity_name, r.change_query))
+    return out
+
+
+def _plain_schema(fields):
+    from pyspark.sql.types import StructField, StructType
+
+    return StructType([StructField(n, t, True) for n, t in fields])
+
+
+# --- increment ---------------------------------------------------------------------------
+
+def land_increment(spark, layout: LakeLayout, datamart: str, delta_num: int, delta_date_us: int,
+                   increment_id: str, entities: Mapping[str, EntitySchema], frames: Mapping[str, object],
+                   *, provenance: Mapping[str, object] | None = None) -> list[TableStats]:
+    """Replace delta N's rows in every increment table, then record N in the manifest.
+
+    `frames`: {table: DataFrame of data columns + sys_op + _partition + _offset}; a table of the
+    schema with no frame had no change in delta N and still gets an (empty) commit, so its
+    history says N was seen. A table in `frames` but not in `entities` is refused: data whose
+    schema the changelog does not describe must not land.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, LongType, TimestampNTZType
+
+    tables = data_tables(entities)
+    unknown = sorted(set(frames) - set(tables))
+    if unknown:
+        raise DeltaportError(f"datamart {datamart!r} delta {delta_num}: data for table(s) {unknown} "
+                             f"that the increment's changelog does not define")
+    extra = [("sys_op", IntegerType()), ("_partition", IntegerType()), ("_offset", LongType()),
+             ("delta_num", LongType()), ("delta_date", TimestampNTZType())]
+    stats = []
+    for name, entity in sorted(tables.items()):
+        struct = _struct(entity.columns, extra)
+        frame = frames.get(name)
+        if frame is None:
+            frame = spark.createDataFrame([], _struct(entity.columns, extra[:3]))
+        frame = (frame.withColumn("delta_num", F.lit(delta_num).cast("long"))
+                 .withColumn("delta_date", F.timestamp_micros(F.lit(delta_date_us)).cast("timestamp_ntz"))
+                 .select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in struct.fields]))
+        ident = layout.increment(datamart, name)
+        ensure_table(spark, ident, struct, partition_by=["delta_num"])
+        counts = frame.groupBy("sys_op").count().collect()
+        by_op = {r.sys_op: r["count"] for r in counts}
+        commit_delta(spark, ident, frame, delta_num=delta_num, mode="replace_delta",
+                     extra_summary={"deltaport.increment-id": increment_id})
+        stats.append(TableStats(name, sum(by_op.values()), sum(v for k, v in by_op.items() if k != 1),
+                                by_op.get(1, 0)))
+    _write_manifest(spark, layout, datamart, delta_num, delta_date_us, increment_id, stats, provenance or {})
+    return stats
+
+
+def _write_manifest(spark, layout, datamart, delta_num, delta_date_us, increment_id, stats, provenance):
+    from pyspark.sql.types import LongType, StringType
+
+    schema = _plain_schema([("delta_num", LongType()), ("table_name", StringType()), ("rows", LongType()),
+                            ("upserts", LongType()), ("deletes", LongType()), ("increment_id", StringType()),
+                            ("delta_date_us", LongType()), ("provenance", StringType())])
+    prov = json.dumps(provenance, sort_keys=True, default=str)
+    rows = [(delta_num, s.table, s.rows, s.upserts, s.deletes, increment_id, delta_date_us, prov) for s in stats]
+    # A delta with no data table still needs its manifest row: "landed" must be recordable.
+    rows = rows or [(delta_num, None, 0, 0, 0, increment_id, delta_date_us, prov)]
+    ident = layout.meta(datamart, "manifest")
+    ensure_table(spark, ident, schema, partition_by=["delta_num"])
+    commit_delta(spark, ident, spark.createDataFrame(rows, schema), delta_num=delta_num, mode="replace_delta")
+
+
+def landed_deltas(spark, layout: LakeLayout, datamart: str) -> dict[int, dict[str, TableStats]]:
+    """{delta: {table: stats}} of every increment recorded in the manifest."""
+    ident = layout.meta(datamart, "manifest")
+    if not table_exists(spark, ident):
+        return {}
+    out: dict[int, dict[str, TableStats]] = {}
+    for r in spark.table(ident).collect():
+        tables = out.setdefault(r.delta_num, {})
+        if r.table_name is not None:
+            tables[r.table_name] = TableStats(r.table_name, r.rows, r.upserts, r.deletes)
+    return out
+
+
+# --- snapshot ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Applied:
+    delta_num: int
+    table: str
+    upserts: int
+    deletes: int
+
+
+def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int) -> list[Applied]:
+    """Bring every snapshot table of the datamart to delta `target`, delta by delta, in order.
+
+    Each table starts after its own last applied delta (from its commit summaries), so a crash
+    between tables, or a re-run, applies nothing twice; a table born in delta k starts at k.
+    Fails with MissingDeltasError, before writing anything, if a delta that some table still
+    needs has not landed as an increment.
+    """
+    from pyspark.sql import functions as F
+
+    landed = landed_deltas(spark, layout, datamart)
+    history = changelog_history(spark, layout, datamart)
+    if target not in landed:
+        raise MissingDeltasError(datamart, target, [target])
+    first = min(landed)
+    schemas = {n: data_tables(replay_changelog(history.get(n, []))) for n in landed if n <= target}
+    last: dict[str, int] = {}
+    for name in data_tables(replay_changelog(history.get(target, []))):
+        ident = layout.snapshot(datamart, name)
+        done = last_applied_delta(spark, ident) if table_exists(spark, ident) else None
+        last[name] = done if done is not None else first - 1
+    start = min(last.values(), default=target) + 1
+    missing = [n for n in range(max(start, first), target + 1) if n not in landed]
+    if missing:
+        raise MissingDeltasError(datamart, target, missing)
+    applied = []
+    for n in range(max(start, first), target + 1):
+        for name, entity in sorted(schemas[n].items()):
+            if last.get(name, first - 1) >= n:
+                continue
+            ident = layout.snapshot(datamart, name)
+            ensure_table(spark, ident, _struct(entity.columns))
+            stats = landed[n].get(name, TableStats(name, 0, 0, 0))
+            if stats.rows == 0:
+                # Nothing changed: an empty commit still records (and tags) delta n, cheaply.
+                empty = spark.createDataFrame([], _struct(entity.columns))
+                commit_delta(spark, ident, empty, delta_num=n, mode="append")
+            else:
+                # localCheckpoint: Spark 4.1 cannot plan a MERGE whose source view still reads
+                # another Iceberg table ("No plan for TableReference"); the delta's changes are
+                # small enough to materialize on the executors first.
+                changes = (spark.table(layout.increment(datamart, name)).where(F.col("delta_num") == n)
+                           .drop("delta_num", "delta_date", "_partition", "_offset").localCheckpoint(eager=True))
+                merge_upserts(spark, ident, changes, list(entity.primary_key), delta_num=n)
+            last[name] = n
+            applied.append(Applied(n, name, stats.upserts, stats.deletes))
+    return applied
