@@ -68,3 +68,21 @@ class Progress:
         if self.drawn:
             sys.stderr.write("\n")
             sys.stderr.flush()
+
+
+def add_config_option(parser) -> None:
+    parser.add_argument("--config", "-c", default=None,
+                        help="config file (default: $DELTAPORT_CONFIG, else ./deltaport.yaml)")
+
+
+def ensure_dagster_home() -> Path:
+    """$DAGSTER_HOME if set; else ./.dagster, with the project's dagster.yaml linked into it."""
+    if os.environ.get("DAGSTER_HOME"):
+        return Path(os.environ["DAGSTER_HOME"])
+    home = Path(".dagster").resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    link, source = home / "dagster.yaml", Path("dagster.yaml").resolve()
+    if source.exists() and not link.exists():
+        link.symlink_to(source)
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home

@@ -1,44 +1,164 @@
-"""`deltaport demo`: the whole path on embedded defaults, in one command. Starts a real Kafka
-broker (or uses $KAFKA_BOOTSTRAP_SERVERS), writes emulated Prostore traffic with every fault
-switched on, and inspects both topics as `deltaport inspect` would. The lake side of the
-platform joins this command as it lands."""
+"""`deltaport demo`: the platform end to end on embedded defaults.
+
+Starts a real Kafka broker (or uses $KAFKA_BOOTSTRAP_SERVERS), an emulated Prostore closing
+deltas over time (duplicates, a re-export, a lagging backup and malformed messages included),
+and `dagster dev` with the daemon and the DELTA_CLOSE sensors on: the UI at
+http://127.0.0.1:3000 shows the deltas landing. Ctrl-C stops everything.
+
+`--once`: the same without the UI: emulate, land every delta headless (`deltaport sync`), print
+per delta and table the lake's row count beside the emulator's truth, exit 0 when every
+emulated delta has landed equal to the truth.
+
+Everything lives in .deltaport/demo (config, lake, delta index, Dagster instance), wiped at
+each start: a new broker means new topics, and an index of old topics must not be reused.
+"""
 
 from __future__ import annotations
 
-import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 
-from platform_assets.cli import emulate_cmd, inspect_cmd
+import yaml
+
+from platform_assets.cli.common import state_dir
+from resources.emulator.outgoing import BACKUP, SIGNAL
+from resources.emulator.publish import publish
+from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
+from resources.kafka.admin import create_topic
 from resources.kafka.broker import kafka_bootstrap
+
+TOPICS = {SIGNAL: "prostore.signal", BACKUP: "prostore.backup"}
+# Faults the platform recovers from by itself (a lost chunk never re-exported would block a delta).
+DEMO_FAULTS = Faults(duplicate_rate=0.05, reexport_deltas=(2,), lost_chunk_deltas=(2,), lagging_deltas=(3,), lag=2,
+                     malformed=True)
 
 
 def register(sub) -> None:
     p = sub.add_parser("demo", help="run the platform end to end on embedded defaults", description=__doc__)
-    p.add_argument("--deltas", type=int, default=8)
+    p.add_argument("--once", action="store_true", help="no UI: land every delta headless, compare, exit")
+    p.add_argument("--deltas", type=int, default=8, help="closed deltas per datamart")
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--pace", type=float, default=10.0, help="seconds between two DELTA_CLOSEs (UI mode)")
+    p.add_argument("--port", type=int, default=3000)
     p.set_defaults(run=run)
+
+
+def _workspace(bootstrap: str) -> dict[str, Path]:
+    root = (state_dir() / "demo").resolve()
+    shutil.rmtree(root, ignore_errors=True)
+    paths = {"root": root, "config": root / "deltaport.yaml", "dagster_home": root / "dagster",
+             "workspace": root / "workspace.yaml"}
+    paths["dagster_home"].mkdir(parents=True)
+    project_yaml = Path(__file__).resolve().parents[2] / "dagster.yaml"
+    if project_yaml.exists():
+        shutil.copy(project_yaml, paths["dagster_home"] / "dagster.yaml")
+    paths["config"].write_text(yaml.safe_dump({
+        "datamarts": [{"name": dm, "signal_topic": TOPICS[SIGNAL], "backup_topic": TOPICS[BACKUP]}
+                      for dm in ("marketing", "sourcedb")],
+        "kafka": {"bootstrap_servers": bootstrap},
+        "lake": {"catalog": "lake", "type": "hadoop", "warehouse": "lake"},
+        "sensor": {"interval_seconds": 5, "max_messages_per_tick": 5000},
+        "state_dir": "state",
+    }, sort_keys=False))
+    paths["workspace"].write_text(yaml.safe_dump({"load_from": [{"python_module": {
+        "module_name": "platform_assets.definitions", "location_name": "deltaport"}}]}))
+    return paths
 
 
 def run(args) -> int:
     started = time.monotonic()
-    print("starting the embedded Kafka broker (first run downloads its jars from Maven Central) ...", flush=True)
+    print("starting the embedded Kafka broker ...", flush=True)
     with kafka_bootstrap() as bootstrap:
-        print(f"broker at {bootstrap} after {time.monotonic() - started:.1f} s", flush=True)
-        suffix = f"demo.{int(time.time())}"
-        signal_topic, backup_topic = f"prostore.signal.{suffix}", f"prostore.backup.{suffix}"
-        sub = argparse.ArgumentParser().add_subparsers()
-        emulate_cmd.register(sub)
-        inspect_cmd.register(sub)
-        emulate = sub.choices["emulate"].parse_args([
-            "-b", bootstrap, "--signal-topic", signal_topic, "--backup-topic", backup_topic,
-            "--deltas", str(args.deltas), "--seed", str(args.seed), "--streams", "2", "--partitions", "3",
-            "--chunk-size", "5", "--faults", "all",
-        ])
-        print(f"\n$ deltaport emulate --deltas {args.deltas} --streams 2 --partitions 3 --chunk-size 5 --faults all", flush=True)
-        emulate.run(emulate)
-        for topic in (backup_topic, signal_topic):
-            print(f"\n$ deltaport inspect --topic {topic}", flush=True)
-            inspect = sub.choices["inspect"].parse_args(["-b", bootstrap, "--topic", topic])
-            inspect.run(inspect)
-    print(f"\ndemo done in {time.monotonic() - started:.1f} s", flush=True)
-    return 0
+        print(f"broker at {bootstrap} ({time.monotonic() - started:.1f} s)", flush=True)
+        paths = _workspace(bootstrap)
+        os.environ["DELTAPORT_CONFIG"] = str(paths["config"])
+        os.environ["DAGSTER_HOME"] = str(paths["dagster_home"])
+        sc = build_scenario(EmulatorConfig(seed=args.seed, deltas=args.deltas, streams=2, chunk_size=5,
+                                           backup_partitions=3, faults=DEMO_FAULTS))
+        create_topic(bootstrap, TOPICS[SIGNAL])
+        create_topic(bootstrap, TOPICS[BACKUP], partitions=3)
+        if args.once:
+            return _once(sc, bootstrap, paths, started)
+        return _with_ui(sc, bootstrap, paths, args)
+
+
+def _once(sc, bootstrap: str, paths: dict[str, Path], started: float) -> int:
+    import dagster as dg
+
+    from platform_assets.config import load_config
+    from platform_assets.definitions import resources_for
+    from platform_assets.sync import sync
+    from resources.lake.prostore import LakeLayout
+    from resources.lake.read import rows_as_of
+
+    publish(sc.messages, bootstrap, TOPICS)
+    print(f"emulated {len(sc.messages)} messages: deltas 0..{sc.config.deltas - 1} of "
+          f"{', '.join(sc.config.datamarts)}, faults: {', '.join(sorted(sc.injected))}", flush=True)
+    cfg = load_config(paths["config"])
+    with dg.DagsterInstance.get() as instance:
+        result = sync(cfg, instance)
+    spark = resources_for(cfg)["spark"].get_session()
+    layout = LakeLayout(cfg.lake.catalog)
+    landed = {(o.datamart, o.delta) for o in result.outcomes if o.success}
+    print(f"\n{'datamart':10} {'delta':>5} {'table':14} {'lake rows':>9} {'truth rows':>10}  equal")
+    all_equal = True
+    for dm, deltas in sc.truth.items():
+        for n, state in sorted(deltas.items()):
+            for table, rows in sorted(state.items()):
+                if (dm, n) in landed:
+                    got = rows_as_of(spark, layout, dm, table, n)
+                    want = sorted(rows.values(), key=lambda r: tuple(r[k] for k in sc.databases[dm].tables[table].primary_key))
+                    equal, count = got == want, str(len(got))
+                else:
+                    equal, count = False, "-"
+                all_equal &= equal
+                print(f"{dm:10} {n:>5} {table:14} {count:>9} {len(rows):>10}  {'yes' if equal else 'NO'}")
+    print(f"\n{len(landed)} of {sum(len(d) for d in sc.truth.values())} deltas landed, "
+          f"{'all equal to the truth' if all_equal else 'NOT all equal to the truth'}; "
+          f"{time.monotonic() - started:.0f} s")
+    return 0 if all_equal else 1
+
+
+def _with_ui(sc, bootstrap: str, paths: dict[str, Path], args) -> int:
+    stop = threading.Event()
+
+    def pace(msg) -> None:
+        if msg.role == SIGNAL and "DELTA_CLOSE" in msg.note:
+            print(f"emulator: {msg.note.split(':')[0]} closed a delta", flush=True)
+            stop.wait(args.pace)
+
+    def emulate() -> None:
+        try:
+            publish(sc.messages, bootstrap, TOPICS, pace=pace)
+            print("emulator: all deltas written", flush=True)
+        except Exception as exc:  # the demo goes on with what was written; say why it stopped
+            print(f"emulator stopped: {exc}", flush=True)
+
+    threading.Thread(target=emulate, daemon=True, name="emulator").start()
+    cmd = [str(Path(sys.executable).with_name("dagster")), "dev", "-w", str(paths["workspace"]),
+           "-h", "127.0.0.1", "-p", str(args.port)]
+    print(f"starting Dagster: UI at http://127.0.0.1:{args.port} (Ctrl-C stops everything)", flush=True)
+    ui = subprocess.Popen(cmd, cwd=paths["root"], start_new_session=True)
+    try:
+        while ui.poll() is None:
+            time.sleep(0.5)
+        print(f"dagster dev exited with {ui.returncode}", flush=True)
+        return ui.returncode or 0
+    except KeyboardInterrupt:
+        print("\nstopping ...", flush=True)
+        return 0
+    finally:
+        stop.set()
+        if ui.poll() is None:
+            os.killpg(ui.pid, signal.SIGINT)  # dagster dev shuts its webserver and daemon down on SIGINT
+            try:
+                ui.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(ui.pid, signal.SIGKILL)
+        print("demo stopped", flush=True)

@@ -1,0 +1,30 @@
+"""`deltaport sync`: one headless pass, for cron and CI. Evaluates each datamart's DELTA_CLOSE
+sensor once (and again while it has work), materializes the due deltas in order on the Dagster
+instance of $DAGSTER_HOME (default ./.dagster), prints a line per delta and table, and exits 0
+when every run succeeded, 1 otherwise."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from platform_assets.cli.common import add_config_option, ensure_dagster_home
+from platform_assets.config import load_config
+from platform_assets.sync import sync
+
+
+def register(sub) -> None:
+    p = sub.add_parser("sync", help="land every due delta once, headless", description=__doc__)
+    add_config_option(p)
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    cfg = load_config(args.config)
+    ensure_dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        result = sync(cfg, instance)
+    for dm, why in sorted(result.waiting.items()):
+        print(f"{dm}: {why}")
+    landed = sum(o.success for o in result.outcomes)
+    print(f"sync: {landed} delta(s) landed, {len(result.outcomes) - landed} failed")
+    return 0 if result.ok else 1

@@ -1,0 +1,104 @@
+"""One headless pass of the platform, for cron, CI and `deltaport demo --once`.
+
+Per datamart: evaluate its DELTA_CLOSE sensor (the same code the daemon runs), add the new
+partitions, and materialize each requested delta in order, in process, on the Dagster instance
+of DAGSTER_HOME (runs, materializations and checks show in the UI afterwards). Repeats while
+the sensor has work (ingestion is bounded per tick). A failed delta stops its datamart: later
+deltas would fail to advance the snapshot anyway. The sensor's cursor is kept in
+<state_dir>/sync-cursors.json.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dagster as dg
+
+from platform_assets.config import PlatformConfig
+from platform_assets.definitions import build_definitions
+
+
+# The runs' event logs stay in the instance (and the UI); the terminal gets one line per delta.
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+@dataclass
+class DeltaOutcome:
+    datamart: str
+    delta: int
+    success: bool
+    rows: dict[str, int] = field(default_factory=dict)  # increment rows per table
+    snapshot_rows: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass
+class SyncResult:
+    outcomes: list[DeltaOutcome] = field(default_factory=list)
+    waiting: dict[str, str] = field(default_factory=dict)  # datamart -> why its next delta waits
+
+    @property
+    def ok(self) -> bool:
+        return all(o.success for o in self.outcomes)
+
+
+def _rows(result, key: dg.AssetKey) -> dict[str, int]:
+    for event in result.get_asset_materialization_events():
+        mat = event.event_specific_data.materialization
+        if mat.asset_key == key:
+            return {k.split("/", 1)[1]: int(v.value) for k, v in mat.metadata.items() if k.startswith("rows/")}
+    return {}
+
+
+def sync(cfg: PlatformConfig, instance: dg.DagsterInstance, *, max_ticks: int = 100, echo=print) -> SyncResult:
+    defs = build_definitions(cfg)
+    cursor_file = cfg.resolve_path(cfg.state_dir) / "sync-cursors.json"
+    cursors = json.loads(cursor_file.read_text()) if cursor_file.exists() else {}
+    out = SyncResult()
+    for dm in cfg.datamarts:
+        sensor = defs.resolve_sensor_def(f"{dm.name}_delta_close_sensor")
+        job = defs.resolve_job_def(f"{dm.name}_delta_job")
+        failed = False
+        idle = 0
+        for _ in range(max_ticks):
+            with dg.build_sensor_context(instance=instance, cursor=cursors.get(dm.name), definitions=defs,
+                                         resources=defs.resources) as ctx:
+                result = sensor(ctx)
+            for req in result.dynamic_partitions_requests or []:
+                instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+            if result.skip_reason:
+                out.waiting[dm.name] = result.skip_reason.skip_message
+            for req in result.run_requests:
+                n = int(req.partition_key)
+                run = job.execute_in_process(partition_key=req.partition_key, instance=instance,
+                                             tags={**req.tags, "deltaport/run_key": req.run_key}, raise_on_error=False,
+                                             run_config=QUIET)
+                outcome = DeltaOutcome(dm.name, n, run.success, _rows(run, dg.AssetKey([dm.name, "increment"])),
+                                       _rows(run, dg.AssetKey([dm.name, "snapshot"])))
+                if not run.success:
+                    failure = next((e for e in run.all_events if e.is_step_failure), None)
+                    outcome.error = failure.event_specific_data.error.message.strip() if failure else "run failed"
+                out.outcomes.append(outcome)
+                echo(render(outcome))
+                if not run.success:
+                    failed = True
+                    break
+            if failed:
+                break  # the cursor stays before the failed delta: the next sync retries it
+            cursors[dm.name] = result.cursor
+            idle = 0 if result.run_requests else idle + 1
+            if idle >= 2:  # two ticks with nothing to run: the topics are read up to their end
+                break
+        cursor_file.parent.mkdir(parents=True, exist_ok=True)
+        cursor_file.write_text(json.dumps(cursors))
+    return out
+
+
+def render(o: DeltaOutcome) -> str:
+    if not o.success:
+        return f"{o.datamart} delta {o.delta}: FAILED: {o.error}"
+    tables = sorted(set(o.rows) | set(o.snapshot_rows))
+    detail = ", ".join(f"{t} +{o.rows.get(t, 0)} -> {o.snapshot_rows.get(t, '?')}" for t in tables)
+    return f"{o.datamart} delta {o.delta}: landed ({detail})"
