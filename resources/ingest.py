@@ -22,10 +22,14 @@ from resources.codecs.arrow_rows import container_record_count
 from resources.codecs.backup import MESSAGE_TYPE_CHANGELOG, decode_backup_key, iter_changelog
 from resources.codecs.signal import decode_signal
 from resources.delta_index import BackupEntry, BadEntry, DeltaIndex, SignalEntry
-from resources.errors import DecodeError, Location
+from resources.errors import DecodeError, DeltaportError, Location
 from resources.kafka.scan import RawMessage, scan, topic_ranges
 
 BACKUP, SIGNAL = "backup", "signal"
+
+
+class IngestError(DeltaportError):
+    """The topic cannot be indexed as it is (see the message)."""
 BATCH = 1000
 
 
@@ -70,7 +74,15 @@ def ingest_topic(bootstrap: str, topic: str, index: DeltaIndex, kind: str, *, ma
     """Index up to `max_messages` new messages of `topic` (`kind` is BACKUP or SIGNAL)."""
     result = IngestResult(topic)
     marks = topic_ranges(bootstrap, topic, config=consumer_config, timeout=timeout)
-    ranges, result.remaining = plan_ranges(marks, index.progress(topic), max_messages)
+    progress = index.progress(topic)
+    behind = {p: (o, marks[p][1]) for p, o in progress.items() if p in marks and o > marks[p][1]}
+    if behind:
+        # The index has read further than the topic now reaches: the topic was deleted and made
+        # again (or is another cluster's). Its offsets now mean other messages: refuse to guess.
+        detail = ", ".join(f"partition {p}: indexed up to {o}, topic ends at {hi}" for p, (o, hi) in behind.items())
+        raise IngestError(f"topic {topic!r} is shorter than what the delta index {index.path} has read ({detail}): "
+                          "was it re-created? Point state_dir at a new folder to index it from scratch")
+    ranges, result.remaining = plan_ranges(marks, progress, max_messages)
     batch: dict[str, list] = {"backup": [], "signal": [], "bad": []}
     reached: dict[int, int] = {}
 

@@ -8,7 +8,7 @@ from resources.delta_index import CLOSED, DeltaIndex
 from resources.emulator.outgoing import BACKUP, SIGNAL
 from resources.emulator.publish import publish
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
-from resources.ingest import ingest_topic, plan_ranges
+from resources.ingest import IngestError, ingest_topic, plan_ranges
 from resources.kafka.admin import create_topic
 
 pytestmark = pytest.mark.integration
@@ -82,3 +82,11 @@ def test_ingesting_again_changes_nothing(kafka_bootstrap, story, tmp_path):
     assert res.read > 0 and res.indexed == 0
     ingest_topic(kafka_bootstrap, topics[BACKUP], again, "backup")
     assert (again.deltas("marketing"), again.chosen_messages(topics[BACKUP], "marketing", 2)) == before
+
+
+def test_a_recreated_topic_is_refused_not_misread(kafka_bootstrap, tmp_path):
+    index = DeltaIndex(tmp_path / "index.sqlite")
+    index.write_batch("recreated.topic", next_offsets={0: 50})  # as if 50 messages had been read
+    create_topic(kafka_bootstrap, "recreated.topic")
+    with pytest.raises(IngestError, match="re-created"):
+        ingest_topic(kafka_bootstrap, "recreated.topic", index, "backup")
