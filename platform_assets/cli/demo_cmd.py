@@ -125,8 +125,13 @@ def _once(sc, bootstrap: str, paths: dict[str, Path], started: float) -> int:
     return 0 if all_equal else 1
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM (e.g. from a supervisor) stops the demo as cleanly as Ctrl-C
+
+
 def _with_ui(sc, bootstrap: str, paths: dict[str, Path], args) -> int:
     stop = threading.Event()
+    signal.signal(signal.SIGTERM, _interrupt)
 
     def pace(msg) -> None:
         if msg.role == SIGNAL and "DELTA_CLOSE" in msg.note:

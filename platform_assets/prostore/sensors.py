@@ -83,7 +83,8 @@ def build_delta_sensor(*, datamart: DatamartConfig, job,
             due, waiting, new_cursor, _ = evaluate(datamart, index.get(), kafka, cursor,
                                                    max_messages=settings.max_messages_per_tick, log=context.log)
         except DeltaportError as exc:
-            return dg.SensorResult(skip_reason=f"cannot read Kafka: {exc}")
+            context.log.error(str(exc))
+            return dg.SensorResult(skip_reason=f"{datamart.name}: {exc}")
         existing = set(context.instance.get_dynamic_partitions(parts.name))
         new_keys = [partition_key(n) for n in due if partition_key(n) not in existing]
         runs = [dg.RunRequest(partition_key=partition_key(n), run_key=f"{datamart.name}:{n}",
