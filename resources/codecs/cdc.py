@@ -78,7 +78,7 @@ class SchemaChange:
 class TransactionMark:
     source: str
     transaction_id: str | None
-    kind: str  # "begin" | "end"
+    kind: str  # "begin" | "end" | "rollback" (never a commit point)
     order_key: tuple | None = None
     event_time_us: int | None = None
 
