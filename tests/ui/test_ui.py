@@ -1,0 +1,94 @@
+"""The Dagster UI shows deltaport's lineage and partitions: seen in headless Chromium.
+
+Runs `deltaport demo --once --deltas 3` (its own embedded Kafka broker, Spark, Iceberg) into a
+temporary state folder, then `ui_check.run_ui_check` on the instance it leaves: dagster-webserver
+on a free port, lineage and partitions through its GraphQL API, and screenshots (+ rendered DOM)
+of the global lineage, the marketing asset graph and marketing/snapshot's partitions, which must
+not be blank and must name the assets and partition keys. The screenshots stay in
+bench-results/ui/ (gitignored; or $DELTAPORT_UI_OUT) to be looked at.
+
+Needs Debian's chromium (`apt-get install -y chromium`; the Makefile installs it): without it this
+test FAILS, saying how to install it, rather than skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ui_check  # noqa: E402
+
+from platform_assets.prostore.partitions import partition_key  # noqa: E402
+
+DELTAS = 3
+DATAMART = "marketing"
+
+
+def _demo_once(state: Path, log: Path) -> Path:
+    """`deltaport demo --once --deltas 3` with DELTAPORT_STATE_DIR=state; returns its demo folder."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "DELTAPORT_CONFIG")}
+    env["DELTAPORT_STATE_DIR"] = str(state)
+    cmd = [sys.executable, "-m", "platform_assets.cli", "demo", "--once", "--deltas", str(DELTAS)]
+    started = time.monotonic()
+    with open(log, "wb") as out:
+        try:
+            proc = subprocess.run(cmd, cwd=state.parent, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, timeout=900)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"`{' '.join(cmd[2:])}` did not finish in 900 s; {log}:\n{_tail(log)}", pytrace=False)
+    if proc.returncode != 0:
+        pytest.fail(f"`{' '.join(cmd[2:])}` exited with {proc.returncode}; {log}:\n{_tail(log)}", pytrace=False)
+    print(f"demo --once --deltas {DELTAS}: {time.monotonic() - started:.0f} s")
+    return state / "demo"
+
+
+def _tail(log: Path, lines: int = 60) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+
+@pytest.mark.integration
+@pytest.mark.ui
+@pytest.mark.timeout(1500)
+def test_ui_shows_lineage_and_partitions(tmp_path: Path) -> None:
+    missing = None
+    try:  # first: no point landing deltas for four minutes when the browser is missing
+        ui_check.find_chromium()
+    except ui_check.ChromiumNotFound as exc:
+        missing = str(exc)
+    if missing:
+        pytest.fail(missing, pytrace=False)
+
+    demo = _demo_once(tmp_path / ".deltaport", tmp_path / "demo.log")
+    keys = [partition_key(n) for n in range(DELTAS)]
+    out = Path(os.environ.get("DELTAPORT_UI_OUT", ui_check.DEFAULT_OUT))
+    try:
+        result = ui_check.run_ui_check(dagster_home=demo / "dagster", workspace=demo / "workspace.yaml",
+                                       config=demo / "deltaport.yaml", out_dir=out, datamart=DATAMART,
+                                       expected_partitions=keys)
+    except ui_check.UICheckError as exc:
+        result, failure = None, f"{exc}\n(screenshots, DOM dumps and webserver.log in {out})"
+    if result is None:
+        pytest.fail(failure, pytrace=False)
+    print(result.summary())
+
+    # run_ui_check asserted all of this already; restated here as the test's contract.
+    lineage = {asset: set(deps) for asset, deps in result.lineage.items()}
+    assert {"marketing/changelog", "marketing/increment"} <= lineage["marketing/snapshot"]
+    assert {"marketing/changelog", "kafka/prostore.backup"} <= lineage["marketing/increment"]
+    assert "kafka/prostore.backup" in lineage["marketing/changelog"]
+    assert "kafka/prostore.signal" in lineage["marketing/signal_events"]
+    assert result.partition_keys == keys
+    for asset in ("signal_events", "changelog", "increment", "snapshot"):
+        assert sorted(result.materialized_partitions[f"{DATAMART}/{asset}"]) == keys, asset
+    assert [p.name for p in result.pages] == ["lineage", "asset-group", "partitions"]
+    for page in result.pages:
+        assert Path(page.screenshot).stat().st_size > 10_000, page
+        assert page.colours >= 24 and page.non_background >= 0.03, page
+        dom = Path(page.dom).read_text(encoding="utf-8")
+        assert all(text in dom for text in page.must_show), page
