@@ -2,9 +2,19 @@
 
 Each changelog record's `changeQuery` is one DDL statement. `parse_ddl` turns it into a typed
 statement: `CreateTable`, `CreateView` (logical or materialized, CREATE OR REPLACE and ALTER VIEW
-too), `DropTable`, `DropView`, or `OtherStatement` for anything else (CREATE DATABASE, external
+too), `DropTable`, `DropView`, `AlterTable` (ADD [COLUMN], DROP [COLUMN], RENAME COLUMN .. TO ..,
+several comma-separated), or `OtherStatement` for anything else (CREATE DATABASE, external
 tables, ...), which is kept, never an error. `replay_changelog` applies records in changeNum order
 and returns the schema of every live entity, keyed by its unqualified name.
+
+Column changes: ADD appends the column, DROP removes it, RENAME renames it in place. Each column
+has an identity (`EntitySchema.column_ids`: the changeNum and position of the statement that
+created it) that a RENAME keeps, so `column_transition` can say how rows written under one
+version of a table read under a later one (which column continues which, which are new, which
+are gone, whether the table itself was dropped and created again). An ALTER TABLE that cannot be
+applied (unknown table or column, a name taken, a primary- or distribution-key column dropped or
+renamed, an action this parser does not know) raises `DdlParseError` naming the changeNum:
+guessing would land data under the wrong schema.
 
 Guarantees: a well-formed CREATE TABLE yields typed columns (`types.Column`), a primary key and
 a distribution key that name declared columns; the seed's own DDL is accepted verbatim, including
@@ -19,7 +29,7 @@ The tokenizer is hand-written and never raises: an unterminated quote just runs 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
@@ -69,6 +79,37 @@ class DropView:
 
 
 @dataclass(frozen=True)
+class AddColumn:
+    column: Column
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class DropColumn:
+    name: str
+    if_exists: bool = False
+
+
+@dataclass(frozen=True)
+class RenameColumn:
+    old: str
+    new: str
+
+
+AlterAction = AddColumn | DropColumn | RenameColumn
+
+
+@dataclass(frozen=True)
+class AlterTable:
+    """ALTER TABLE [IF EXISTS] [dm.]t action[, action ...]; actions apply left to right."""
+
+    datamart: str | None
+    name: str
+    actions: tuple[AlterAction, ...]
+    if_exists: bool = False
+
+
+@dataclass(frozen=True)
 class OtherStatement:
     """A statement that changes no table or view schema this platform tracks."""
 
@@ -76,7 +117,7 @@ class OtherStatement:
     query: str
 
 
-Statement = CreateTable | CreateView | DropTable | DropView | OtherStatement
+Statement = CreateTable | CreateView | DropTable | DropView | AlterTable | OtherStatement
 
 
 @dataclass(frozen=True)
@@ -91,10 +132,59 @@ class EntitySchema:
     distributed_by: tuple[str, ...] = ()
     datasource_types: tuple[str, ...] = ()
     query: str | None = None  # views only
-    change_num: int | None = None  # the changelog record that created it
+    change_num: int | None = None  # the changelog record that created it (ALTER keeps it)
+    # One identity per column, "<changeNum>.<position>" of the statement that created it; a
+    # RENAME keeps it, so it tells a renamed column from a new one. Lineage, not schema: left
+    # out of equality, and empty for an EntitySchema built by hand.
+    column_ids: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name == name), None)
+
+
+@dataclass(frozen=True)
+class ColumnTransition:
+    """How the rows of a table written under schema `before` read under a later schema.
+
+    `sources` maps each column of the later schema to the column of `before` it continues
+    (the same name, or the old name of a renamed column), or None for a column created since
+    (added, or dropped and added again: old rows have no value for it). `dropped` lists the
+    columns of `before` that nothing continues. `recreated`: the table was dropped and created
+    again (or replaced) in between, so no old row belongs to it any more.
+    """
+
+    sources: Mapping[str, str | None]
+    dropped: tuple[str, ...] = ()
+    recreated: bool = False
+
+    @property
+    def renamed(self) -> dict[str, str]:
+        """{new name: old name} of the renamed columns."""
+        return {new: old for new, old in self.sources.items() if old is not None and old != new}
+
+    @property
+    def added(self) -> tuple[str, ...]:
+        return tuple(new for new, old in self.sources.items() if old is None)
+
+    @property
+    def unchanged(self) -> bool:
+        return not (self.recreated or self.dropped or self.renamed or self.added)
+
+
+def column_transition(before: EntitySchema, after: EntitySchema) -> ColumnTransition:
+    """Compare two versions of one table from `replay_changelog` (see `ColumnTransition`)."""
+    if before.change_num != after.change_num or before.kind != after.kind:
+        return ColumnTransition({c.name: None for c in after.columns},
+                                tuple(c.name for c in before.columns), recreated=True)
+    by_ids = bool(before.column_ids and after.column_ids)  # by hand, without ids: by name
+
+    def ids(entity: EntitySchema) -> tuple[str, ...]:
+        return entity.column_ids if by_ids else tuple(c.name for c in entity.columns)
+
+    old_by_id = dict(zip(ids(before), (c.name for c in before.columns)))
+    sources = {c.name: old_by_id.get(i) for c, i in zip(after.columns, ids(after))}
+    kept = set(sources.values())
+    return ColumnTransition(sources, tuple(c.name for c in before.columns if c.name not in kept))
 
 
 # ---------------------------------------------------------------- tokenizer
@@ -374,6 +464,8 @@ class _Parser:
                 return self.create_view("materialized_view", or_replace)
             if self.accept_kw("view"):
                 return self.create_view("view", or_replace)
+        elif self.accept_kw("alter", "table"):
+            return self.alter_table()
         elif self.accept_kw("alter", "view"):
             return self.create_view("view", True)  # ALTER VIEW redefines the query: a replace
         elif self.accept_kw("drop"):
@@ -396,6 +488,43 @@ class _Parser:
         distributed_by, datasource_types = self.table_tail(stop_at_as=False)
         self.check_keys(columns, primary_key, distributed_by, need_pk=True)
         return CreateTable(datamart, name, columns, primary_key, distributed_by, datasource_types)
+
+    def alter_table(self) -> AlterTable:
+        if_exists = self.accept_kw("if", "exists")
+        datamart, name = self.qualified_name("table name")
+        actions = [self.alter_action()]
+        while self.accept_punct(","):
+            actions.append(self.alter_action())
+        if not self.at_end():
+            raise self.fail(f"expected ',' or the end after an ALTER TABLE action, found {self.describe()}")
+        return AlterTable(datamart, name, tuple(actions), if_exists)
+
+    def alter_action(self) -> AlterAction:
+        if self.accept_kw("add"):
+            if self.is_kw("constraint") or self.is_kw("primary", "key"):
+                raise self.fail("ALTER TABLE ... ADD of a key or constraint is not supported")
+            self.accept_kw("column")
+            if_not_exists = self.accept_kw("if", "not", "exists")
+            column, inline_pk = self.column_def()
+            if inline_pk:
+                raise self.fail(f"cannot add primary key column {column.name!r}: "
+                                "a table's primary key is fixed when it is created")
+            return AddColumn(column, if_not_exists)
+        if self.accept_kw("drop"):
+            if self.is_kw("constraint") or self.is_kw("primary", "key"):
+                raise self.fail("ALTER TABLE ... DROP of a key or constraint is not supported")
+            self.accept_kw("column")
+            if_exists = self.accept_kw("if", "exists")
+            return DropColumn(self.ident("column name"), if_exists)
+        if self.accept_kw("rename", "column"):
+            old = self.ident("column name")
+            if not self.accept_kw("to"):
+                raise self.fail(f"expected TO after RENAME COLUMN {old}, found {self.describe()}")
+            return RenameColumn(old, self.ident("new column name"))
+        if self.at_end():
+            raise self.fail("expected an ALTER TABLE action, found end of statement")
+        raise self.fail(f"unsupported ALTER TABLE action {self.describe()} "
+                        "(known: ADD [COLUMN], DROP [COLUMN], RENAME COLUMN .. TO ..)")
 
     def create_view(
         self, kind: Literal["view", "materialized_view"], or_replace: bool
@@ -432,7 +561,9 @@ def replay_changelog(records: Iterable[Any]) -> dict[str, EntitySchema]:
     A record is a `backup.ChangelogRecord` or a mapping with the Avro field names (changeNum,
     entityName, changeQuery). The key is the name parsed from the DDL, not `entityName` (the
     seed's first record says "marketing" for `CREATE TABLE marketing.sales`). CREATE of an
-    existing name replaces it; DROP removes it; other statements change nothing.
+    existing name replaces it (so a table dropped and created again is a new table: its
+    `change_num` and column ids are new); DROP removes it; ALTER TABLE changes its columns (see
+    the module docstring); other statements change nothing.
     """
     ordered = sorted(records, key=lambda r: _field(r, "change_num", "changeNum"))
     state: dict[str, EntitySchema] = {}
@@ -447,12 +578,69 @@ def replay_changelog(records: Iterable[Any]) -> dict[str, EntitySchema]:
             state[stmt.name] = EntitySchema(
                 stmt.datamart, stmt.name, "table", stmt.columns, stmt.primary_key,
                 stmt.distributed_by, stmt.datasource_types, None, change_num,
+                _new_ids(change_num, len(stmt.columns)),
             )
         elif isinstance(stmt, CreateView):
             state[stmt.name] = EntitySchema(
                 stmt.datamart, stmt.name, stmt.kind, stmt.columns, stmt.primary_key,
                 stmt.distributed_by, stmt.datasource_types, stmt.query, change_num,
+                _new_ids(change_num, len(stmt.columns)),
             )
         elif isinstance(stmt, (DropTable, DropView)):
             state.pop(stmt.name, None)
+        elif isinstance(stmt, AlterTable):
+            entity = state.get(stmt.name)
+            if entity is None or entity.kind != "table":
+                if stmt.if_exists:
+                    continue
+                what = "no table" if entity is None else f"a {entity.kind.replace('_', ' ')}"
+                raise DdlParseError(f"changeNum {change_num}: ALTER TABLE {stmt.name!r}, which is {what}", query)
+            state[stmt.name] = _alter(entity, stmt, change_num, query)
     return state
+
+
+def _new_ids(change_num: int, count: int) -> tuple[str, ...]:
+    return tuple(f"{change_num}.{i}" for i in range(count))
+
+
+def _alter(entity: EntitySchema, stmt: AlterTable, change_num: int, query: str) -> EntitySchema:
+    """`entity` after the actions of one ALTER TABLE, left to right."""
+    columns = list(entity.columns)
+    ids = list(entity.column_ids or _new_ids(entity.change_num or 0, len(columns)))
+
+    def fail(reason: str) -> DdlParseError:
+        return DdlParseError(f"changeNum {change_num}: ALTER TABLE {entity.name}: {reason}", query)
+
+    def index(name: str) -> int | None:
+        return next((i for i, c in enumerate(columns) if c.name == name), None)
+
+    def check_not_key(name: str, verb: str) -> None:
+        for role, keys in (("primary key", entity.primary_key), ("distribution key", entity.distributed_by)):
+            if name in keys:
+                raise fail(f"cannot {verb} {role} column {name!r}")
+
+    for pos, action in enumerate(stmt.actions):
+        if isinstance(action, AddColumn):
+            if index(action.column.name) is not None:
+                if action.if_not_exists:
+                    continue
+                raise fail(f"column {action.column.name!r} already exists")
+            columns.append(action.column)
+            ids.append(f"{change_num}.{pos}")
+        elif isinstance(action, DropColumn):
+            i = index(action.name)
+            if i is None:
+                if action.if_exists:
+                    continue
+                raise fail(f"no column {action.name!r} to drop")
+            check_not_key(action.name, "drop")
+            del columns[i], ids[i]
+        else:
+            i = index(action.old)
+            if i is None:
+                raise fail(f"no column {action.old!r} to rename")
+            check_not_key(action.old, "rename")
+            if action.new != action.old and index(action.new) is not None:
+                raise fail(f"cannot rename {action.old!r} to {action.new!r}: that column exists")
+            columns[i] = replace(columns[i], name=action.new)
+    return replace(entity, columns=tuple(columns), column_ids=tuple(ids))

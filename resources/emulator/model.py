@@ -6,6 +6,13 @@ Values are always in the canonical Python form of `resources.codecs.types.python
 (floats rounded to float32 where the column is FLOAT, naive UTC datetimes, ...), so a value
 that round-trips through Avro compares equal to the truth.
 
+Column changes (ALTER TABLE) apply to the live rows as Prostore shows them afterwards: an added
+column is NULL in every existing row until the row is written again, a renamed column keeps its
+values under the new name, a dropped column disappears from every row. Rows are never mutated
+in place (a truth snapshot shares them), so an ALTER builds new row dicts. A change recorded
+before an ALTER keeps the shape it was written in; `conform` brings it to the current columns,
+as a later export of that data (a re-export, a snapshot backup) would write it.
+
 Deterministic: all randomness comes from the `random.Random` handed in.
 """
 
@@ -17,7 +24,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from resources.codecs.backup import ChangelogRecord
-from resources.codecs.ddl import CreateTable, parse_ddl
+from resources.codecs.ddl import AddColumn, AlterAction, AlterTable, CreateTable, DropColumn, parse_ddl
 from resources.codecs.types import Column, python_value
 
 Row = dict[str, object]
@@ -49,6 +56,7 @@ class Change:
     table: str
     row: Row
     sys_op: int  # 0 upsert, 1 delete
+    ddl_version: int = 0  # length of the changelog when the row was written (its columns' version)
 
 
 class LogicalDatabase:
@@ -60,15 +68,24 @@ class LogicalDatabase:
         self.tables: dict[str, Table] = {}
         self.views: dict[str, str] = {}
         self.changelog: list[ChangelogRecord] = []
+        # (changelog position, table, action) of every ALTER TABLE action, in order
+        self.column_ops: list[tuple[int, str, AlterAction]] = []
 
     # --- DDL -------------------------------------------------------------------------------
     def run_ddl(self, entity_name: str, query: str) -> None:
         """Append the statement to the changelog and apply it to the schema."""
         stmt = parse_ddl(query)
-        self.changelog.append(ChangelogRecord(len(self.changelog), entity_name, query))
+        version = len(self.changelog)
+        self.changelog.append(ChangelogRecord(version, entity_name, query))
         kind = type(stmt).__name__
         if isinstance(stmt, CreateTable):
             self.tables[stmt.name] = Table(self.name, stmt.name, tuple(stmt.columns), tuple(stmt.primary_key))
+        elif isinstance(stmt, AlterTable):
+            table = self.tables[stmt.name]
+            for action in stmt.actions:
+                self.column_ops.append((version, stmt.name, action))
+                table.columns = alter_columns(table.columns, action)
+                table.rows = {key: alter_row(row, action) for key, row in table.rows.items()}
         elif kind == "CreateView":
             self.views[stmt.name] = query
         elif kind == "DropView":
@@ -106,19 +123,27 @@ class LogicalDatabase:
             key = table.key_of(row)
             table.rows[key] = row
             touched.add((table_name, key))
-            changes.append(Change(table_name, dict(row), 0))
+            changes.append(Change(table_name, dict(row), 0, len(self.changelog)))
         candidates = [k for k in table.rows if (table_name, k) not in touched]
         self.rng.shuffle(candidates)
         for key in candidates[:updates]:
             row = self.random_row(table, key)
             table.rows[key] = row
             touched.add((table_name, key))
-            changes.append(Change(table_name, dict(row), 0))
+            changes.append(Change(table_name, dict(row), 0, len(self.changelog)))
         for key in candidates[updates : updates + deletes]:
             row = table.rows.pop(key)
             touched.add((table_name, key))
-            changes.append(Change(table_name, dict(row), 1))
+            changes.append(Change(table_name, dict(row), 1, len(self.changelog)))
         return changes
+
+    def conform(self, table: str, row: Row, ddl_version: int) -> Row:
+        """`row`, written when the changelog had `ddl_version` records, in the table's current
+        columns (the ALTERs since then applied)."""
+        for version, name, action in self.column_ops:
+            if version >= ddl_version and name == table:
+                row = alter_row(row, action)
+        return row
 
     def restore(self, before: dict[str, dict[Key, Row]]) -> None:
         """Roll the tables back to `before` (a cancelled delta leaves no trace in the data)."""
@@ -129,6 +154,23 @@ class LogicalDatabase:
     def state(self) -> dict[str, dict[Key, Row]]:
         """A deep-enough copy of every table's rows (rows are never mutated in place)."""
         return {name: dict(t.rows) for name, t in self.tables.items()}
+
+
+def alter_columns(columns: tuple[Column, ...], action: AlterAction) -> tuple[Column, ...]:
+    if isinstance(action, AddColumn):
+        return (*columns, action.column)
+    if isinstance(action, DropColumn):
+        return tuple(c for c in columns if c.name != action.name)
+    return tuple(Column(action.new, c.type, c.length, c.nullable) if c.name == action.old else c for c in columns)
+
+
+def alter_row(row: Row, action: AlterAction) -> Row:
+    """A new row dict: the row as it reads after the action."""
+    if isinstance(action, AddColumn):
+        return {**row, action.column.name: None}
+    if isinstance(action, DropColumn):
+        return {k: v for k, v in row.items() if k != action.name}
+    return {(action.new if k == action.old else k): v for k, v in row.items()}
 
 
 def random_value(col: Column, rng: random.Random) -> object:

@@ -50,8 +50,7 @@ from resources.codecs.signal import (
 from resources.emulator.malformed import inject_malformed
 from resources.emulator.outgoing import BACKUP, SIGNAL, Outgoing
 from resources.emulator.model import Change, Key, LogicalDatabase, Row
-from resources.emulator.schemas import DATAMART_DDL, LATER_DDL
-
+from resources.emulator.schemas import COLUMN_DDL, DATAMART_DDL, LATER_DDL
 
 
 @dataclass(frozen=True)
@@ -82,6 +81,9 @@ class EmulatorConfig:
     cancel_rate: float = 0.15
     outside_write_rate: float = 0.2
     ddl_at_delta: int | None = 4  # before this delta: a new table, a view created, one dropped
+    # Opt-in column changes (schemas.COLUMN_DDL): before this delta, ALTER TABLE marketing.stores
+    # ADD COLUMN manager; before this delta + 2, city renamed to town and region_code dropped.
+    column_changes_at_delta: int | None = None
     start: dt.datetime = dt.datetime(2024, 2, 28, 8, 0, 0)
     faults: Faults = field(default_factory=Faults)
 
@@ -98,6 +100,8 @@ class Scenario:
     cancelled: dict[str, list[int]] = field(default_factory=dict)
     injected: dict[str, list] = field(default_factory=dict)  # fault kind -> [(datamart, delta, ...)]
     databases: dict[str, LogicalDatabase] = field(default_factory=dict)
+    # ddl_versions[datamart][delta] = changelog length when the delta closed (its truth's columns)
+    ddl_versions: dict[str, dict[int, int]] = field(default_factory=dict)
 
     def record(self, kind: str, *what) -> None:
         self.injected.setdefault(kind, []).append(what)
@@ -142,7 +146,9 @@ class _Writer:
         bodies: list[tuple[str | None, bytes]] = [(None, encode_changelog(db.changelog, codec=cfg.codec, sync_marker=self.sync()))]
         by_table: dict[str, list[Row]] = {}
         for ch in changes:
-            by_table.setdefault(ch.table, []).append({**ch.row, "sys_op": ch.sys_op})
+            # Data written before a later ALTER is exported in the columns the table has now.
+            row = db.conform(ch.table, ch.row, ch.ddl_version)
+            by_table.setdefault(ch.table, []).append({**row, "sys_op": ch.sys_op})
         for table in sorted(by_table):
             cols = db.tables[table].columns if table in db.tables else None
             rows = by_table[table]
@@ -199,6 +205,7 @@ def build_scenario(config: EmulatorConfig) -> Scenario:
         db = LogicalDatabase(name, rng)
         sc.databases[name] = db
         sc.truth[name], sc.delta_dates[name], sc.increments[name], sc.cancelled[name] = {}, {}, {}, []
+        sc.ddl_versions[name] = {}
         for entity, definition, query in DATAMART_DDL[name]:
             db.run_ddl(entity, query)
             w.signal(name, tick(name), SchemaChanged(name, entity, definition, tick(name, 0, 0.01).replace(tzinfo=dt.timezone.utc)))
@@ -217,6 +224,14 @@ def build_scenario(config: EmulatorConfig) -> Scenario:
                 for entity, definition, query in LATER_DDL.get(name, []):
                     db.run_ddl(entity, query)
                     w.signal(name, tick(name), SchemaChanged(name, entity, definition, clock[name].replace(tzinfo=dt.timezone.utc)))
+            if config.column_changes_at_delta is not None:
+                for offset, statements in sorted(COLUMN_DDL.get(name, {}).items()):
+                    if delta != config.column_changes_at_delta + offset or st.get(f"columns_done_{offset}"):
+                        continue
+                    st[f"columns_done_{offset}"] = True
+                    for entity, definition, query in statements:
+                        db.run_ddl(entity, query)
+                        w.signal(name, tick(name), SchemaChanged(name, entity, definition, clock[name].replace(tzinfo=dt.timezone.utc)))
             if rng.random() < config.outside_write_rate:
                 st["outside"] += _write_op(w, db, st, tick(name), config)
             before = db.state()
@@ -239,6 +254,7 @@ def build_scenario(config: EmulatorConfig) -> Scenario:
             increment = st["outside"] + changes
             st["outside"], st["touched"] = [], set()
             sc.truth[name][delta] = db.state()
+            sc.ddl_versions[name][delta] = len(db.changelog)
             sc.delta_dates[name][delta] = date
             sc.increments[name][delta] = increment
             faults = config.faults
@@ -304,7 +320,8 @@ def snapshot_export(sc: Scenario, datamart: str, depth: int = 0) -> tuple[list[O
     base = closed[max(0, len(closed) - 1 - depth)]
     w = _Writer(sc, random.Random(sc.config.seed + 1))
     db = sc.databases[datamart]
-    state = [Change(t, dict(r), 0) for t, rows in sorted(sc.truth[datamart][base].items()) for r in rows.values()]
+    version = sc.ddl_versions[datamart][base]
+    state = [Change(t, dict(r), 0, version) for t, rows in sorted(sc.truth[datamart][base].items()) for r in rows.values()]
     out = w.export(db, 0, sc.delta_dates[datamart][base], state)
     mapping = {0: base}
     for i, src in enumerate((d for d in closed if d > base), start=1):

@@ -1,4 +1,4 @@
-"""The emulated datamarts' DDL: the seeds' own examples, plus a later schema change.
+"""The emulated datamarts' DDL: the seeds' own examples, plus later schema changes (opt-in column changes too).
 
 Each entry is (entityName, entityDefinition of DATAMART_SCHEMA_CHANGED, changeQuery).
 The marketing.sales statement is the seed's verbatim, unbalanced parentheses and all, so the
@@ -59,4 +59,15 @@ LATER_DDL: dict[str, list[tuple[str, str, str]]] = {
          "CREATE TABLE sourcedb.table2_adqm (id bigint not null, note varchar, at_time time, "
          "PRIMARY KEY (id)) DISTRIBUTED BY (id) DATASOURCE_TYPE ('adqm')"),
     ],
+}
+
+# Opt-in (`EmulatorConfig.column_changes_at_delta` = N): column changes of one table, run before
+# delta N + offset. {datamart: {offset: [(entityName, entityDefinition, changeQuery)]}}.
+# A column is added; two deltas later another is renamed and a third dropped (neither is a key).
+COLUMN_DDL: dict[str, dict[int, list[tuple[str, str, str]]]] = {
+    "marketing": {
+        0: [("stores", "TABLE.DEFAULT", "ALTER TABLE marketing.stores ADD COLUMN manager VARCHAR")],
+        2: [("stores", "TABLE.DEFAULT", "ALTER TABLE marketing.stores RENAME COLUMN city TO town"),
+            ("stores", "TABLE.DEFAULT", "ALTER TABLE marketing.stores DROP COLUMN region_code")],
+    },
 }

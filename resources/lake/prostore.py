@@ -15,8 +15,28 @@ Guarantees: every write is one Iceberg commit (see resources/spark/iceberg.py), 
 leaves each table at its old or its new state; the manifest row of a delta is written after
 all its increment tables, so "increment N landed" is never claimed early; snapshots apply
 deltas strictly in order and never twice (each table's last applied delta is in its own
-commit summary); new tables and new columns appear without a code change; a column that
-disappears from the DDL is kept (old rows keep their values, new rows read NULL).
+commit summary); new tables and new columns appear without a code change.
+
+Schema changes (the changelog's DDL is the authority; `resources/codecs/ddl.py`). The lake
+never drops or renames an Iceberg column, so no value that ever landed is lost:
+- ADD COLUMN: increment and snapshot tables get the column; rows written before read NULL.
+- DROP COLUMN: the column stays in both tables. Each row keeps the value it had when the
+  column was dropped until the row is written again; a row written (inserted or updated) after
+  the drop reads NULL there, because its new version in Prostore has no such value. So the
+  current snapshot holds exactly what was last known of every row, and every older value is
+  still in the increment tables and in the snapshot's `delta_<N>` tags. Readers that follow
+  the DDL (`read.rows_as_of`) do not see the column any more.
+- RENAME COLUMN a TO b: `b` is added and, in the commit of the delta whose DDL first has the
+  new name, every row the delta does not write gets `b = a`; `a` stays as a dropped column
+  would (old value kept, NULL in rows written later). The same commit rewrites the whole
+  table once: a rename costs one full rewrite.
+- A column added again after a drop (same name, new column for Prostore): rows the delta
+  does not write get NULL in it, in that delta's commit, so no stale value reappears.
+- DROP TABLE then CREATE TABLE (a new table of the same name): the old rows are deleted from
+  the snapshot table (a commit with no delta number, just before the delta's own commit:
+  readers by tag never see it, and a re-run repeats it harmlessly); their history stays.
+Incompatible retyping (a dropped column added again with another type) is refused by
+`ensure_table` (SchemaEvolutionError), not guessed.
 """
 
 from __future__ import annotations
@@ -26,7 +46,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from resources.codecs.backup import ChangelogRecord
-from resources.codecs.ddl import EntitySchema, replay_changelog
+from resources.codecs.ddl import ColumnTransition, EntitySchema, column_transition, replay_changelog
 from resources.codecs.types import Column, spark_type
 from resources.errors import DeltaportError
 from resources.spark.iceberg import (
@@ -80,6 +100,23 @@ def _struct(columns: Sequence[Column], extra: Sequence[tuple[str, object]] = ())
 
     return StructType([StructField(c.name, spark_type(c), True) for c in columns]
                       + [StructField(n, t, True) for n, t in extra])
+
+
+def _c(name: str):
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _table_columns(frame, table_schema, extra: Sequence[str] = ()):
+    """`frame` with exactly the table's columns (+ `extra`): a table column the frame lacks (one
+    the DDL no longer has) is NULL. Writes and MERGE both need every table column."""
+    from pyspark.sql import functions as F
+
+    have = {c.lower(): c for c in frame.columns}
+    cols = [_c(have[f.name.lower()]).cast(f.dataType).alias(f.name) if f.name.lower() in have
+            else F.lit(None).cast(f.dataType).alias(f.name) for f in table_schema.fields]
+    return frame.select(*cols, *[_c(have[e.lower()]).alias(e) for e in extra])
 
 
 # --- changelog ---------------------------------------------------------------------------
@@ -153,6 +190,8 @@ def land_increment(spark, layout: LakeLayout, datamart: str, delta_num: int, del
                  .select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in struct.fields]))
         ident = layout.increment(datamart, name)
         ensure_table(spark, ident, struct, partition_by=["delta_num"])
+        # Columns dropped from (or renamed in) the DDL stay in the table: NULL in this delta.
+        frame = _table_columns(frame, spark.table(ident).schema)
         counts = frame.groupBy("sys_op").count().collect()
         by_op = {r.sys_op: r["count"] for r in counts}
         commit_delta(spark, ident, frame, delta_num=delta_num, mode="replace_delta",
@@ -207,44 +246,94 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int) -> li
     Each table starts after its own last applied delta (from its commit summaries), so a crash
     between tables, or a re-run, applies nothing twice; a table born in delta k starts at k.
     Fails with MissingDeltasError, before writing anything, if a delta that some table still
-    needs has not landed as an increment.
+    needs has not landed as an increment. When a table's DDL changed since the delta last
+    applied to it, the delta's commit also carries the schema change (module docstring).
     """
-    from pyspark.sql import functions as F
-
     landed = landed_deltas(spark, layout, datamart)
     history = changelog_history(spark, layout, datamart)
     if target not in landed:
         raise MissingDeltasError(datamart, target, [target])
     first = min(landed)
-    schemas = {n: data_tables(replay_changelog(history.get(n, []))) for n in landed if n <= target}
-    last: dict[str, int] = {}
-    for name in data_tables(replay_changelog(history.get(target, []))):
+    tables_at: dict[int, dict[str, EntitySchema]] = {}
+
+    def schema_at(n: int) -> dict[str, EntitySchema]:
+        if n not in tables_at:
+            tables_at[n] = data_tables(replay_changelog(history.get(n, [])))
+        return tables_at[n]
+
+    def last_applied(name: str) -> int:
         ident = layout.snapshot(datamart, name)
         done = last_applied_delta(spark, ident) if table_exists(spark, ident) else None
-        last[name] = done if done is not None else first - 1
+        return done if done is not None else first - 1
+
+    last = {name: last_applied(name) for name in schema_at(target)}
     start = min(last.values(), default=target) + 1
     missing = [n for n in range(max(start, first), target + 1) if n not in landed]
     if missing:
         raise MissingDeltasError(datamart, target, missing)
     applied = []
     for n in range(max(start, first), target + 1):
-        for name, entity in sorted(schemas[n].items()):
-            if last.get(name, first - 1) >= n:
+        for name, entity in sorted(schema_at(n).items()):
+            if name not in last:  # a table dropped by `target`: its own progress, not a guess
+                last[name] = last_applied(name)
+            if last[name] >= n:
                 continue
-            ident = layout.snapshot(datamart, name)
-            ensure_table(spark, ident, _struct(entity.columns))
+            before = schema_at(last[name]).get(name) if last[name] in history else None
             stats = landed[n].get(name, TableStats(name, 0, 0, 0))
-            if stats.rows == 0:
-                # Nothing changed: an empty commit still records (and tags) delta n, cheaply.
-                empty = spark.createDataFrame([], _struct(entity.columns))
-                commit_delta(spark, ident, empty, delta_num=n, mode="append")
-            else:
-                # localCheckpoint: Spark 4.1 cannot plan a MERGE whose source view still reads
-                # another Iceberg table ("No plan for TableReference"); the delta's changes are
-                # small enough to materialize on the executors first.
-                changes = (spark.table(layout.increment(datamart, name)).where(F.col("delta_num") == n)
-                           .drop("delta_num", "delta_date", "_partition", "_offset").localCheckpoint(eager=True))
-                merge_upserts(spark, ident, changes, list(entity.primary_key), delta_num=n)
+            _apply_delta(spark, layout, datamart, n, entity, stats,
+                         column_transition(before, entity) if before is not None else None)
             last[name] = n
             applied.append(Applied(n, name, stats.upserts, stats.deletes))
     return applied
+
+
+def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: EntitySchema, stats: TableStats,
+                 transition: ColumnTransition | None) -> None:
+    """One commit taking one snapshot table from its state after the previous delta to delta n.
+
+    `transition`: how the table's columns changed since the delta last applied (None: not
+    known, nothing to carry over)."""
+    from pyspark.sql import functions as F
+
+    ident = layout.snapshot(datamart, entity.name)
+    existed = table_exists(spark, ident)
+    had = {f.name.lower() for f in spark.table(ident).schema.fields} if existed else set()
+    if existed and transition is not None and transition.recreated:
+        # A new table of the same name: the old one's rows go (its history stays in the tags).
+        spark.sql(f"DELETE FROM {'.'.join(f'`{p}`' for p in ident.split('.'))}")
+    ensure_table(spark, ident, _struct(entity.columns))
+    # Rows the delta does not write still change when a column was renamed (the new name takes
+    # the old name's value) or added again after a drop (the stale value must not come back).
+    carry: dict[str, str | None] = {}
+    if transition is not None and not transition.recreated:
+        carry = dict(transition.renamed)
+        carry.update({c: None for c in transition.added if c.lower() in had})
+    table = spark.table(ident)
+    if stats.rows == 0 and not carry:
+        # Nothing changed: an empty commit still records (and tags) delta n, cheaply.
+        _empty_commit(spark, ident, table.schema, n)
+        return
+    keys = list(entity.primary_key)
+    changes = (spark.table(layout.increment(datamart, entity.name)).where(F.col("delta_num") == n)
+               .drop("delta_num", "delta_date", "_partition", "_offset"))
+    changes = _table_columns(changes, table.schema, extra=["sys_op"])
+    if carry:
+        untouched = table.join(changes.select(*[_c(k) for k in keys]), on=keys, how="left_anti")
+        types = {f.name: f.dataType for f in table.schema.fields}
+        untouched = untouched.select(
+            *[(_c(carry[f.name]) if carry[f.name] is not None else F.lit(None)).cast(types[f.name]).alias(f.name)
+              if f.name in carry else _c(f.name) for f in table.schema.fields],
+            F.lit(0).cast("int").alias("sys_op"))
+        changes = changes.unionByName(untouched)
+    # localCheckpoint: Spark 4.1 cannot plan a MERGE whose source view still reads another
+    # Iceberg table ("No plan for TableReference"); the delta's changes are small enough to
+    # materialize on the executors first (a schema transition's rewrite is the whole table).
+    changes = changes.localCheckpoint(eager=True)
+    if changes.isEmpty():  # a rename in an empty table, with no change in the delta
+        _empty_commit(spark, ident, table.schema, n)
+        return
+    merge_upserts(spark, ident, changes, keys, delta_num=n)
+
+
+def _empty_commit(spark, ident: str, schema, n: int) -> None:
+    commit_delta(spark, ident, spark.createDataFrame([], schema), delta_num=n, mode="append")

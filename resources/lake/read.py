@@ -3,6 +3,12 @@
 Rows come back as dicts of the canonical Python values of `resources.codecs.types` (TIME
 turned back from microseconds into `datetime.time`, TIMESTAMP as naive UTC datetimes), data
 columns only, in the DDL's column order, so they compare equal to the emulator's truth.
+
+"The DDL" is the changelog landed with that delta: after a column change the Iceberg table
+still holds dropped columns and the old names of renamed ones (resources/lake/prostore.py),
+but a read as of delta N returns exactly the columns delta N's DDL declares, each under the
+name it had then (a column added later does not exist in the older `delta_<N>` snapshot and
+is not asked for).
 """
 
 from __future__ import annotations
