@@ -46,7 +46,7 @@ def inject_malformed(sc, rng: random.Random) -> None:
         victim = msgs[data_idx[len(data_idx) // 2]]
         made.append(Outgoing(BACKUP, victim.partition, victim.key, victim.value[: len(victim.value) // 2],
                              BACKUP_TRUNCATED + " of " + victim.note))
-        made.append(Outgoing(BACKUP, victim.partition, victim.key, _mismatched_value(), BACKUP_SCHEMA_MISMATCH
+        made.append(Outgoing(BACKUP, victim.partition, victim.key, _mismatched_value(rng), BACKUP_SCHEMA_MISMATCH
                              + " of " + victim.note))
         first = data_idx[len(data_idx) // 2] + 1
     else:
@@ -57,7 +57,7 @@ def inject_malformed(sc, rng: random.Random) -> None:
         sc.record("malformed", m.role, m.note.split(" of ")[0])
 
 
-def _mismatched_value() -> bytes:
+def _mismatched_value(rng: random.Random) -> bytes:
     """A container file whose writer schema cannot be any emulated table's DDL."""
     schema = {"type": "record", "name": "row", "fields": [
         {"name": "id", "type": ["null", "string"]},  # every table's id is a number
@@ -65,5 +65,7 @@ def _mismatched_value() -> bytes:
         {"name": "sys_op", "type": ["null", "int"]},
     ]}
     buf = io.BytesIO()
-    fastavro.writer(buf, fastavro.parse_schema(schema), [{"id": "x", "no_such_column": 1.0, "sys_op": 0}])
+    # A seeded sync marker: the same seed gives the same bytes.
+    fastavro.writer(buf, fastavro.parse_schema(schema), [{"id": "x", "no_such_column": 1.0, "sys_op": 0}],
+                    sync_marker=rng.randbytes(16))
     return buf.getvalue()

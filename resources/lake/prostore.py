@@ -4,7 +4,7 @@ Layout, for datamart `dm` in catalog `lake`:
 - `lake.dm.<table>`            snapshot: the table's state, one commit per applied delta,
                                 tagged `delta_<N>`, summary `deltaport.delta=N`;
 - `lake.dm_increment.<table>`  increment: the raw changes of every delta, with `sys_op`,
-                                `delta_num`, `delta_date`, `_partition`, `_offset`; partitioned by
+                                `delta_num`, `delta_date`, `_kafka_partition`, `_kafka_offset`; partitioned by
                                 `delta_num`; re-landing delta N replaces exactly N's rows;
 - `lake.dm_meta.changelog`     the changelog shipped with each increment, one row per DDL record;
 - `lake.dm_meta.manifest`      one row per (delta, table) landed: rows, upserts, deletes, bytes,
@@ -164,7 +164,7 @@ def land_increment(spark, layout: LakeLayout, datamart: str, delta_num: int, del
                    *, provenance: Mapping[str, object] | None = None) -> list[TableStats]:
     """Replace delta N's rows in every increment table, then record N in the manifest.
 
-    `frames`: {table: DataFrame of data columns + sys_op + _partition + _offset}; a table of the
+    `frames`: {table: DataFrame of data columns + sys_op + _kafka_partition + _kafka_offset}; a table of the
     schema with no frame had no change in delta N and still gets an (empty) commit, so its
     history says N was seen. A table in `frames` but not in `entities` is refused: data whose
     schema the changelog does not describe must not land.
@@ -177,7 +177,7 @@ def land_increment(spark, layout: LakeLayout, datamart: str, delta_num: int, del
     if unknown:
         raise DeltaportError(f"datamart {datamart!r} delta {delta_num}: data for table(s) {unknown} "
                              f"that the increment's changelog does not define")
-    extra = [("sys_op", IntegerType()), ("_partition", IntegerType()), ("_offset", LongType()),
+    extra = [("sys_op", IntegerType()), ("_kafka_partition", IntegerType()), ("_kafka_offset", LongType()),
              ("delta_num", LongType()), ("delta_date", TimestampNTZType())]
     stats = []
     for name, entity in sorted(tables.items()):
@@ -315,7 +315,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         return
     keys = list(entity.primary_key)
     changes = (spark.table(layout.increment(datamart, entity.name)).where(F.col("delta_num") == n)
-               .drop("delta_num", "delta_date", "_partition", "_offset"))
+               .drop("delta_num", "delta_date", "_kafka_partition", "_kafka_offset"))
     changes = _table_columns(changes, table.schema, extra=["sys_op"])
     if carry:
         untouched = table.join(changes.select(*[_c(k) for k in keys]), on=keys, how="left_anti")

@@ -4,8 +4,8 @@ What flows through: the `MessageRef`s of one table in one delta (from the delta 
 partition and offset of every chunk), the table's DDL columns, and a Kafka topic go in; a
 DataFrame comes out with the table's rows: the DDL columns in DDL order (Spark types from
 `types.spark_type`, TIME as µs since midnight in a long), `sys_op` (int), and the provenance
-columns `_partition` (int) and `_offset` (long) of the message each row came from. Per Kafka
-partition, offset order is production order, so (`_partition`, `_offset`) order the changes of a
+columns `_kafka_partition` (int) and `_kafka_offset` (long) of the message each row came from. Per Kafka
+partition, offset order is production order, so (`_kafka_partition`, `_kafka_offset`) order the changes of a
 stream; Prostore changes a key at most once per increment, but the increment keeps the order.
 
 Two paths, one answer (the test checks they agree row for row with fastavro's `iter_rows`):
@@ -88,7 +88,7 @@ __all__ = [
     "translate_task_error",
 ]
 
-PARTITION_COL, OFFSET_COL = "_partition", "_offset"
+PARTITION_COL, OFFSET_COL = "_kafka_partition", "_kafka_offset"  # Iceberg reserves _partition
 DRIVER_MAX_BYTES = 8 * 1024 * 1024
 SOURCE_NAME = "deltaport_kafka_table"
 # Up to this many unwanted messages between two wanted ones are read through and skipped rather
@@ -110,7 +110,7 @@ class MissingMessagesError(KafkaReadError):
 
 def output_arrow_schema(columns: Sequence[Column]) -> pa.Schema:
     """The Arrow schema both paths produce: `arrow_schema(columns)` with TIME as int64 µs,
-    then `_partition` (int32) and `_offset` (int64)."""
+    then `_kafka_partition` (int32) and `_kafka_offset` (int64)."""
     _check_names(columns)
     fields = [pa.field(f.name, pa.int64()) if pa.types.is_time(f.type) else f
               for f in arrow_schema(columns)]

@@ -84,13 +84,13 @@ def expected_rows(entry: dict) -> list[dict]:
     for ref in sorted(entry["refs"], key=lambda r: (r.stream_number, r.chunk_number)):
         for row in iter_rows(entry["values"][ref], columns):
             got = {c.name: spark_value(c, row.get(c.name)) for c in columns}
-            got.update(sys_op=row["sys_op"], _partition=ref.partition, _offset=ref.offset)
+            got.update(sys_op=row["sys_op"], _kafka_partition=ref.partition, _kafka_offset=ref.offset)
             out.append(got)
     return out
 
 
 def ordered(rows: list[dict]) -> list[dict]:
-    return sorted(rows, key=lambda r: (r["_partition"], r["_offset"], repr(sorted(r.items()))))
+    return sorted(rows, key=lambda r: (r["_kafka_partition"], r["_kafka_offset"], repr(sorted(r.items()))))
 
 
 def test_every_table_reads_the_same_on_the_driver_and_in_tasks(kafka_bootstrap, workers, story):

@@ -112,3 +112,8 @@ def test_snapshot_backup_starts_at_delta_zero_with_the_full_state():
         # The snapshot ships the changelog as of the export, so tables created after delta
         # `src` exist in it, empty: the rows are what must match.
         assert {t: r for t, r in state.items() if r} == {t: r for t, r in sc.truth["marketing"][src].items() if r}
+
+
+def test_malformed_faults_are_deterministic_too():
+    cfg = EmulatorConfig(seed=7, deltas=4, faults=ALL_FAULTS)
+    assert build_scenario(cfg).messages == build_scenario(cfg).messages
