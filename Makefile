@@ -5,8 +5,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
-.PHONY: install jars test test-unit demo clean
+.PHONY: install jars chromium test test-unit test-ui demo bench clean
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,14 +25,28 @@ jars: install
 	$(PY) -c "from resources.kafka.broker import ensure_kafka_jars; print('kafka jars in', ensure_kafka_jars())"
 	$(PY) -c "from resources.spark.jars import ensure_iceberg_jars; print('iceberg jars in', ensure_iceberg_jars()[0].parent)"
 
-test: jars
+# Debian's chromium, for the UI test (headless screenshots of the Dagster UI).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || ($(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
+
+test: jars chromium
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test-unit: install
 	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)
 
+test-ui: jars chromium
+	$(VENV)/bin/pytest -m ui $(PYTEST_ARGS)
+
 demo: jars
 	$(VENV)/bin/deltaport demo
+
+# Speed as ratios to baselines run in the same process (never timed assertions): first the
+# Avro decoders alone (a few seconds), then the platform end to end (a few minutes on 2 cores;
+# e.g. make bench BENCH_ARGS="--deltas 8 --rows 100000"). Results: bench-results/platform.json.
+bench: jars
+	$(PY) bench/avro_decode.py
+	$(PY) bench/platform_bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf .deltaport .pytest_cache build *.egg-info
