@@ -26,8 +26,9 @@ seed's `marketing.sales` (bench/traffic.py), 1000 rows per message, 2 streams on
 3. 1% delta vs rewrite: a snapshot table of N = `--bulk-factor` x R rows (written straight to
    Iceberg), then a delta of N/100 rows through the real path (Kafka, index, increment,
    `apply_snapshots`); against computing the full new state and overwriting a copy of the table.
-   Done on the table as the platform creates it (Iceberg's default, copy-on-write MERGE) and,
-   unless --skip-mor, on one created with merge-on-read (which the platform does not do today),
+   Done on a table created with merge-on-read (as the platform creates snapshot tables,
+   resources/lake/prostore.py SNAPSHOT_TABLE_PROPERTIES) and, unless --skip-mor is given on
+   one with Iceberg's default copy-on-write MERGE, for comparison,
    with what each MERGE commit rewrote. `--bulk-rounds` deltas (default 2), each applied by every
    variant and by the rewrite, in turn (rewrite first, then last), best of each.
 Peak memory per phase: this process (ru_maxrss), the Spark driver JVM and its Python workers
@@ -294,9 +295,9 @@ def _last_commit(spark, ident: str) -> dict:
 
 
 def bench_bulk(p: Platform, topic: str, args, checks: list) -> dict:
-    """A table of N rows and a delta of N/100 rows, applied by `apply_snapshots` to the table as
-    the platform creates it (Iceberg's default: copy-on-write MERGE) and, unless --skip-mor, to a
-    table created with merge-on-read; against rewriting a copy of the table with the new state."""
+    """A table of N rows and a delta of N/100 rows, applied by `apply_snapshots` to a table created
+    with merge-on-read (as the platform creates snapshot tables) and, unless --skip-mor, to one with
+    Iceberg's default copy-on-write MERGE; against rewriting a copy of the table with the new state."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructField, StructType
 
@@ -321,9 +322,9 @@ def bench_bulk(p: Platform, topic: str, args, checks: list) -> dict:
         descriptions.alias("description"),
     ).select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in struct.fields])
 
-    variants = [{"mode": "copy-on-write (platform default)", "datamart": BULK, "properties": None}]
+    variants = [{"mode": "merge-on-read (platform default)", "datamart": f"{BULK}_mor", "properties": MERGE_ON_READ}]
     if not args.skip_mor:
-        variants.append({"mode": "merge-on-read", "datamart": f"{BULK}_mor", "properties": MERGE_ON_READ})
+        variants.append({"mode": "copy-on-write (Iceberg default)", "datamart": BULK, "properties": None})
     write_base_s = None
     for v in variants:
         dm = v["datamart"]
@@ -517,7 +518,7 @@ def parse_args(argv=None):
     ap.add_argument("--bulk-rounds", type=int, default=2,
                     help="1%% deltas applied in turn by each variant and by the rewrite (default 2)")
     ap.add_argument("--skip-mor", action="store_true",
-                    help="leave out the merge-on-read variant of the 1%% delta test")
+                    help="leave out the copy-on-write comparison of the 1%% delta test")
     ap.add_argument("--bulk-factor", type=int, default=100,
                     help="snapshot table of bulk-factor x R rows for the 1%% delta test (default 100)")
     ap.add_argument("--update-share", type=float, default=0.15, help="share of updates per delta (default 0.15)")

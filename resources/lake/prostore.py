@@ -58,6 +58,17 @@ from resources.spark.iceberg import (
 )
 
 
+# Snapshot tables take row-level changes: merge-on-read writes the delta's changed rows and
+# delete files instead of rewriting every data file a MERGE touches (copy-on-write rewrote the
+# whole table for a 1% delta of random keys: `make bench`, section 3).
+SNAPSHOT_TABLE_PROPERTIES = {
+    "format-version": "2",
+    "write.merge.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.delete.mode": "merge-on-read",
+}
+
+
 class MissingDeltasError(DeltaportError):
     """A snapshot cannot advance: earlier deltas have not landed as increments."""
 
@@ -301,7 +312,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
     if existed and transition is not None and transition.recreated:
         # A new table of the same name: the old one's rows go (its history stays in the tags).
         spark.sql(f"DELETE FROM {'.'.join(f'`{p}`' for p in ident.split('.'))}")
-    ensure_table(spark, ident, _struct(entity.columns))
+    ensure_table(spark, ident, _struct(entity.columns), properties=SNAPSHOT_TABLE_PROPERTIES)
     # Rows the delta does not write still change when a column was renamed (the new name takes
     # the old name's value) or added again after a drop (the stale value must not come back).
     carry: dict[str, str | None] = {}
