@@ -69,7 +69,7 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout) -> li
         frame = signal_frame(session, signal)
         ident = layout.meta(dm, "signal_events")
         ensure_table(session, ident, frame.schema, partition_by=["delta_num"])
-        commit_delta(session, ident, frame, delta_num=n, mode="replace_delta")
+        commit_delta(session, ident, frame, delta_num=n, mode="replace_delta", tag=False)
         codes: dict[str, int] = {}
         for e in signal.events:
             codes[e["code"]] = codes.get(e["code"], 0) + 1

@@ -147,7 +147,7 @@ def land_changelog(spark, layout: LakeLayout, datamart: str, delta_num: int, inc
     ident = layout.meta(datamart, "changelog")
     ensure_table(spark, ident, schema, partition_by=["delta_num"])
     commit_delta(spark, ident, spark.createDataFrame(rows, schema), delta_num=delta_num, mode="replace_delta",
-                 extra_summary={"deltaport.entities": ",".join(sorted(by_name))})
+                 tag=False, extra_summary={"deltaport.entities": ",".join(sorted(by_name))})
     return entities
 
 
@@ -202,11 +202,15 @@ def land_increment(spark, layout: LakeLayout, datamart: str, delta_num: int, del
         ident = layout.increment(datamart, name)
         ensure_table(spark, ident, struct, partition_by=["delta_num"])
         # Columns dropped from (or renamed in) the DDL stay in the table: NULL in this delta.
-        frame = _table_columns(frame, spark.table(ident).schema)
-        counts = frame.groupBy("sys_op").count().collect()
-        by_op = {r.sys_op: r["count"] for r in counts}
-        commit_delta(spark, ident, frame, delta_num=delta_num, mode="replace_delta",
-                     extra_summary={"deltaport.increment-id": increment_id})
+        # Persisted: counting and writing must not read the delta from Kafka twice.
+        frame = _table_columns(frame, spark.table(ident).schema).persist()
+        try:
+            counts = frame.groupBy("sys_op").count().collect()
+            by_op = {r.sys_op: r["count"] for r in counts}
+            commit_delta(spark, ident, frame, delta_num=delta_num, mode="replace_delta",
+                         extra_summary={"deltaport.increment-id": increment_id})
+        finally:
+            frame.unpersist()
         stats.append(TableStats(name, sum(by_op.values()), sum(v for k, v in by_op.items() if k != 1),
                                 by_op.get(1, 0)))
     _write_manifest(spark, layout, datamart, delta_num, delta_date_us, increment_id, stats, provenance or {})
@@ -225,7 +229,9 @@ def _write_manifest(spark, layout, datamart, delta_num, delta_date_us, increment
     rows = rows or [(delta_num, None, 0, 0, 0, increment_id, delta_date_us, prov)]
     ident = layout.meta(datamart, "manifest")
     ensure_table(spark, ident, schema, partition_by=["delta_num"])
-    commit_delta(spark, ident, spark.createDataFrame(rows, schema), delta_num=delta_num, mode="replace_delta")
+    # Meta tables are read by delta_num, never by tag: one commit, no tag commit.
+    commit_delta(spark, ident, spark.createDataFrame(rows, schema), delta_num=delta_num, mode="replace_delta",
+                 tag=False)
 
 
 def landed_deltas(spark, layout: LakeLayout, datamart: str) -> dict[int, dict[str, TableStats]]:

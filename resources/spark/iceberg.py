@@ -325,9 +325,11 @@ def commit_delta(
     mode: WriteMode,
     extra_summary: Mapping[str, str] | None = None,
     delta_column: str = "delta_num",
-) -> DeltaCommit:
+    tag: bool = True,
+) -> DeltaCommit | None:
     """Write `df` into the existing table `ident` as one commit recording delta `delta_num`,
-    then tag that snapshot ``delta_<N>``.
+    then tag that snapshot ``delta_<N>`` (`tag=False`: no tag and None returned, for tables
+    nobody time-travels by delta; the summary still records N).
 
     `mode`: ``append`` adds the rows; ``overwrite`` replaces the whole table with them;
     ``replace_delta`` replaces exactly the rows whose `delta_column` equals N (re-running N is
@@ -368,7 +370,7 @@ def commit_delta(
         if marker in str(exc):
             raise IcebergTableError(f"{marker}; nothing was committed") from None
         raise
-    return _tag_commit(spark, ident, delta_num, commit_id)
+    return _tag_commit(spark, ident, delta_num, commit_id) if tag else None
 
 
 @contextlib.contextmanager
