@@ -395,7 +395,9 @@ class _Task:
         changed = set(rng.sample(free, rng.randint(1, 2)))
         if "UPDATED" in before:
             changed.add("UPDATED")
-        after = {**before, **{c: self.value(t, c, when) for c in changed}}
+        # sorted: values are drawn from the seeded generator in a fixed order (a set's order
+        # depends on PYTHONHASHSEED, which would make the story differ between processes)
+        after = {**before, **{c: self.value(t, c, when) for c in sorted(changed)}}
         t.rows[t.key_of(after)] = after
         names = frozenset(c.name for c in t.columns)
         first = not any(x[0] == t.name for x in self.story.injected.get("uncaptured", []))

@@ -603,3 +603,17 @@ def test_emulated_headers_follow_the_seed():
     for events in by_txn.values():
         assert [c for c, _ in events] == list(range(1, len(events) + 1))
         assert [last for _, last in events] == [False] * (len(events) - 1) + [True]
+
+
+def test_the_story_is_the_same_in_every_process():
+    """PYTHONHASHSEED must not change the story (sets are never iterated while drawing)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import hashlib; from resources.emulator.qlik import build_qlik_story, QlikConfig; "
+            "s = build_qlik_story(QlikConfig(seed=5)); "
+            "print(hashlib.sha256(b''.join((m.value or b'') for m in s.messages)).hexdigest())")
+    digests = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in (1, 2, 3)}
+    assert len(digests) == 1

@@ -1,0 +1,728 @@
+"""Qlik, DataWorks and Datastream changes in the Iceberg lake: increments and order-aware snapshots.
+
+Data flow, per source (`source` plays the part a datamart plays for Prostore; same `LakeLayout`):
+    decoded `Change`s of delta N ──changes_frame──► one DataFrame per table
+        ──land_cdc_increment──► lake.<source>_increment.<table>   (raw changes, delta_num = N)
+                                lake.<source>_meta.manifest        (one row per (N, table))
+        ──apply_cdc_snapshot──► lake.<source>.<table>             (state after N, tag delta_<N>)
+    cdc_rows_as_of(N) reads the state back (tombstones and `_` columns left out).
+
+Why not Prostore's `merge_upserts`: these streams are not closed, ordered slices. Delivery is
+at least once, Datastream events arrive in any order (backfill reads in particular), and a Qlik
+UPDATE may carry only some columns (columnMask). So every row change carries its source's own
+order (`_order`, `order_key_text` of `Change.order_key`) and the snapshot applies by it:
+
+- duplicates (same `_event_id`; the order key when a format gives no id) count once;
+- BEFORE_IMAGE changes (an update's old row) land in the increment for audit, never in state;
+- per key, the delta's changes fold in `_order` order: the last change decides upsert or
+  delete; an upserted column takes the value of the latest change after the key's last delete
+  that captured it (`_captured`, NULL = every column), a column no such change captured keeps
+  the stored value (NULL when the delta deleted the key first, or the row was a tombstone);
+- the snapshot keeps per row `_order` (of the last applied change), `_event_time_us` and
+  `_tombstone`: a delete leaves a tombstone (key + `_order`, other columns NULL), so an older
+  change arriving later (a late duplicate, a shuffled backfill read) cannot bring the row back.
+  (Not `_deleted`: Iceberg reserves that name for a metadata column, and MERGE refuses a table
+  that has a column of that name);
+- a change whose `_order` is not above the row's stored `_order` is dropped before the fold, so
+  a late change never overwrites a newer value, not even in one column;
+- one MERGE = one Iceberg commit records delta N (summary `deltaport.delta`, tag `delta_<N>`);
+  a snapshot already at N or later skips N (re-running is a no-op), one behind an earlier
+  delta refuses (`MissingDeltasError`). A delta with no change of the table still commits, so
+  every table has every `delta_<N>` tag from its first delta on.
+
+Convergence (why arrival order does not matter): for whole-row changes (Datastream, DataWorks,
+Qlik INSERT and full load) max order per key with tombstones is a last-writer-wins register:
+the same set of changes gives the same state for any split into deltas and any order inside
+them. Datastream sorts backfill reads below every CDC event (resources/codecs/datastream.py), Qlik
+full-load rows below every changeSequence, so the newest CDC change of a key always wins. A
+partial change (Qlik columnMask) older than the row's stored order is dropped whole, not
+merged column by column: exact for Qlik, which delivers in changeSequence order (only
+re-delivered duplicates come late, and those are already applied).
+
+Python values -> Spark types (`infer_columns`): a column keeps the type the lake already has
+for it, else takes the one its source declares (`Change.column_types`: Qlik NUMERIC(12,2),
+DataWorks LONG, Avro long, ...), as long as every value fits; else its values decide: bool
+boolean; int bigint (beyond 64 bits decimal(38,0) or wider scale); float double; Decimal
+decimal(p,s) wide enough for the values; str string; bytes binary; datetime (naive UTC)
+timestamp_ntz; date date; time bigint microseconds since midnight (Iceberg's Spark runtime
+cannot write `time`, as for Prostore); a column holding only NULLs string. int mixed with float
+is double, int mixed with Decimal is decimal; other mixes are refused (`CdcTypeError`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import reduce
+from typing import Any
+
+from resources.codecs.cdc import BEFORE_IMAGE, DELETE, UPSERT, Change
+from resources.errors import DeltaportError
+from resources.lake.prostore import LakeLayout, MissingDeltasError
+from resources.spark.iceberg import (
+    commit_delta,
+    ensure_table,
+    last_applied_delta,
+    read_as_of_delta,
+    table_exists,
+)
+
+# The process-wide MERGE machinery of iceberg.py (one session-wide snapshot-property block at a
+# time, tag by commit id). Shared, not copied: a second lock would not serialise against it.
+from resources.spark.iceberg import _quote, _session_snapshot_properties, _summary, _tag_commit
+
+__all__ = [
+    "CdcApplied",
+    "CdcLandStats",
+    "CdcTypeError",
+    "META_COLUMNS",
+    "SNAPSHOT_COLUMNS",
+    "UnappliedDeltasError",
+    "apply_cdc_snapshot",
+    "apply_cdc_through",
+    "cdc_landed_deltas",
+    "cdc_rows_as_of",
+    "changes_frame",
+    "increment_columns",
+    "infer_columns",
+    "land_cdc_increment",
+    "order_key_text",
+]
+
+
+class CdcTypeError(DeltaportError):
+    """A value does not fit its column's Spark type, or a column's values mix incompatible types."""
+
+
+class UnappliedDeltasError(DeltaportError):
+    """A snapshot cannot take delta N: earlier landed deltas have not been applied to it yet."""
+
+    def __init__(self, ident: str, target: int, missing: Sequence[int]):
+        self.missing = list(missing)
+        super().__init__(f"{ident}: cannot apply delta {target} before delta(s) "
+                         f"{', '.join(map(str, missing))}; apply them first, in order")
+
+
+# --------------------------------------------------------------------------------------------
+# Order keys as sortable text
+
+# Tags of the encoding; only their relative order matters (see `order_key_text`).
+_END = ")"  # end of a (nested) tuple: below every element tag, so a prefix tuple sorts first
+_NONE, _NEG, _POS, _STR, _TUPLE, _BYTES = "A", "M", "P", "S", "T", "X"
+_STR_END, _STR_ESC = "!", '"'  # in a string: end mark < escape lead < every unescaped character
+_NEG_DIGITS = str.maketrans("0123456789", "9876543210")
+
+
+def _encode_int(n: int) -> str:
+    digits = str(abs(n))
+    length = str(len(digits))
+    if len(length) > 9:  # an integer of a billion digits or more
+        raise CdcTypeError("order key integer too large to encode")
+    body = str(len(length)) + length + digits
+    # Negative: the same layout with every digit complemented, so a larger magnitude sorts first.
+    return _POS + body if n >= 0 else _NEG + body.translate(_NEG_DIGITS)
+
+
+def _encode_str(s: str) -> str:
+    out = [_STR]
+    for ch in s:
+        if ch <= "#":  # end mark, escape lead and everything below them
+            out.append(_STR_ESC + chr(0x40 + ord(ch)))
+        else:
+            out.append(ch)
+    out.append(_STR_END)
+    return "".join(out)
+
+
+def _encode(value: Any, out: list[str]) -> None:
+    if value is None:
+        out.append(_NONE)
+    elif isinstance(value, int):  # bool too: Python compares True == 1
+        out.append(_encode_int(int(value)))
+    elif isinstance(value, str):
+        out.append(_encode_str(value))
+    elif isinstance(value, tuple):
+        out.append(_TUPLE)
+        for v in value:
+            _encode(v, out)
+        out.append(_END)
+    elif isinstance(value, (bytes, bytearray)):
+        out.append(_BYTES + bytes(value).hex() + _STR_END)
+    else:
+        raise CdcTypeError(f"order key element {value!r} ({type(value).__name__}) is not "
+                           "None, int, str, bytes or tuple")
+
+
+def order_key_text(order_key: tuple) -> str:
+    """A string that sorts (by code point, which is UTF-8 byte order, Spark's string order)
+    exactly as the order key tuples compare in Python.
+
+    Elements: ints of any size (bools as 0/1), str, bytes, None and nested tuples. Where Python
+    cannot compare two elements (int vs str, None vs anything), the text still gives a fixed,
+    total order: None < negative int < non-negative int < str < tuple < bytes. Equal tuples
+    (also 1 == True) give equal text. The encoding is prefix-free per element, so comparing
+    the texts compares element by element, and a tuple that is a prefix of another sorts first.
+    - int: "P" + digit count of the length + length + decimal digits; negatives "M" + the same
+      with every digit complemented (9 - d), so -10 < -9 < 0 < 9 < 10;
+    - str: "S" + the characters, those <= '#' escaped as '"' + chr(0x40 + code), then "!";
+    - bytes: "X" + lowercase hex + "!"; tuple: "T" + elements + ")"; None: "A".
+    The top-level tuple is its elements, without "T" and ")": (2, "a") -> 'P112Sa!'.
+    """
+    if not isinstance(order_key, tuple):
+        raise CdcTypeError(f"an order key is a tuple, got {type(order_key).__name__}")
+    out: list[str] = []
+    for v in order_key:
+        _encode(v, out)
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Changes as a DataFrame
+
+META_COLUMNS = ("_op", "_order", "_event_id", "_captured", "_event_time_us", "_backfill", "_source_op")
+SNAPSHOT_COLUMNS = ("_order", "_tombstone", "_event_time_us")
+_INCREMENT_EXTRA = ("delta_num", "delta_date")
+_DECIMAL_TYPE = re.compile(r"(?i)^\s*(?:numeric|decimal|number)\s*\(\s*(\d+)\s*,\s*(-?\d+)\s*\)\s*$")
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+
+def _meta_fields():
+    from pyspark.sql import types as T
+
+    return [T.StructField("_op", T.StringType(), True), T.StructField("_order", T.StringType(), True),
+            T.StructField("_event_id", T.StringType(), True),
+            T.StructField("_captured", T.ArrayType(T.StringType(), True), True),
+            T.StructField("_event_time_us", T.LongType(), True), T.StructField("_backfill", T.BooleanType(), True),
+            T.StructField("_source_op", T.StringType(), True)]
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int" if _LONG_MIN <= value <= _LONG_MAX else "bigint"
+    for kind, types in (("float", float), ("decimal", Decimal), ("str", str), ("bytes", (bytes, bytearray)),
+                        ("datetime", dt.datetime), ("date", dt.date), ("time", dt.time)):
+        if isinstance(value, types):
+            return kind
+    raise CdcTypeError(f"no Spark type for a {type(value).__name__} value ({value!r})")
+
+
+def _decimal_shape(d: Decimal) -> tuple[int, int]:
+    """(digits before the point, at least 1; digits after) of a finite Decimal."""
+    if not d.is_finite():
+        raise CdcTypeError(f"{d} has no Spark decimal value")
+    _, digits, exponent = d.as_tuple()
+    return max(1, len(digits) + exponent), max(0, -exponent)
+
+
+# Source type names (Change.column_types) -> Spark type names; the values decide when a name is
+# missing or unknown, or when a value does not fit (Qlik JSON keeps BYTES as text, for one).
+_DECLARED = {
+    "qlik": {"INT1": "bigint", "INT2": "bigint", "INT4": "bigint", "INT8": "bigint", "UINT1": "bigint",
+             "UINT2": "bigint", "UINT4": "bigint", "UINT8": "bigint", "REAL4": "double", "REAL8": "double",
+             "BOOLEAN": "boolean", "DATE": "date", "TIME": "bigint", "DATETIME": "timestamp_ntz",
+             "STRING": "string", "WSTRING": "string", "CLOB": "string", "NCLOB": "string",
+             "BYTES": "binary", "BLOB": "binary"},
+    # DataWorks DATE is epoch milliseconds with a time of day (resources/codecs/dataworks.py).
+    "dataworks": {"BOOLEAN": "boolean", "DOUBLE": "double", "DATE": "timestamp_ntz", "BYTES": "binary",
+                  "LONG": "bigint", "STRING": "string"},
+    # Datastream Avro: the payload field's type or logical type.
+    "datastream": {"int": "bigint", "long": "bigint", "float": "double", "double": "double", "boolean": "boolean",
+                   "string": "string", "bytes": "binary", "date": "date", "timestamp-millis": "timestamp_ntz",
+                   "timestamp-micros": "timestamp_ntz", "local-timestamp-millis": "timestamp_ntz",
+                   "local-timestamp-micros": "timestamp_ntz", "time-millis": "bigint", "time-micros": "bigint",
+                   "uuid": "string"},
+}
+
+
+def _declared_type(source: str, type_name: str | None):
+    from pyspark.sql import types as T
+
+    if not type_name:
+        return None
+    m = _DECIMAL_TYPE.match(type_name)
+    if m:
+        precision, scale = int(m.group(1)), int(m.group(2))
+        return T.DecimalType(precision, scale) if 0 <= scale <= precision <= 38 else None
+    name = _DECLARED.get(source, {}).get(type_name.split("(", 1)[0].strip())
+    if name is None:
+        return None
+    return {"bigint": T.LongType(), "double": T.DoubleType(), "boolean": T.BooleanType(), "date": T.DateType(),
+            "timestamp_ntz": T.TimestampNTZType(), "string": T.StringType(), "binary": T.BinaryType()}[name]
+
+
+def _fits(values: list, dtype) -> bool:
+    try:
+        for v in values:
+            _spark_value(v, dtype, "")
+    except CdcTypeError:
+        return False
+    return True
+
+
+def _from_values(name: str, values: list):
+    from pyspark.sql import types as T
+
+    seen = {_kind(v) for v in values}
+    if not seen:
+        return T.StringType()
+    if len(seen) == 1 and seen not in ({"decimal"}, {"bigint"}):
+        return {"bool": T.BooleanType(), "int": T.LongType(), "float": T.DoubleType(), "str": T.StringType(),
+                "bytes": T.BinaryType(), "datetime": T.TimestampNTZType(), "date": T.DateType(),
+                "time": T.LongType()}[next(iter(seen))]
+    if seen <= {"int", "float"}:
+        return T.DoubleType()
+    if seen <= {"int", "bigint", "decimal"}:
+        whole = scale = 0
+        for v in values:
+            w, sc = _decimal_shape(Decimal(v))
+            whole, scale = max(whole, w), max(scale, sc)
+        if whole + scale > 38:
+            raise CdcTypeError(f"column {name!r}: numbers of {whole} integer and {scale} fraction digits do not "
+                               "fit a Spark decimal (38 digits)")
+        return T.DecimalType(whole + scale, scale)
+    raise CdcTypeError(f"column {name!r} mixes values of types {sorted(seen)}")
+
+
+def infer_columns(changes: Iterable[Change], known: Sequence[tuple[str, Any]] = ()) -> list[tuple[str, Any]]:
+    """The data columns of one table's changes as [(name, Spark DataType)]: `known` columns
+    first (e.g. `increment_columns` of the lake table), then new ones in order of first appearance.
+
+    A column's type is the first of these that every value of the column fits: its `known`
+    type (so a delta whose values are all NULL, or narrower, keeps the lake's type), the type
+    its source declares (`Change.column_types`, e.g. Qlik NUMERIC(12,2), DataWorks LONG, Avro
+    long), the type its values give (module docstring)."""
+    values: dict[str, list] = {n: [] for n, _ in known}
+    declared: dict[str, Any] = {}
+    for ch in changes:
+        for name, value in ch.values.items():
+            values.setdefault(name, [])
+            if value is not None:
+                values[name].append(value)
+            if declared.get(name) is None:
+                declared[name] = _declared_type(ch.source, ch.column_types.get(name))
+    have = dict(known)
+    out = []
+    for name, vals in values.items():
+        dtype = next((t for t in (have.get(name), declared.get(name)) if t is not None and _fits(vals, t)), None)
+        out.append((name, dtype if dtype is not None else _from_values(name, vals)))
+    return out
+
+
+def increment_columns(spark, layout: LakeLayout, source: str, table: str) -> list[tuple[str, Any]]:
+    """The data columns [(name, Spark DataType)] of the table's increment table ([] if none)."""
+    ident = layout.increment(source, table)
+    if not table_exists(spark, ident):
+        return []
+    spark.catalog.refreshTable(ident)
+    skip = set(META_COLUMNS) | set(_INCREMENT_EXTRA)
+    return [(f.name, f.dataType) for f in spark.table(ident).schema.fields if f.name not in skip]
+
+
+def _spark_value(value: Any, dtype, column: str) -> Any:
+    """`value` as pyspark's createDataFrame wants it for `dtype` (checked, never silently lost)."""
+    from pyspark.sql import types as T
+
+    if value is None:
+        return None
+    try:
+        if isinstance(dtype, T.BooleanType):
+            if isinstance(value, bool):
+                return value
+        elif isinstance(dtype, (T.LongType, T.IntegerType, T.ShortType, T.ByteType)):
+            if isinstance(value, dt.time):
+                return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
+            if isinstance(value, int) and not isinstance(value, bool) and _LONG_MIN <= value <= _LONG_MAX:
+                return value
+        elif isinstance(dtype, (T.DoubleType, T.FloatType)):
+            if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
+                return float(value)
+        elif isinstance(dtype, T.DecimalType):
+            if isinstance(value, (int, Decimal)) and not isinstance(value, bool):
+                d = Decimal(value)
+                q = d.quantize(Decimal(1).scaleb(-dtype.scale))
+                if q != d or len(q.as_tuple().digits) > dtype.precision:
+                    raise CdcTypeError(f"{value} does not fit {dtype.simpleString()}")
+                return q
+        elif isinstance(dtype, T.StringType):
+            if isinstance(value, str):
+                return value
+        elif isinstance(dtype, T.BinaryType):
+            if isinstance(value, (bytes, bytearray)):
+                return bytearray(value)
+        elif isinstance(dtype, (T.TimestampNTZType, T.TimestampType)):
+            if isinstance(value, dt.datetime):
+                return value.astimezone(dt.timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+        elif isinstance(dtype, T.DateType):
+            if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+                return value
+    except CdcTypeError as exc:
+        raise CdcTypeError(f"column {column!r}: {exc}") from None
+    raise CdcTypeError(f"column {column!r}: {type(value).__name__} value {value!r} does not fit "
+                       f"{dtype.simpleString()}")
+
+
+def changes_frame(spark, changes: Sequence[Change], table_columns: Sequence[tuple[str, Any]]):
+    """One table's changes (of one delta) as a DataFrame: the data columns of `table_columns`
+    ([(name, Spark DataType)], e.g. from `infer_columns`) plus `_op` (upsert | delete |
+    before_image), `_order` (`order_key_text`), `_event_id` (the order text when the change
+    has none), `_captured` (sorted column names, NULL = every column: a column absent from
+    such a change's values is NULL in the row), `_event_time_us`, `_backfill`, `_source_op`.
+
+    Changes of more than one table, a column not in `table_columns`, or a value that does not
+    fit its column's type raise `CdcTypeError` (nothing is guessed)."""
+    from pyspark.sql import types as T
+
+    tables = {(c.namespace, c.table) for c in changes}
+    if len(tables) > 1:
+        raise CdcTypeError(f"changes of several tables in one frame: {sorted(map(str, tables))}")
+    columns = [(n, t) for n, t in table_columns]
+    names = {n for n, _ in columns}
+    reserved = [n for n in names if n in META_COLUMNS or n in SNAPSHOT_COLUMNS or n in _INCREMENT_EXTRA
+                or n.startswith("__dp_")]
+    if reserved:
+        raise CdcTypeError(f"data column(s) {sorted(reserved)} clash with the lake's own columns")
+    rows = []
+    for ch in changes:
+        if ch.operation not in (UPSERT, DELETE, BEFORE_IMAGE):
+            raise CdcTypeError(f"unknown change operation {ch.operation!r}")
+        unknown = sorted((set(ch.values) | set(ch.captured or ())) - names)
+        if unknown:
+            raise CdcTypeError(f"{ch.table}: column(s) {unknown} are not among the table columns "
+                               f"{[n for n, _ in columns]}")
+        order = order_key_text(ch.order_key)
+        data = tuple(_spark_value(ch.values.get(n), t, n) for n, t in columns)
+        captured = None if ch.captured is None else sorted(ch.captured)
+        rows.append((*data, ch.operation, order, ch.event_id or "order:" + order, captured,
+                     ch.event_time_us, bool(ch.is_backfill), ch.source_op))
+    schema = T.StructType([T.StructField(n, t, True) for n, t in columns] + _meta_fields())
+    return spark.createDataFrame(rows, schema)
+
+
+# --------------------------------------------------------------------------------------------
+# Increment
+
+
+@dataclass(frozen=True)
+class CdcLandStats:
+    table: str
+    rows: int
+    upserts: int
+    deletes: int
+    before_images: int
+
+
+def _plain_schema(fields):
+    from pyspark.sql.types import StructField, StructType
+
+    return StructType([StructField(n, t, True) for n, t in fields])
+
+
+def land_cdc_increment(spark, layout: LakeLayout, source: str, delta_num: int, frames: Mapping[str, Any], *,
+                       delta_date_us: int | None = None, increment_id: str | None = None,
+                       provenance: Mapping[str, object] | None = None) -> list[CdcLandStats]:
+    """Replace delta N's rows in `lake.<source>_increment.<table>` for every table of `frames`
+    ({table: `changes_frame`}), then record N in `lake.<source>_meta.manifest` (one row per
+    table; the manifest is written last, so "delta N landed" is never claimed early).
+
+    Increment tables are partitioned by `delta_num` (re-landing N replaces exactly N's rows)
+    and carry `delta_date` (the delta's watermark time when given, else NULL). A table whose
+    columns grew gets the new columns (older rows read NULL); `ensure_table` refuses type
+    changes it cannot widen. The manifest has Prostore's columns (so `prostore.landed_deltas`
+    reads it too) plus `before_images`. Each frame is evaluated twice (one job counts every
+    table's changes, then the write), so it must be stable data, as `changes_frame`'s is. A
+    delta is immutable: re-landing N is expected to bring the same tables (a table left out
+    keeps its earlier rows of N)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+
+    increment_id = increment_id or f"{source}:{delta_num}"
+    written = {}
+    for table, frame in sorted(frames.items()):
+        missing = [c for c in ("_op", "_order", "_event_id", "_captured") if c not in frame.columns]
+        if missing:
+            raise CdcTypeError(f"{source}.{table}: the frame lacks {missing}: build it with changes_frame")
+        date = (F.timestamp_micros(F.lit(delta_date_us)) if delta_date_us is not None else F.lit(None))
+        frame = (frame.withColumn("delta_num", F.lit(delta_num).cast("long"))
+                 .withColumn("delta_date", date.cast("timestamp_ntz")))
+        fields = [(f.name, f.dataType) for f in frame.schema.fields]
+        ident = layout.increment(source, table)
+        ensure_table(spark, ident, _plain_schema(fields), partition_by=["delta_num"])
+        have = spark.table(ident).schema
+        given = {c.lower(): c for c in frame.columns}
+        written[table] = frame.select(*[(F.col(f"`{given[f.name.lower()]}`") if f.name.lower() in given
+                                         else F.lit(None)).cast(f.dataType).alias(f.name) for f in have.fields])
+    counts: dict[str, dict[str, int]] = {t: {} for t in written}
+    if written:  # one job counts every table's changes by operation
+        parts = [f.select(F.lit(t).alias("t"), "_op") for t, f in written.items()]
+        for r in reduce(lambda a, b: a.unionByName(b), parts).groupBy("t", "_op").count().collect():
+            counts[r["t"]][r["_op"]] = r["count"]
+    stats = []
+    for table, frame in written.items():
+        commit_delta(spark, layout.increment(source, table), frame, delta_num=delta_num, mode="replace_delta",
+                     extra_summary={"deltaport.increment-id": increment_id})
+        by_op = counts[table]
+        stats.append(CdcLandStats(table, sum(by_op.values()), by_op.get(UPSERT, 0), by_op.get(DELETE, 0),
+                                  by_op.get(BEFORE_IMAGE, 0)))
+    schema = _plain_schema([("delta_num", LongType()), ("table_name", _string()), ("rows", LongType()),
+                            ("upserts", LongType()), ("deletes", LongType()), ("increment_id", _string()),
+                            ("delta_date_us", LongType()), ("provenance", _string()),
+                            ("before_images", LongType())])
+    prov = json.dumps(dict(provenance or {}), sort_keys=True, default=str)
+    rows = [(delta_num, s.table, s.rows, s.upserts, s.deletes, increment_id, delta_date_us, prov, s.before_images)
+            for s in stats] or [(delta_num, None, 0, 0, 0, increment_id, delta_date_us, prov, 0)]
+    ident = layout.meta(source, "manifest")
+    ensure_table(spark, ident, schema, partition_by=["delta_num"])
+    commit_delta(spark, ident, spark.createDataFrame(rows, schema), delta_num=delta_num, mode="replace_delta")
+    return stats
+
+
+def _string():
+    from pyspark.sql.types import StringType
+
+    return StringType()
+
+
+def cdc_landed_deltas(spark, layout: LakeLayout, source: str) -> dict[int, dict[str, CdcLandStats]]:
+    """{delta: {table: stats}} of every increment recorded in the source's manifest."""
+    ident = layout.meta(source, "manifest")
+    if not table_exists(spark, ident):
+        return {}
+    spark.catalog.refreshTable(ident)
+    out: dict[int, dict[str, CdcLandStats]] = {}
+    for r in spark.table(ident).collect():
+        tables = out.setdefault(r.delta_num, {})
+        if r.table_name is not None:
+            tables[r.table_name] = CdcLandStats(r.table_name, r.rows, r.upserts, r.deletes, r.before_images or 0)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Snapshot
+
+
+@dataclass(frozen=True)
+class CdcApplied:
+    delta_num: int
+    table: str
+    skipped: bool  # the snapshot had applied this delta (or a later one) already
+    events: int = 0  # distinct changes applied (duplicates, before-images and late changes left out)
+    upserts: int = 0  # keys whose last change in the delta is an upsert
+    deletes: int = 0  # keys left as tombstones by the delta
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _sql_str(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def apply_cdc_snapshot(spark, layout: LakeLayout, source: str, delta_num: int, table: str,
+                       key_columns: Sequence[str], columns: Sequence[tuple[str, Any]] | None = None) -> CdcApplied:
+    """Take `lake.<source>.<table>` from state N-1 to state N in ONE Iceberg commit (module
+    docstring: dedupe, drop before-images, drop stale changes, fold per key, MERGE), recording
+    delta N in the summary and tagging it `delta_<N>`.
+
+    `columns`: the snapshot's data columns [(name, Spark DataType)] (default: the increment
+    table's); new ones are added to an existing snapshot. Skips (returns `skipped=True`) when
+    the snapshot has applied N or a later delta. Raises `MissingDeltasError` when N (or a delta
+    between the snapshot's last and N) has not landed, `UnappliedDeltasError` when the snapshot
+    is behind N-1 (or is new while earlier landed deltas have changes of the table); nothing
+    is written then."""
+    landed = cdc_landed_deltas(spark, layout, source)
+    ident = layout.snapshot(source, table)
+    last = last_applied_delta(spark, ident) if table_exists(spark, ident) else None
+    return _apply(spark, layout, source, delta_num, table, key_columns, columns, landed, last)
+
+
+def _apply(spark, layout: LakeLayout, source: str, delta_num: int, table: str, key_columns: Sequence[str],
+           columns: Sequence[tuple[str, Any]] | None, landed: Mapping[int, Mapping[str, CdcLandStats]],
+           last: int | None) -> CdcApplied:
+    """`apply_cdc_snapshot` given the manifest and the snapshot's last applied delta."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    keys = list(key_columns)
+    if not keys:
+        raise DeltaportError(f"{source}.{table}: no key columns: changes of a table without a key cannot be "
+                             "applied to a snapshot")
+    if delta_num not in landed:
+        raise MissingDeltasError(source, delta_num, [delta_num])
+    ident = layout.snapshot(source, table)
+    if last is not None and last >= delta_num:
+        return CdcApplied(delta_num, table, skipped=True)
+    if last is not None:
+        behind = list(range(last + 1, delta_num))
+    else:
+        behind = sorted(n for n, tables in landed.items() if n < delta_num and tables.get(table) is not None
+                        and tables[table].rows > 0)
+    not_landed = [n for n in behind if n not in landed]
+    if not_landed:
+        raise MissingDeltasError(source, delta_num, not_landed)
+    if behind:
+        raise UnappliedDeltasError(ident, delta_num, behind)
+
+    inc_ident = layout.increment(source, table)
+    has_increment = table_exists(spark, inc_ident)
+    if has_increment:
+        spark.catalog.refreshTable(inc_ident)
+    if columns is None:
+        if not has_increment:
+            raise DeltaportError(f"{inc_ident} does not exist: pass the table's columns")
+        columns = increment_columns(spark, layout, source, table)
+    data = [n for n, _ in columns]
+    missing_keys = [k for k in keys if k not in data]
+    if missing_keys:
+        raise DeltaportError(f"{source}.{table}: key column(s) {missing_keys} are not among the columns {data}")
+    schema = _plain_schema([*columns, ("_order", T.StringType()), ("_tombstone", T.BooleanType()),
+                            ("_event_time_us", T.LongType())])
+    ensure_table(spark, ident, schema)
+    spark.catalog.refreshTable(ident)
+    target = spark.table(ident)
+    types = {f.name: f.dataType for f in target.schema.fields}
+
+    if not has_increment:  # no change of this table has landed yet
+        return _empty_commit(spark, ident, target.schema, delta_num, table)
+    changes = spark.table(inc_ident).where(F.col("delta_num") == delta_num)
+
+    have = set(changes.columns)
+
+    def value(c):  # a snapshot column the increment lacks (never landed): NULL, never captured
+        return F.col(_q(c)).cast(types[c]) if c in have else F.lit(None).cast(types[c])
+
+    # 1. one copy per event; before-images out.
+    changes = (changes.where(F.col("_op") != BEFORE_IMAGE)
+               .withColumn("_eid", F.coalesce(F.col("_event_id"), F.concat(F.lit("order:"), F.col("_order"))))
+               .dropDuplicates(["_eid"]))
+    # 2. changes at or below the row's stored order are late: dropped before the fold, so no
+    #    column of a newer row is overwritten by an older value. (<=>: keys may hold NULLs,
+    #    DataWorks keys tables without a primary key by the whole row.)
+    stored = target.select(*[F.col(_q(k)).alias(f"__dp_t{i}") for i, k in enumerate(keys)],
+                           F.col("_order").alias("__dp_t_order"))
+    cond = None
+    for i, k in enumerate(keys):
+        c = value(k).eqNullSafe(F.col(f"__dp_t{i}"))
+        cond = c if cond is None else cond & c
+    fresh = (changes.join(stored, cond, "left")
+             .where(F.col("__dp_t_order").isNull() | (F.col("_order") > F.col("__dp_t_order")))
+             .select(*[value(k).alias(k) for k in keys],
+                     *[value(c).alias(f"__dp_v{i}") for i, c in enumerate(data)],
+                     "_op", "_order", "_captured", "_event_time_us"))
+    # 3. fold per key: the last change decides the op; after the key's last delete in the delta
+    #    each column takes its latest captured value (max_by ignores rows whose order is NULL).
+    by_key = Window.partitionBy(*[F.col(_q(k)) for k in keys])
+    fresh = fresh.withColumn("__dp_last_delete", F.max(F.when(F.col("_op") == DELETE, F.col("_order"))).over(by_key))
+    live = (F.col("_op") == UPSERT) & (F.col("__dp_last_delete").isNull()
+                                       | (F.col("_order") > F.col("__dp_last_delete")))
+    aggs = [F.max("_order").alias("_order"), F.max_by("_op", "_order").alias("_op"),
+            F.count(F.lit(1)).alias("__dp_events"),
+            F.max(F.col("__dp_last_delete").isNotNull()).alias("__dp_reset"),
+            F.max_by("_event_time_us", "_order").alias("_event_time_us")]
+    for i, c in enumerate(data):
+        if c in keys:
+            continue
+        captured = live & (F.col("_captured").isNull() | F.array_contains(F.col("_captured"), c))
+        aggs.append(F.max_by(F.col(f"__dp_v{i}"), F.when(captured, F.col("_order"))).alias(f"__dp_v{i}"))
+        aggs.append(F.coalesce(F.max(captured), F.lit(False)).alias(f"__dp_c{i}"))
+    folded = fresh.groupBy(*[F.col(_q(k)) for k in keys]).agg(*aggs)
+    # localCheckpoint: Spark 4.1 cannot plan a MERGE whose source still reads another Iceberg
+    # table ("No plan for TableReference"); one delta's net changes are small.
+    folded = folded.localCheckpoint(eager=True)
+    counts = {r["_op"]: (r["keys"], r["events"]) for r in
+              folded.groupBy("_op").agg(F.count(F.lit(1)).alias("keys"), F.sum("__dp_events").alias("events")).collect()}
+    if not counts:  # every change was a duplicate or late
+        return _empty_commit(spark, ident, target.schema, delta_num, table)
+    _merge(spark, ident, folded, keys, data, delta_num)
+    return CdcApplied(delta_num, table, skipped=False, events=sum(e for _, e in counts.values()),
+                      upserts=counts.get(UPSERT, (0, 0))[0], deletes=counts.get(DELETE, (0, 0))[0])
+
+
+def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
+                      tables: Mapping[str, Sequence[str]]) -> list[CdcApplied]:
+    """Bring every snapshot of `tables` ({table: key columns}) to delta `target`, applying each
+    missing delta in order (columns from the increment tables). Checks first that every delta
+    some table still needs has landed (`MissingDeltasError`, nothing written); a table starts
+    after its own last applied delta, or at the first landed delta with its changes."""
+    landed = cdc_landed_deltas(spark, layout, source)
+    plans: dict[str, tuple[int | None, list[int]]] = {}
+    for table in sorted(tables):
+        ident = layout.snapshot(source, table)
+        last = last_applied_delta(spark, ident) if table_exists(spark, ident) else None
+        if last is None:
+            with_rows = [n for n, t in landed.items() if table in t and t[table].rows > 0 and n <= target]
+            if not with_rows:
+                continue  # nothing of this table has landed: no snapshot to make yet
+            start = min(with_rows)
+        else:
+            start = last + 1
+        plans[table] = (last, list(range(start, target + 1)))
+    missing = sorted({n for _, ns in plans.values() for n in ns if n not in landed})
+    if missing:
+        raise MissingDeltasError(source, target, missing)
+    out = []
+    for table, (last, ns) in plans.items():
+        for n in ns:
+            out.append(_apply(spark, layout, source, n, table, tables[table], None, landed, last))
+            last = n
+    return out
+
+
+def _empty_commit(spark, ident: str, schema, delta_num: int, table: str) -> CdcApplied:
+    commit_delta(spark, ident, spark.createDataFrame([], schema), delta_num=delta_num, mode="append")
+    return CdcApplied(delta_num, table, skipped=False)
+
+
+def _merge(spark, ident: str, folded, keys: list[str], data: list[str], delta_num: int) -> None:
+    view = f"deltaport_cdc_{uuid.uuid4().hex}"
+    index = {c: i for i, c in enumerate(data)}
+    on = " AND ".join(f"t.{_q(k)} <=> s.{_q(k)}" for k in keys)
+    non_key = [c for c in data if c not in keys]
+    deleted = ", ".join([*(f"t.{_q(c)} = NULL" for c in non_key),
+                         "t._order = s._order", "t._tombstone = true", "t._event_time_us = s._event_time_us"])
+    # A column the delta did not capture keeps the stored value, unless the delta deleted the key
+    # first (_reset) or the stored row is a tombstone: then the row starts empty.
+    updated = ", ".join([*(f"t.{_q(c)} = CASE WHEN s.__dp_c{index[c]} THEN s.__dp_v{index[c]} "
+                           f"WHEN s.__dp_reset OR t._tombstone THEN NULL ELSE t.{_q(c)} END" for c in non_key),
+                         "t._order = s._order", "t._tombstone = false", "t._event_time_us = s._event_time_us"])
+    cols = ", ".join([*(_q(c) for c in data), "_order", "_tombstone", "_event_time_us"])
+    vals = ", ".join([*(f"s.{_q(c)}" if c in keys else f"s.__dp_v{index[c]}" for c in data),
+                      "s._order", f"s._op = {_sql_str(DELETE)}", "s._event_time_us"])
+    sql = (f"MERGE INTO {_quote(ident)} AS t USING `{view}` AS s ON {on} "
+           f"WHEN MATCHED AND s._order > t._order AND s._op = {_sql_str(DELETE)} THEN UPDATE SET {deleted} "
+           f"WHEN MATCHED AND s._order > t._order THEN UPDATE SET {updated} "
+           f"WHEN NOT MATCHED THEN INSERT ({cols}) VALUES ({vals})")
+    commit_id = uuid.uuid4().hex
+    folded.createOrReplaceTempView(view)
+    try:
+        with _session_snapshot_properties(spark, _summary(delta_num, commit_id, None)):
+            spark.sql(sql)
+    finally:
+        spark.catalog.dropTempView(view)
+    _tag_commit(spark, ident, delta_num, commit_id)
+
+
+# --------------------------------------------------------------------------------------------
+# Read
+
+
+def cdc_rows_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num: int) -> list[dict]:
+    """The table's live rows right after delta `delta_num` (time travel by tag; tombstones and
+    the lake's `_` columns left out), data columns in table order, binary as bytes, sorted by
+    their values."""
+    from pyspark.sql import functions as F
+
+    df = read_as_of_delta(spark, layout.snapshot(source, table), delta_num)
+    names = [c for c in df.columns if c not in SNAPSHOT_COLUMNS]
+    rows = []
+    for r in df.where(~F.coalesce(F.col("_tombstone"), F.lit(False))).select(*[_q(n) for n in names]).collect():
+        rows.append({n: bytes(v) if isinstance(v, bytearray) else v for n, v in zip(names, r)})
+    return sorted(rows, key=lambda row: [(v is not None, repr(v)) for v in row.values()])
