@@ -34,33 +34,9 @@ import pyarrow as pa  # noqa: E402
 
 from resources.codecs.arrow_rows import arrow_schema, rows_to_arrow_many  # noqa: E402
 from resources.codecs.backup import iter_rows  # noqa: E402
-from resources.codecs.types import Column  # noqa: E402
+from tests.support.seed_vectors import SALES_COLUMNS as SALES  # noqa: E402
+from tests.support.seed_vectors import SEED_ROW_SCHEMA  # noqa: E402
 
-# The seed's DDL: CREATE TABLE marketing.sales (id INT NOT NULL, transaction_date TIMESTAMP NOT
-# NULL, product_code VARCHAR(256) NOT NULL, product_units INT NOT NULL, store_id INT NOT NULL,
-# description VARCHAR(256), PRIMARY KEY (id)) DISTRIBUTED BY (id)
-SALES = (
-    Column("id", "int", nullable=False),
-    Column("transaction_date", "timestamp", nullable=False),
-    Column("product_code", "varchar", 256, nullable=False),
-    Column("product_units", "int", nullable=False),
-    Column("store_id", "int", nullable=False),
-    Column("description", "varchar", 256),
-)
-# The seed's `row` schema, verbatim.
-SEED_ROW_SCHEMA = {
-    "type": "record",
-    "name": "row",
-    "fields": [
-        {"name": "id", "type": ["null", "long"], "doc": ""},
-        {"name": "transaction_date", "type": ["null", "long"], "doc": ""},
-        {"name": "product_code", "type": ["null", "string"], "doc": ""},
-        {"name": "product_units", "type": ["null", "long"], "doc": ""},
-        {"name": "store_id", "type": ["null", "long"], "doc": ""},
-        {"name": "description", "type": ["null", "string"], "doc": ""},
-        {"name": "sys_op", "type": ["null", "int"], "doc": ""},
-    ],
-}
 DESCRIPTIONS = ("Покупка по акции 1+1", "Покупка без акций", None)
 
 

@@ -34,11 +34,12 @@ import datetime as dt
 import json
 import sqlite3
 from collections.abc import Iterable, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from resources import sqlite_store
 from resources.errors import DeltaportError
 
 _SCHEMA = """
@@ -163,26 +164,11 @@ class CdcLedger:
         with self._connect() as db:
             db.executescript(_SCHEMA)
 
-    @contextmanager
-    def _connect(self):
-        db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            yield db
-        finally:
-            db.close()
+    def _connect(self) -> AbstractContextManager[sqlite3.Connection]:
+        return sqlite_store.connect(self.path)
 
-    @contextmanager
-    def _transaction(self):
-        with self._connect() as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        return sqlite_store.transaction(self.path)
 
     # --- binding --------------------------------------------------------------------------
     def register(self, source: str, topic: str, format: str) -> None:

@@ -24,10 +24,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
+from resources import sqlite_store
 from resources.codecs.backup import BackupKey
 from resources.codecs.signal import DeltaCancel, DeltaClose, DeltaOpen, SignalEvent
 from resources.completeness import DeltaReport, IncrementLedger
@@ -116,26 +117,11 @@ class DeltaIndex:
         with self._connect() as db:
             db.executescript(_SCHEMA)
 
-    @contextmanager
-    def _connect(self):
-        db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            yield db
-        finally:
-            db.close()
+    def _connect(self) -> AbstractContextManager[sqlite3.Connection]:
+        return sqlite_store.connect(self.path)
 
-    @contextmanager
-    def _transaction(self):
-        with self._connect() as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        return sqlite_store.transaction(self.path)
 
     # --- ingestion ------------------------------------------------------------------------
     def progress(self, topic: str) -> dict[int, int]:

@@ -30,65 +30,12 @@ from resources.codecs.arrow_rows import (
 from resources.codecs.backup import encode_rows, iter_rows, row_avro_schema
 from resources.codecs.types import Column, avro_raw_value, to_float32
 from resources.errors import BadContainerFileError, DecodeError, SchemaMismatchError
+from tests.support.seed_vectors import SALES_COLUMNS as SALES
+from tests.support.seed_vectors import SEED_ROW_RECORDS, SEED_ROW_SCHEMA, SEED_ROWS_CANONICAL
 
 HAVE_SNAPPY = importlib.util.find_spec("cramjam") is not None
 NEEDS_SNAPPY = pytest.mark.skipif(not HAVE_SNAPPY, reason="writing snappy needs cramjam")
 CODECS = ["null", "deflate", pytest.param("snappy", marks=NEEDS_SNAPPY)]
-
-# ---- the seed's vectors, verbatim
-
-SEED_ROW_SCHEMA = {
-    "type": "record",
-    "name": "row",
-    "fields": [
-        {"name": "id", "type": ["null", "long"], "doc": ""},
-        {"name": "transaction_date", "type": ["null", "long"], "doc": ""},
-        {"name": "product_code", "type": ["null", "string"], "doc": ""},
-        {"name": "product_units", "type": ["null", "long"], "doc": ""},
-        {"name": "store_id", "type": ["null", "long"], "doc": ""},
-        {"name": "description", "type": ["null", "string"], "doc": ""},
-        {"name": "sys_op", "type": ["null", "int"], "doc": ""},
-    ],
-}
-SEED_ROW_RECORDS = [
-    {
-        "id": 1000111,
-        "transaction_date": 1614269474000000,
-        "product_code": "ABC102101",
-        "product_units": 2,
-        "store_id": 1000012345,
-        "description": "Покупка по акции 1+1",
-        "sys_op": 0,
-    },
-    {
-        "id": 1000112,
-        "transaction_date": 1614334214000000,
-        "product_code": "ABC102001",
-        "product_units": 1,
-        "store_id": 1000000123,
-        "description": "Покупка без акций",
-        "sys_op": 1,
-    },
-]
-# CREATE TABLE marketing.sales (id INT NOT NULL, transaction_date TIMESTAMP NOT NULL,
-# product_code VARCHAR(256) NOT NULL, product_units INT NOT NULL, store_id INT NOT NULL,
-# description VARCHAR(256), PRIMARY KEY (id)) DISTRIBUTED BY (id)
-SALES = (
-    Column("id", "int", nullable=False),
-    Column("transaction_date", "timestamp", nullable=False),
-    Column("product_code", "varchar", 256, nullable=False),
-    Column("product_units", "int", nullable=False),
-    Column("store_id", "int", nullable=False),
-    Column("description", "varchar", 256),
-)
-SEED_ROWS_CANONICAL = [
-    {"id": 1000111, "transaction_date": dt.datetime(2021, 2, 25, 16, 11, 14),
-     "product_code": "ABC102101", "product_units": 2, "store_id": 1000012345,
-     "description": "Покупка по акции 1+1", "sys_op": 0},
-    {"id": 1000112, "transaction_date": dt.datetime(2021, 2, 26, 10, 10, 14),
-     "product_code": "ABC102001", "product_units": 1, "store_id": 1000000123,
-     "description": "Покупка без акций", "sys_op": 1},
-]
 
 # Every Prostore type: the seed's sourcedb.table1_adqm.
 ALL_TYPES = (

@@ -34,132 +34,27 @@ from resources.codecs.backup import (
 from resources.codecs.ddl import CreateTable, parse_ddl, replay_changelog
 from resources.codecs.types import Column, to_float32
 from resources.errors import BadAvroKeyError, BadContainerFileError, Location, SchemaMismatchError
+from tests.support.seed_vectors import (
+    SEED_CHANGELOG_RECORDS,
+    SEED_CHANGELOG_SCHEMA,
+    SEED_KEY_RECORD,
+    SEED_KEY_SCHEMA,
+    SEED_ROW_RECORDS,
+    SEED_ROW_SCHEMA,
+    SEED_ROWS_CANONICAL,
+    TABLE1_ADQM_DDL,
+)
 
 HAVE_SNAPPY = importlib.util.find_spec("cramjam") is not None
 CODECS = ["null", "deflate", pytest.param("snappy", marks=pytest.mark.skipif(
     not HAVE_SNAPPY, reason="snappy needs cramjam (fastavro[snappy])"))]
 
-# ---- seed vectors, verbatim
+# ---- seed vectors, verbatim (the rest are in tests/support/seed_vectors.py)
 
-SEED_KEY_SCHEMA = {
-    "name": "topicA",
-    "type": "record",
-    "fields": [
-        {"name": "incrementId", "type": "string"},
-        {"name": "messageType", "type": "long"},
-        {"name": "datamart", "type": "string"},
-        {"name": "deltaNum", "type": "long"},
-        {"name": "deltaDate", "type": "long", "logicalType": "timestamp-micros"},
-        {"name": "tableName", "type": ["null", "string"]},
-        {"name": "streamNumber", "type": "long"},
-        {"name": "streamTotal", "type": "long"},
-        {"name": "chunkNumber", "type": "long"},
-        {"name": "isLastChunk", "type": "boolean"},
-    ],
-}
-SEED_KEY_RECORD = {
-    "incrementId": "f81d4fae-7dec-11d0-a765-00a0c91e6bf6",
-    "messageType": 0,
-    "datamart": "marketing",
-    "deltaNum": 55,
-    "deltaDate": 1638360336000000,
-    "tableName": "stores",
-    "streamNumber": 1,
-    "streamTotal": 2,
-    "chunkNumber": 4,
-    "isLastChunk": False,
-}
 SEED_KEY = BackupKey(
     "f81d4fae-7dec-11d0-a765-00a0c91e6bf6", 0, "marketing", 55, 1638360336000000, "stores",
     1, 2, 4, False,
 )
-SEED_CHANGELOG_SCHEMA = {
-    "type": "record",
-    "name": "changeLog",
-    "fields": [
-        {"name": "changeNum", "type": "long"},
-        {"name": "entityName", "type": "string"},
-        {"name": "changeQuery", "type": "string"},
-    ],
-}
-SEED_CHANGELOG_RECORDS = [
-    {
-        "changeNum": 0,
-        "entityName": "marketing",
-        "changeQuery": "CREATE TABLE marketing.sales (id INT NOT NULL, transaction_date TIMESTAMP NOT NULL, product_code VARCHAR(256) NOT NULL, product_units INT NOT NULL, store_id INT NOT NULL, description VARCHAR(256), PRIMARY KEY (id)) DISTRIBUTED BY (id))",
-    },
-    {
-        "changeNum": 1,
-        "entityName": "stores_by_sold_products",
-        "changeQuery": "CREATE VIEW marketing.stores_by_sold_products AS SELECT store_id, SUM(product_units) AS product_amount FROM marketing.sales GROUP BY store_id ORDER BY product_amount DESC LIMIT 20",
-    },
-    {
-        "changeNum": 2,
-        "entityName": "stores_by_sold_products",
-        "changeQuery": "DROP VIEW marketing.stores_by_sold_products",
-    },
-]
-SEED_ROW_SCHEMA = {
-    "type": "record",
-    "name": "row",
-    "fields": [
-        {"name": "id", "type": ["null", "long"], "doc": ""},
-        {"name": "transaction_date", "type": ["null", "long"], "doc": ""},
-        {"name": "product_code", "type": ["null", "string"], "doc": ""},
-        {"name": "product_units", "type": ["null", "long"], "doc": ""},
-        {"name": "store_id", "type": ["null", "long"], "doc": ""},
-        {"name": "description", "type": ["null", "string"], "doc": ""},
-        {"name": "sys_op", "type": ["null", "int"], "doc": ""},
-    ],
-}
-SEED_ROW_RECORDS = [
-    {
-        "id": 1000111,
-        "transaction_date": 1614269474000000,
-        "product_code": "ABC102101",
-        "product_units": 2,
-        "store_id": 1000012345,
-        "description": "Покупка по акции 1+1",
-        "sys_op": 0,
-    },
-    {
-        "id": 1000112,
-        "transaction_date": 1614334214000000,
-        "product_code": "ABC102001",
-        "product_units": 1,
-        "store_id": 1000000123,
-        "description": "Покупка без акций",
-        "sys_op": 1,
-    },
-]
-SEED_ROWS_CANONICAL = [
-    {"id": 1000111, "transaction_date": dt.datetime(2021, 2, 25, 16, 11, 14),
-     "product_code": "ABC102101", "product_units": 2, "store_id": 1000012345,
-     "description": "Покупка по акции 1+1", "sys_op": 0},
-    {"id": 1000112, "transaction_date": dt.datetime(2021, 2, 26, 10, 10, 14),
-     "product_code": "ABC102001", "product_units": 1, "store_id": 1000000123,
-     "description": "Покупка без акций", "sys_op": 1},
-]
-TABLE1_ADQM_DDL = """CREATE TABLE sourcedb.table1_adqm
-(
-id bigint not null,
-boolean_col boolean,
-int32_col int32,
-int_col int,
-bigint_col bigint,
-float_col float,
-double_col double,
-char_col char(10),
-varchar_col varchar,
-uuid_col uuid,
-link_col link,
-date_col date,
-time_col time,
-timestamp_col timestamp,
-PRIMARY KEY (id)
-)
-DISTRIBUTED BY (id)
-DATASOURCE_TYPE ('adqm');"""
 # INSERT INTO sourcedb.table1_adqm VALUES (1, false, 32768, 65537, 1280000, 3.141526,
 # 2.718281828, 'char_value', 'varchar_value','12345678-1234-abcd-ef00-1234567899ab',
 # 'https://www.google.com', '1970-01-11', '13:10:30', '1970-01-01 13:10:30');

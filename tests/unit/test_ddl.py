@@ -23,52 +23,14 @@ from resources.codecs.ddl import (
 )
 from resources.codecs.types import Column
 from resources.errors import DdlParseError
-
-# Seed vectors, verbatim (note the extra ')' at the end of the first one).
-SALES_DDL = (
-    "CREATE TABLE marketing.sales (id INT NOT NULL, transaction_date TIMESTAMP NOT NULL, "
-    "product_code VARCHAR(256) NOT NULL, product_units INT NOT NULL, store_id INT NOT NULL, "
-    "description VARCHAR(256), PRIMARY KEY (id)) DISTRIBUTED BY (id))"
+from tests.support.seed_vectors import (
+    DROP_VIEW_DDL,
+    SALES_COLUMNS,
+    SALES_DDL,
+    TABLE1_ADQM_DDL,
+    VIEW_DDL,
 )
-VIEW_DDL = (
-    "CREATE VIEW marketing.stores_by_sold_products AS SELECT store_id, SUM(product_units) AS "
-    "product_amount FROM marketing.sales GROUP BY store_id ORDER BY product_amount DESC LIMIT 20"
-)
-DROP_VIEW_DDL = "DROP VIEW marketing.stores_by_sold_products"
-SEED_CHANGELOG = [
-    {"changeNum": 0, "entityName": "marketing", "changeQuery": SALES_DDL},
-    {"changeNum": 1, "entityName": "stores_by_sold_products", "changeQuery": VIEW_DDL},
-    {"changeNum": 2, "entityName": "stores_by_sold_products", "changeQuery": DROP_VIEW_DDL},
-]
-TABLE1_ADQM_DDL = """CREATE TABLE sourcedb.table1_adqm
-(
-id bigint not null,
-boolean_col boolean,
-int32_col int32,
-int_col int,
-bigint_col bigint,
-float_col float,
-double_col double,
-char_col char(10),
-varchar_col varchar,
-uuid_col uuid,
-link_col link,
-date_col date,
-time_col time,
-timestamp_col timestamp,
-PRIMARY KEY (id)
-)
-DISTRIBUTED BY (id)
-DATASOURCE_TYPE ('adqm');"""
-
-SALES_COLUMNS = (
-    Column("id", "int", None, False),
-    Column("transaction_date", "timestamp", None, False),
-    Column("product_code", "varchar", 256, False),
-    Column("product_units", "int", None, False),
-    Column("store_id", "int", None, False),
-    Column("description", "varchar", 256, True),
-)
+from tests.support.seed_vectors import SEED_CHANGELOG_RECORDS as SEED_CHANGELOG
 
 
 def test_seed_sales_table_with_unbalanced_paren():
