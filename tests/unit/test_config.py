@@ -1,0 +1,51 @@
+"""deltaport.yaml: defaults serve the demo; a wrong config fails with one message naming the key."""
+
+from __future__ import annotations
+
+import pytest
+
+from platform_assets.config import ConfigError, load_config, parse_config, resolve_secret
+
+DM = {"name": "marketing", "signal_topic": "s", "backup_topic": "b"}
+
+
+def test_the_shipped_config_loads_with_paths_relative_to_the_file(tmp_path):
+    cfg = load_config("deltaport.yaml")
+    assert [d.name for d in cfg.datamarts] == ["marketing", "sourcedb"]
+    assert cfg.lake.type == "hadoop" and cfg.resolve_path(cfg.lake.warehouse).name == "lake"
+    (tmp_path / "x.yaml").write_text("datamarts: [{name: a, signal_topic: s, backup_topic: b}]\nstate_dir: st\n")
+    assert load_config(tmp_path / "x.yaml").resolve_path("st") == tmp_path / "st"
+
+
+@pytest.mark.parametrize("raw, key", [
+    ({}, "datamarts"),
+    ({"datamarts": [{"name": "a", "signal_topic": "s"}]}, "datamarts[0].backup_topic"),
+    ({"datamarts": [DM, DM]}, "datamarts"),
+    ({"datamarts": [DM], "kafka": {"bootstrap": "x"}}, "kafka.bootstrap"),
+    ({"datamarts": [DM], "lake": {"type": "delta"}}, "lake.type"),
+    ({"datamarts": [DM], "lake": {"type": "rest"}}, "lake.uri"),
+    ({"datamarts": [DM], "sensor": {"interval_seconds": "often"}}, "sensor.interval_seconds"),
+    ({"datamarts": [DM], "spark": {"conf": ["a"]}}, "spark.conf"),
+    ({"datamarts": [DM], "colour": "blue"}, "colour"),
+])
+def test_a_wrong_config_names_the_key(raw, key):
+    with pytest.raises(ConfigError) as err:
+        parse_config(raw, "deltaport.yaml")
+    assert err.value.key_path == key and f"`{key}`" in str(err.value) and "deltaport.yaml" in str(err.value)
+
+
+def test_a_missing_file_and_broken_yaml_are_clear(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.yaml")
+    (tmp_path / "bad.yaml").write_text("datamarts: [\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(tmp_path / "bad.yaml")
+
+
+def test_secrets_come_from_the_environment_when_used(monkeypatch):
+    monkeypatch.setenv("KAFKA_PASSWORD", "s3cret")
+    assert resolve_secret({"env": "KAFKA_PASSWORD"}) == "s3cret"
+    assert resolve_secret("plain") == "plain"
+    monkeypatch.delenv("KAFKA_PASSWORD")
+    with pytest.raises(ConfigError, match="KAFKA_PASSWORD"):
+        resolve_secret({"env": "KAFKA_PASSWORD"})
