@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: install jars chromium test test-unit test-ui demo bench clean
+.PHONY: install jars chromium test test-unit test-ui demo dev bench clean
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -40,6 +40,11 @@ test-ui: jars chromium
 
 demo: jars
 	$(VENV)/bin/deltaport demo
+
+# The UI and daemon on ./deltaport.yaml, with the instance in ./.dagster (dagster.yaml linked in).
+dev: jars
+	@mkdir -p .dagster && ln -sf ../dagster.yaml .dagster/dagster.yaml
+	DAGSTER_HOME=$(CURDIR)/.dagster $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 # Speed as ratios to baselines run in the same process (never timed assertions): first the
 # Avro decoders alone (a few seconds), then the platform end to end (a few minutes on 2 cores;
