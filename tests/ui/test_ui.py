@@ -13,7 +13,9 @@ test FAILS, saying how to install it, rather than skipping.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -92,3 +94,22 @@ def test_ui_shows_lineage_and_partitions(tmp_path: Path) -> None:
         assert page.colours >= 24 and page.non_background >= 0.03, page
         dom = Path(page.dom).read_text(encoding="utf-8")
         assert all(text in dom for text in page.must_show), page
+
+    # The same lake through `deltaport read`: as many rows as the demo counted against the truth,
+    # one JSON object per line, timestamps in ISO 8601 with microseconds and Z, sorted by key.
+    last = DELTAS - 1
+    counted = re.search(rf"^{DATAMART}\s+{last}\s+sales\s+(\d+)\s+(\d+)\s+yes$",
+                        (tmp_path / "demo.log").read_text(encoding="utf-8"), re.M)
+    assert counted, "the demo printed no equal row count for sales"
+    cli = [sys.executable, "-m", "platform_assets.cli", "read", f"{DATAMART}.sales", "--as-of-delta", str(last),
+           "--config", str(demo / "deltaport.yaml")]
+    res = subprocess.run(cli, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = [json.loads(line) for line in res.stdout.splitlines()]
+    assert len(rows) == int(counted.group(1))
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", r["transaction_date"]) for r in rows)
+    assert [r["id"] for r in rows] == sorted(r["id"] for r in rows)
+    res = subprocess.run(cli + ["--format", "csv"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0 and res.stdout.splitlines()[0] == (
+        "id,transaction_date,product_code,product_units,store_id,description")
+    assert len(res.stdout.splitlines()) == len(rows) + 1
