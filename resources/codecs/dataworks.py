@@ -88,6 +88,8 @@ from resources.codecs.cdc import (
     SchemaChange,
     TransactionMark,
 )
+from resources.codecs.json_text import json_type as _json_type
+from resources.codecs.json_text import show as _show
 from resources.errors import BadJsonError, DecodeError
 
 SOURCE = "dataworks"
@@ -441,20 +443,4 @@ def _envelope(reason: str) -> DataWorksBadEnvelopeError:
     return DataWorksBadEnvelopeError(reason, part="value")
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
-
-def _show(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 80 else text[:77] + "..."

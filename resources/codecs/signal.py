@@ -31,6 +31,8 @@ from datetime import datetime, timezone, tzinfo
 from enum import Enum
 from typing import Any, Union
 
+from resources.codecs.json_text import json_type as _json_type
+from resources.codecs.json_text import show as _show
 from resources.errors import BadJsonError, BadSignalValueError, NotASignalKeyError
 
 # ---------------------------------------------------------------------------------------------
@@ -218,25 +220,7 @@ def _load_json(data: bytes, part: str) -> Any:
         raise BadJsonError(f"not JSON: {exc}", part=part) from None
 
 
-def _json_type(value: Any) -> str:
-    """Name a parsed JSON value by its JSON type, for error messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
-
-def _show(value: Any) -> str:
-    """A parsed JSON value as JSON text, shortened, for error messages."""
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _decode_key(data: bytes, tz: tzinfo) -> SignalKey:

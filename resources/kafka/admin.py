@@ -136,16 +136,22 @@ def delete_topic(bootstrap: str, name: str, timeout: float = 30, *, missing_ok: 
     return True
 
 
-def topic_partitions(bootstrap: str, topic: str, timeout: float = 30) -> list[int]:
-    """The topic's partition ids, sorted. A missing topic is a `KafkaAdminError`."""
-    op = "topic_partitions"
-    admin = _admin(bootstrap, timeout)
+def _existing_leaders(admin: AdminClient, op: str, topic: str, timeout: float) -> dict[int, int]:
+    """{partition: leader} of a topic that must exist; KafkaAdminError naming it otherwise."""
     try:
         leaders = _partition_leaders(admin, topic, timeout)
     except KafkaException as exc:
         raise KafkaAdminError(op, topic, str(exc.args[0] if exc.args else exc)) from exc
     if leaders is None:
         raise KafkaAdminError(op, topic, "topic does not exist")
+    return leaders
+
+
+def topic_partitions(bootstrap: str, topic: str, timeout: float = 30) -> list[int]:
+    """The topic's partition ids, sorted. A missing topic is a `KafkaAdminError`."""
+    op = "topic_partitions"
+    admin = _admin(bootstrap, timeout)
+    leaders = _existing_leaders(admin, op, topic, timeout)
     return sorted(leaders)
 
 
@@ -155,12 +161,7 @@ def watermarks(bootstrap: str, topic: str, timeout: float = 30) -> dict[int, tup
     op = "watermarks"
     deadline = time.monotonic() + timeout
     admin = _admin(bootstrap, timeout)
-    try:
-        leaders = _partition_leaders(admin, topic, timeout)
-    except KafkaException as exc:
-        raise KafkaAdminError(op, topic, str(exc.args[0] if exc.args else exc)) from exc
-    if leaders is None:
-        raise KafkaAdminError(op, topic, "topic does not exist")
+    leaders = _existing_leaders(admin, op, topic, timeout)
     out: dict[int, list[int]] = {p: [-1, -1] for p in leaders}
     for slot, spec in ((0, OffsetSpec.earliest()), (1, OffsetSpec.latest())):
         request = {TopicPartition(topic, p): spec for p in leaders}
