@@ -1,14 +1,21 @@
 """deltaport's one config file (`deltaport.yaml`): sources, Kafka, Spark, the Iceberg catalog.
 
-What flows through: a YAML file -> a frozen `PlatformConfig`. Guarantees: every key is checked
-(unknown keys, wrong types and missing required keys fail with one message that names the key's
-path, e.g. `datamarts[1].backup_topic`); secrets are never written in the file but referenced as
-`{env: NAME}` and resolved when a client is built, not when the file is read.
+What flows through: a YAML file -> a frozen `PlatformConfig`. Sources are listed under `sources:`,
+each with a `format`: `prostore` (a datamart: signal topic + backup topic; the older `datamarts:`
+list means the same) or `qlik`, `dataworks`, `datastream` (one change topic whose deltas the
+platform seals, with the sealing limits). `PlatformConfig.datamarts` holds the Prostore ones,
+`PlatformConfig.streams` the others.
+
+Guarantees: every key is checked (unknown keys, wrong types and missing required keys fail with
+one message that names the key's path, e.g. `sources[1].topic`); secrets are never written in
+the file but referenced as `{env: NAME}` and resolved when a client is built, not when the file
+is read.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -63,15 +70,40 @@ class DatamartConfig:
     backup_topic: str
 
 
+PROSTORE = "prostore"
+STREAM_FORMATS = ("qlik", "dataworks", "datastream")
+FORMATS = (PROSTORE, *STREAM_FORMATS)
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """A Qlik Replicate, DataWorks or Datastream change topic; the platform seals its deltas
+    (resources/sealing.py): a delta ends at a boundary of the format once it holds more than
+    `max_rows` rows or spans more than `max_seconds` of event time."""
+
+    name: str
+    format: str
+    topic: str
+    max_rows: int = 100_000
+    max_seconds: float = 300.0
+    lateness_seconds: float = 60.0  # Datastream: how late an event may arrive (event time)
+    idle_seconds: float = 60.0  # seal what is sealable when nothing arrived for this long
+
+
 @dataclass(frozen=True)
 class PlatformConfig:
-    datamarts: tuple[DatamartConfig, ...]
+    datamarts: tuple[DatamartConfig, ...] = ()
+    streams: tuple[StreamConfig, ...] = ()
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     lake: LakeConfig = field(default_factory=LakeConfig)
     sensor: SensorConfig = field(default_factory=SensorConfig)
     state_dir: str = ".deltaport"  # the delta index (SQLite) and other local state
     source_file: str | None = None
+
+    @property
+    def source_names(self) -> list[str]:
+        return [d.name for d in self.datamarts] + [s.name for s in self.streams]
 
     def resolve_path(self, value: str) -> Path:
         """Relative paths in the file are relative to the file's folder, not the cwd."""
@@ -81,6 +113,8 @@ class PlatformConfig:
 
 
 _LAKE_TYPES = ("hadoop", "rest", "jdbc", "hive")
+_ZERO_ALLOWED = ("lateness_seconds", "idle_seconds")  # 0 means "no lateness" / "seal at once"
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")  # a source names Iceberg namespaces and Dagster assets
 
 
 def _build(cls, raw: Any, path: str, file: str | None):
@@ -107,13 +141,9 @@ def _value(typ: str, raw: Any, path: str, file: str | None):
     if typ in nested:
         return _build(nested[typ], raw, path, file)
     if typ == "tuple[DatamartConfig, ...]":
-        if not isinstance(raw, list) or not raw:
-            raise ConfigError(path, "must be a non-empty list of datamarts", file)
-        items = tuple(_build(DatamartConfig, item, f"{path}[{i}]", file) for i, item in enumerate(raw))
-        names = [d.name for d in items]
-        if len(set(names)) != len(names):
-            raise ConfigError(path, f"datamart names must be unique, got {names}", file)
-        return items
+        if not isinstance(raw, list):
+            raise ConfigError(path, "must be a list of datamarts", file)
+        return tuple(_build(DatamartConfig, item, f"{path}[{i}]", file) for i, item in enumerate(raw))
     if typ == "dict":
         if not isinstance(raw, dict):
             raise ConfigError(path, "must be a mapping", file)
@@ -125,14 +155,51 @@ def _value(typ: str, raw: Any, path: str, file: str | None):
             raise ConfigError(path, f"must be a non-empty string, got {raw!r}", file)
         return raw
     if typ in ("int", "float"):
-        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw <= 0:
-            raise ConfigError(path, f"must be a positive number, got {raw!r}", file)
+        zero = path.rsplit(".", 1)[-1] in _ZERO_ALLOWED
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw < 0 or (raw == 0 and not zero):
+            raise ConfigError(path, f"must be a {'non-negative' if zero else 'positive'} number, got {raw!r}", file)
         return int(raw) if typ == "int" else float(raw)
     raise ConfigError(path, f"unsupported type {typ}", file)  # a bug in this module, not in the file
 
 
+def _sources(raw: Any, file: str | None) -> tuple[list[DatamartConfig], list[StreamConfig]]:
+    """`sources:` entries, split by format (prostore -> DatamartConfig, others -> StreamConfig)."""
+    if not isinstance(raw, list):
+        raise ConfigError("sources", "must be a list of sources", file)
+    datamarts, streams = [], []
+    for i, item in enumerate(raw):
+        path = f"sources[{i}]"
+        if not isinstance(item, dict):
+            raise ConfigError(path, f"must be a mapping, got {type(item).__name__}", file)
+        fmt = item.get("format", PROSTORE)
+        if fmt not in FORMATS:
+            raise ConfigError(f"{path}.format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}", file)
+        if fmt == PROSTORE:
+            datamarts.append(_build(DatamartConfig, {k: v for k, v in item.items() if k != "format"}, path, file))
+        else:
+            streams.append(_build(StreamConfig, item, path, file))
+    return datamarts, streams
+
+
 def parse_config(raw: Any, file: str | None = None) -> PlatformConfig:
-    cfg = _build(PlatformConfig, raw or {}, "", file)
+    raw = dict(raw or {}) if isinstance(raw, dict) or raw is None else raw
+    if not isinstance(raw, dict):
+        raise ConfigError("<file>", f"must be a mapping, got {type(raw).__name__}", file)
+    where = "sources" if "sources" in raw or "datamarts" not in raw else "datamarts"  # for errors
+    extra_dm, streams = _sources(raw.pop("sources"), file) if "sources" in raw else ([], [])
+    cfg = _build(PlatformConfig, {k: v for k, v in raw.items() if k != "streams"}, "", file)
+    if "streams" in raw:
+        raise ConfigError("streams", "unknown key; list change topics under `sources:` with a `format`", file)
+    cfg = PlatformConfig(**{**cfg.__dict__, "datamarts": (*cfg.datamarts, *extra_dm), "streams": tuple(streams)})
+    names = cfg.source_names
+    if not names:
+        raise ConfigError(where, "is required: list at least one source (or datamart)", file)
+    if len(set(names)) != len(names):
+        raise ConfigError(where, f"source and datamart names must be unique, got {names}", file)
+    bad = [n for n in names if not _NAME.match(n)]
+    if bad:
+        raise ConfigError(where, f"names must be letters, digits and _, starting with a letter: "
+                                     f"{bad}", file)
     if cfg.lake.type not in _LAKE_TYPES:
         raise ConfigError("lake.type", f"must be one of {', '.join(_LAKE_TYPES)}, got {cfg.lake.type!r}", file)
     if cfg.lake.type in ("rest", "jdbc", "hive") and not cfg.lake.uri:

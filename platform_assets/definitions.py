@@ -1,10 +1,11 @@
 """The Dagster code location of deltaport: what `dagster dev -w workspace.yaml` loads.
 
 Built from the config file (`deltaport.yaml`, or $DELTAPORT_CONFIG), read when the code
-location loads, not when this module is imported: per datamart, one asset group (signal_events,
-changelog, increment, snapshot, partitioned by delta), one job and one DELTA_CLOSE sensor; the
-Kafka topics as source assets loaded by the Kafka IO managers; Spark, Kafka and the delta index
-as resources.
+location loads, not when this module is imported: per Prostore datamart, one asset group
+(signal_events, changelog, increment, snapshot, partitioned by delta), one job and one
+DELTA_CLOSE sensor; per Qlik / DataWorks / Datastream source, one asset group (changelog,
+increment, snapshot), one job and one sealing sensor; the Kafka topics as source assets loaded
+by the Kafka IO managers; Spark, Kafka, the delta index and the CDC ledger as resources.
 """
 
 from __future__ import annotations
@@ -14,23 +15,33 @@ import dagster as dg
 from platform_assets.config import ConfigError, PlatformConfig, load_config
 from platform_assets.prostore.assets import BACKUP_IO, SIGNAL_IO, build_datamart_assets, topic_key
 from platform_assets.prostore.sensors import build_delta_sensor, datamart_tags
-from resources.index_resource import DeltaIndexResource
+from platform_assets.streams.assets import STREAM_IO, build_stream_assets
+from platform_assets.streams.sensors import build_seal_sensor
+from resources.index_resource import CdcLedgerResource, DeltaIndexResource
 from resources.kafka.io_managers import BackupTopicIOManager, SignalTopicIOManager
+from resources.kafka.stream_io_manager import StreamTopicIOManager
 from resources.kafka.resource import KafkaResource
 from resources.lake.prostore import LakeLayout
 from resources.spark.resource import SparkResource
 
 
+_ROLE_TEXT = {SIGNAL_IO: "Prostore signal events", BACKUP_IO: "BACKUP_TO_KAFKA increments"}
+
+
 def _topic_specs(cfg: PlatformConfig) -> list[dg.AssetSpec]:
     roles: dict[str, str] = {}
-    for dm in cfg.datamarts:
-        for topic, role in ((dm.signal_topic, SIGNAL_IO), (dm.backup_topic, BACKUP_IO)):
-            if roles.setdefault(topic, role) != role:
-                raise ConfigError("datamarts", f"topic {topic!r} is used both as a signal and as a backup topic")
+    text: dict[str, str] = dict(_ROLE_TEXT)
+    uses = [(t, r) for dm in cfg.datamarts for t, r in ((dm.signal_topic, SIGNAL_IO), (dm.backup_topic, BACKUP_IO))]
+    for s in cfg.streams:
+        uses.append((s.topic, f"{STREAM_IO}:{s.format}"))
+        text[f"{STREAM_IO}:{s.format}"] = f"{s.format} change events"
+    for topic, role in uses:
+        if roles.setdefault(topic, role) != role:
+            raise ConfigError("sources", f"topic {topic!r} is used for both {text[roles[topic]]} and {text[role]}")
     return [
         dg.AssetSpec(topic_key(topic), group_name="kafka", kinds={"kafka"},
-                     description=f"Kafka topic {topic} ({'Prostore signal events' if role == SIGNAL_IO else 'BACKUP_TO_KAFKA increments'})",
-                     metadata={"topic": topic}).with_io_manager_key(role)
+                     description=f"Kafka topic {topic} ({text[role]})",
+                     metadata={"topic": topic}).with_io_manager_key(role.split(":")[0])
         for topic, role in sorted(roles.items())
     ]
 
@@ -42,6 +53,7 @@ def resources_for(cfg: PlatformConfig) -> dict:
                           secret_properties={k: v["env"] for k, v in cfg.kafka.properties.items() if isinstance(v, dict)},
                           timeout_seconds=cfg.kafka.timeout_seconds, state_dir=str(state))
     index = DeltaIndexResource(path=str(state / "index.sqlite"))
+    ledger = CdcLedgerResource(path=str(state / "ledger.sqlite"))
     warehouse = cfg.lake.warehouse
     if cfg.lake.type == "hadoop" and "://" not in warehouse:
         warehouse = str(cfg.resolve_path(warehouse))
@@ -49,8 +61,9 @@ def resources_for(cfg: PlatformConfig) -> dict:
                           warehouse=warehouse, catalog_uri=cfg.lake.uri,
                           catalog_properties={k: str(v) for k, v in cfg.lake.properties.items()},
                           spark_conf={k: str(v) for k, v in cfg.spark.conf.items()})
-    return {"kafka": kafka, "index": index, "spark": spark,
-            BACKUP_IO: BackupTopicIOManager(kafka=kafka, index=index), SIGNAL_IO: SignalTopicIOManager(index=index)}
+    return {"kafka": kafka, "index": index, "ledger": ledger, "spark": spark,
+            BACKUP_IO: BackupTopicIOManager(kafka=kafka, index=index), SIGNAL_IO: SignalTopicIOManager(index=index),
+            STREAM_IO: StreamTopicIOManager(kafka=kafka, ledger=ledger)}
 
 
 def build_definitions(cfg: PlatformConfig) -> dg.Definitions:
@@ -64,6 +77,14 @@ def build_definitions(cfg: PlatformConfig) -> dg.Definitions:
                                   description=f"Lands one delta of {dm.name}: signal events, changelog, increment, snapshot.")
         jobs.append(job)
         sensors.append(build_delta_sensor(datamart=dm, job=job, settings=cfg.sensor))
+    for stream in cfg.streams:
+        assets += build_stream_assets(stream=stream, layout=layout)
+        job = dg.define_asset_job(f"{stream.name}_delta_job", selection=dg.AssetSelection.groups(stream.name),
+                                  tags=datamart_tags(stream.name),
+                                  description=f"Lands one sealed delta of {stream.name} ({stream.format}): "
+                                              "changelog, increment, snapshot.")
+        jobs.append(job)
+        sensors.append(build_seal_sensor(stream=stream, job=job, settings=cfg.sensor))
     return dg.Definitions(assets=assets, jobs=jobs, sensors=sensors, resources=resources_for(cfg))
 
 

@@ -1,4 +1,4 @@
-"""The delta index as a Dagster resource (a SQLite file under the state folder)."""
+"""The delta index and the CDC ledger as Dagster resources (SQLite files under the state folder)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
+from resources.cdc_ledger import CdcLedger
 from resources.delta_index import DeltaIndex
 
 
@@ -17,3 +18,13 @@ class DeltaIndexResource(dg.ConfigurableResource):
 
     def get(self) -> DeltaIndex:
         return DeltaIndex(Path(self.path))
+
+
+class CdcLedgerResource(dg.ConfigurableResource):
+    """The ledger of sealed deltas of Qlik, DataWorks and Datastream sources: written by their
+    sealing sensors, read by the change-topic IO manager (delta N = the same offsets forever)."""
+
+    path: str = Field(default=".deltaport/ledger.sqlite", description="SQLite file of the ledger.")
+
+    def get(self) -> CdcLedger:
+        return CdcLedger(Path(self.path))

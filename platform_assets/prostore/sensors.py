@@ -85,15 +85,22 @@ def build_delta_sensor(*, datamart: DatamartConfig, job,
         except DeltaportError as exc:
             context.log.error(str(exc))
             return dg.SensorResult(skip_reason=f"{datamart.name}: {exc}")
-        existing = set(context.instance.get_dynamic_partitions(parts.name))
-        new_keys = [partition_key(n) for n in due if partition_key(n) not in existing]
-        runs = [dg.RunRequest(partition_key=partition_key(n), run_key=f"{datamart.name}:{n}",
-                              tags=datamart_tags(datamart.name)) for n in due]
-        return dg.SensorResult(
-            run_requests=runs,
-            skip_reason=None if runs else (waiting or "no new closed delta"),
-            cursor=json.dumps(new_cursor),
-            dynamic_partitions_requests=[parts.build_add_request(new_keys)] if new_keys else [],
-        )
+        return delta_runs(context, parts, datamart.name, due, waiting or "no new closed delta", new_cursor)
 
     return delta_close_sensor
+
+
+def delta_runs(context: dg.SensorEvaluationContext, parts: dg.DynamicPartitionsDefinition, source: str,
+               due: list[int], waiting: str, cursor: dict) -> dg.SensorResult:
+    """The sensor's answer: a partition (when new) and a run (`run_key "<source>:<N>"`) per due
+    delta, in order; else the reason nothing is due. Shared by every source's sensor."""
+    existing = set(context.instance.get_dynamic_partitions(parts.name))
+    new_keys = [partition_key(n) for n in due if partition_key(n) not in existing]
+    runs = [dg.RunRequest(partition_key=partition_key(n), run_key=f"{source}:{n}", tags=datamart_tags(source))
+            for n in due]
+    return dg.SensorResult(
+        run_requests=runs,
+        skip_reason=None if runs else waiting,
+        cursor=json.dumps(cursor),
+        dynamic_partitions_requests=[parts.build_add_request(new_keys)] if new_keys else [],
+    )

@@ -18,7 +18,15 @@ def test_the_shipped_config_loads_with_paths_relative_to_the_file(tmp_path):
 
 
 @pytest.mark.parametrize("raw, key", [
-    ({}, "datamarts"),
+    ({}, "sources"),
+    ({"sources": [{"name": "q", "format": "qlik"}]}, "sources[0].topic"),
+    ({"sources": [{"name": "q", "format": "debezium", "topic": "t"}]}, "sources[0].format"),
+    ({"sources": [{"name": "q", "format": "qlik", "topic": "t", "max_rows": 0}]}, "sources[0].max_rows"),
+    ({"sources": [{"name": "q", "format": "datastream", "topic": "t", "lateness_seconds": -1}]},
+     "sources[0].lateness_seconds"),
+    ({"sources": [{"name": "q", "format": "qlik", "topic": "t", "signal_topic": "s"}]}, "sources[0].signal_topic"),
+    ({"sources": [DM, {"name": "marketing", "format": "qlik", "topic": "t"}]}, "sources"),
+    ({"sources": [{"name": "bad-name", "format": "qlik", "topic": "t"}]}, "sources"),
     ({"datamarts": [{"name": "a", "signal_topic": "s"}]}, "datamarts[0].backup_topic"),
     ({"datamarts": [DM, DM]}, "datamarts"),
     ({"datamarts": [DM], "kafka": {"bootstrap": "x"}}, "kafka.bootstrap"),
@@ -32,6 +40,24 @@ def test_a_wrong_config_names_the_key(raw, key):
     with pytest.raises(ConfigError) as err:
         parse_config(raw, "deltaport.yaml")
     assert err.value.key_path == key and f"`{key}`" in str(err.value) and "deltaport.yaml" in str(err.value)
+
+
+def test_sources_of_every_format():
+    cfg = parse_config({"sources": [
+        {**DM, "format": "prostore"},
+        {"name": "crm", "format": "qlik", "topic": "qlik.crm", "max_rows": 500},
+        {"name": "shop", "format": "dataworks", "topic": "dw.shop", "idle_seconds": 0},
+        {"name": "events", "format": "datastream", "topic": "ds.events", "lateness_seconds": 0},
+    ]})
+    assert [d.name for d in cfg.datamarts] == ["marketing"]
+    assert [(s.name, s.format) for s in cfg.streams] == [("crm", "qlik"), ("shop", "dataworks"),
+                                                          ("events", "datastream")]
+    assert cfg.streams[0].max_rows == 500 and cfg.streams[0].max_seconds == 300.0
+    assert cfg.streams[1].idle_seconds == 0 and cfg.streams[2].lateness_seconds == 0
+    assert cfg.source_names == ["marketing", "crm", "shop", "events"]
+    # The older `datamarts:` list and `sources:` together: both count.
+    both = parse_config({"datamarts": [DM], "sources": [{"name": "crm", "format": "qlik", "topic": "t"}]})
+    assert both.source_names == ["marketing", "crm"]
 
 
 def test_a_missing_file_and_broken_yaml_are_clear(tmp_path):

@@ -1,0 +1,1 @@
+"""Change-stream sources whose deltas the platform seals: Qlik Replicate, DataWorks, Datastream."""

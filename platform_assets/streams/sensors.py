@@ -1,0 +1,80 @@
+"""The sealing sensor of one change-stream source: new messages -> sealed deltas -> runs.
+
+These sources have no DELTA_CLOSE, so each tick seals deltas itself (`resources.sealing.seal_topic`:
+at most `max_messages` new messages read, cuts at the format's boundaries within the source's
+row and time limits, the decision written to the durable ledger), then requests every sealed
+delta from the cursor's `next` on, in order: dynamic partition + run (`run_key "<source>:<N>"`).
+When nothing is sealable, the skip reason says why (limits not reached, a transaction still
+open, ...). Bad messages are quarantined in the ledger with topic, partition and offset, logged,
+and never block the good ones.
+
+Restart safety: what was read and sealed lives in the ledger (one SQLite transaction per step);
+the cursor holds only `next` and moves only past requested deltas. A reset cursor re-requests
+from delta 0, and Dagster drops a run whose run_key it has seen: no duplicate.
+"""
+
+
+import json
+
+import dagster as dg
+
+from platform_assets.config import SensorConfig, StreamConfig
+from platform_assets.prostore.partitions import delta_partitions
+from platform_assets.prostore.sensors import MAX_RUNS_PER_TICK, delta_runs
+from resources.errors import DeltaportError
+from resources.index_resource import CdcLedgerResource
+from resources.kafka.resource import KafkaResource
+from resources.sealing import SealPolicy, SealResult, seal_topic
+
+
+def seal_policy(stream: StreamConfig) -> SealPolicy:
+    return SealPolicy(stream.format, max_rows=stream.max_rows, max_seconds=stream.max_seconds,
+                      lateness_seconds=stream.lateness_seconds, seal_idle_after_seconds=stream.idle_seconds)
+
+
+def evaluate_stream(stream: StreamConfig, ledger, kafka: KafkaResource, cursor: dict, *, max_messages: int,
+                    log=None) -> tuple[list[int], str | None, dict, SealResult]:
+    """One tick, without Dagster: (deltas to request, why nothing more is due, new cursor, what
+    sealing did). Shared by the sensor and `deltaport sync`."""
+    result = seal_topic(kafka.bootstrap(), stream.topic, stream.name, ledger, seal_policy(stream),
+                        max_messages=max_messages, consumer_config=kafka.client_config(),
+                        timeout=kafka.timeout_seconds)
+    if log:
+        for err in result.errors:
+            log.warning(f"quarantined: {err}")
+        for warning in result.warnings:
+            log.warning(warning)
+        if result.new_deltas:
+            log.info(f"sealed deltas {', '.join(str(d.delta_num) for d in result.new_deltas)} of {stream.name} "
+                     f"({result.read} messages read)")
+    sealed = [d.delta_num for d in ledger.sealed_deltas(stream.name)]
+    nxt = int(cursor.get("next", 0))
+    due = [n for n in sealed if n >= nxt][:MAX_RUNS_PER_TICK]
+    if due:
+        nxt = due[-1] + 1
+    waiting = None
+    if not due:
+        left = f"; {result.remaining} messages left to read" if result.remaining else ""
+        waiting = f"{stream.name}: no new sealed delta: {result.waiting_reason or 'no new message'}{left}"
+    return due, waiting, {"next": nxt}, result
+
+
+def build_seal_sensor(*, stream: StreamConfig, job, settings: SensorConfig) -> dg.SensorDefinition:
+    parts = delta_partitions(stream.name)
+
+    @dg.sensor(name=f"{stream.name}_seal_sensor", job=job, minimum_interval_seconds=settings.interval_seconds,
+               default_status=dg.DefaultSensorStatus.RUNNING,
+               description=f"Seals deltas of {stream.name} ({stream.format}) from {stream.topic} and requests "
+                           "each sealed delta in order.")
+    def seal_sensor(context: dg.SensorEvaluationContext, kafka: KafkaResource, ledger: CdcLedgerResource):
+        cursor = json.loads(context.cursor) if context.cursor else {}
+        try:
+            due, waiting, new_cursor, _ = evaluate_stream(stream, ledger.get(), kafka, cursor,
+                                                          max_messages=settings.max_messages_per_tick,
+                                                          log=context.log)
+        except DeltaportError as exc:
+            context.log.error(str(exc))
+            return dg.SensorResult(skip_reason=f"{stream.name}: {exc}")
+        return delta_runs(context, parts, stream.name, due, waiting or "no new sealed delta", new_cursor)
+
+    return seal_sensor

@@ -1,0 +1,86 @@
+"""The IO manager of change topics whose deltas the platform seals (Qlik, DataWorks, Datastream).
+
+The topic is a source asset; an asset partitioned by delta takes it as input and gets a
+`StreamSlice`: delta N's offset ranges from the ledger (`resources.cdc_ledger`: sealed once,
+the same offsets forever) and what is needed to read them. Loading reads no message; `read()`
+does, partition by partition in offset order, each message with its decoded records or its
+located `DecodeError` (a Qlik decoder is primed with the metadata messages the ledger kept, so
+a delta decodes even after retention deleted the messages that described its tables).
+A delta the ledger has not sealed fails the load with a `dg.Failure` that says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+
+from resources.cdc_ledger import CdcLedger, LedgerError, SealedDelta
+from resources.codecs.cdc import Record
+from resources.errors import DecodeError
+from resources.index_resource import CdcLedgerResource
+from resources.kafka.resource import KafkaResource
+from resources.kafka.scan import RawMessage
+
+
+@dataclass(frozen=True)
+class StreamSlice:
+    """Delta N of one change-stream source: its offset ranges and how to read them."""
+
+    source: str
+    format: str
+    delta: SealedDelta
+    ledger_path: str
+    bootstrap: str
+    consumer_config: dict
+    timeout: float
+
+    @property
+    def delta_num(self) -> int:
+        return self.delta.delta_num
+
+    @property
+    def topic(self) -> str:
+        return self.delta.topic
+
+    def offsets(self) -> dict[str, list[int]]:
+        """{partition: [start, end exclusive]} of the non-empty ranges, for metadata."""
+        return {str(p): [s, e] for p, (s, e) in sorted(self.delta.ranges.items()) if e > s}
+
+    def read(self) -> Iterator[tuple[RawMessage, list[Record] | DecodeError]]:
+        from resources.sealing import read_delta  # sealing imports the codecs: load them on use
+
+        return read_delta(self.bootstrap, CdcLedger(Path(self.ledger_path)), self.source, self.delta_num,
+                          self.format, consumer_config=self.consumer_config, timeout=self.timeout)
+
+
+class StreamTopicIOManager(dg.ConfigurableIOManager):
+    """Loads delta N's slice of a Qlik, DataWorks or Datastream topic (a source asset)."""
+
+    kafka: KafkaResource
+    ledger: CdcLedgerResource
+
+    def handle_output(self, context: dg.OutputContext, obj) -> None:
+        raise dg.Failure(description="a Kafka topic is a source asset: deltaport never writes it")
+
+    def load_input(self, context: dg.InputContext) -> StreamSlice:
+        topic = context.asset_key.path[-1]
+        meta = context.definition_metadata or {}
+        source, fmt = meta.get("source"), meta.get("format")
+        if not source or not fmt:
+            raise dg.Failure(description=f"input from topic {topic!r} lacks the 'source' and 'format' metadata "
+                                         "of its AssetIn")
+        n = int(context.partition_key)
+        try:
+            delta = self.ledger.get().delta(source, n)
+        except LedgerError as exc:
+            raise dg.Failure(description=f"delta {n} of source {source!r} is not sealed in {self.ledger.path} "
+                                         f"(has its sensor sealed it?): {exc}",
+                             metadata={"topic": topic, "delta": n}) from exc
+        if delta.topic != topic:
+            raise dg.Failure(description=f"delta {n} of source {source!r} was sealed on topic {delta.topic!r}, "
+                                         f"not {topic!r}: the source's topic changed in the config")
+        return StreamSlice(source, fmt, delta, self.ledger.path, self.kafka.bootstrap(), self.kafka.client_config(),
+                           self.kafka.timeout_seconds)
