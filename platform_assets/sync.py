@@ -1,11 +1,11 @@
 """One headless pass of the platform, for cron, CI and `deltaport demo --once`.
 
-Per datamart: evaluate its DELTA_CLOSE sensor (the same code the daemon runs), add the new
-partitions, and materialize each requested delta in order, in process, on the Dagster instance
-of DAGSTER_HOME (runs, materializations and checks show in the UI afterwards). Repeats while
-the sensor has work (ingestion is bounded per tick). A failed delta stops its datamart: later
-deltas would fail to advance the snapshot anyway. The sensor's cursor is kept in
-<state_dir>/sync-cursors.json.
+Per source: evaluate its sensor (a datamart's DELTA_CLOSE sensor, a change stream's sealing
+sensor: the same code the daemon runs), add the new partitions, and materialize each requested
+delta in order, in process, on the Dagster instance of DAGSTER_HOME (runs, materializations and
+checks show in the UI afterwards). Repeats while the sensor has work (reading is bounded per
+tick). A failed delta stops its source: later deltas would fail to advance the snapshot anyway.
+The sensors' cursors are kept in <state_dir>/sync-cursors.json.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 @dataclass
 class DeltaOutcome:
-    datamart: str
+    datamart: str  # the source (a datamart or a change stream)
     delta: int
     success: bool
     rows: dict[str, int] = field(default_factory=dict)  # increment rows per table
@@ -37,7 +37,7 @@ class DeltaOutcome:
 @dataclass
 class SyncResult:
     outcomes: list[DeltaOutcome] = field(default_factory=list)
-    waiting: dict[str, str] = field(default_factory=dict)  # datamart -> why its next delta waits
+    waiting: dict[str, str] = field(default_factory=dict)  # source -> why its next delta waits
 
     @property
     def ok(self) -> bool:
@@ -57,26 +57,28 @@ def sync(cfg: PlatformConfig, instance: dg.DagsterInstance, *, max_ticks: int = 
     cursor_file = cfg.resolve_path(cfg.state_dir) / "sync-cursors.json"
     cursors = json.loads(cursor_file.read_text()) if cursor_file.exists() else {}
     out = SyncResult()
-    for dm in cfg.datamarts:
-        sensor = defs.resolve_sensor_def(f"{dm.name}_delta_close_sensor")
-        job = defs.resolve_job_def(f"{dm.name}_delta_job")
+    sensors = [(d.name, f"{d.name}_delta_close_sensor") for d in cfg.datamarts]
+    sensors += [(s.name, f"{s.name}_seal_sensor") for s in cfg.streams]
+    for name, sensor_name in sensors:
+        sensor = defs.resolve_sensor_def(sensor_name)
+        job = defs.resolve_job_def(f"{name}_delta_job")
         failed = False
         idle = 0
         for _ in range(max_ticks):
-            with dg.build_sensor_context(instance=instance, cursor=cursors.get(dm.name), definitions=defs,
+            with dg.build_sensor_context(instance=instance, cursor=cursors.get(name), definitions=defs,
                                          resources=defs.resources) as ctx:
                 result = sensor(ctx)
             for req in result.dynamic_partitions_requests or []:
                 instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
             if result.skip_reason:
-                out.waiting[dm.name] = result.skip_reason.skip_message
+                out.waiting[name] = result.skip_reason.skip_message
             for req in result.run_requests:
                 n = int(req.partition_key)
                 run = job.execute_in_process(partition_key=req.partition_key, instance=instance,
                                              tags={**req.tags, "deltaport/run_key": req.run_key}, raise_on_error=False,
                                              run_config=QUIET)
-                outcome = DeltaOutcome(dm.name, n, run.success, _rows(run, dg.AssetKey([dm.name, "increment"])),
-                                       _rows(run, dg.AssetKey([dm.name, "snapshot"])))
+                outcome = DeltaOutcome(name, n, run.success, _rows(run, dg.AssetKey([name, "increment"])),
+                                       _rows(run, dg.AssetKey([name, "snapshot"])))
                 if not run.success:
                     failure = next((e for e in run.all_events if e.is_step_failure), None)
                     outcome.error = failure.event_specific_data.error.message.strip() if failure else "run failed"
@@ -87,7 +89,7 @@ def sync(cfg: PlatformConfig, instance: dg.DagsterInstance, *, max_ticks: int = 
                     break
             if failed:
                 break  # the cursor stays before the failed delta: the next sync retries it
-            cursors[dm.name] = result.cursor
+            cursors[name] = result.cursor
             idle = 0 if result.run_requests else idle + 1
             if idle >= 2:  # two ticks with nothing to run: the topics are read up to their end
                 break

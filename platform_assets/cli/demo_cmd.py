@@ -1,13 +1,14 @@
 """`deltaport demo`: the platform end to end on embedded defaults.
 
 Starts a real Kafka broker (or uses $KAFKA_BOOTSTRAP_SERVERS), an emulated Prostore closing
-deltas over time (duplicates, a re-export, a lagging backup and malformed messages included),
-and `dagster dev` with the daemon and the DELTA_CLOSE sensors on: the UI at
-http://127.0.0.1:3000 shows the deltas landing. Ctrl-C stops everything.
+deltas over time (duplicates, a re-export, a lagging backup and malformed messages included)
+beside one Qlik Replicate, one DataWorks and one Datastream source (their changes arrive over
+the same time; the platform seals their deltas), and `dagster dev` with the daemon and the
+sensors on: the UI at http://127.0.0.1:3000 shows the deltas landing. Ctrl-C stops everything.
 
 `--once`: the same without the UI: emulate, land every delta headless (`deltaport sync`), print
-per delta and table the lake's row count beside the emulator's truth, exit 0 when every
-emulated delta has landed equal to the truth.
+per source, delta and table the lake's row count beside the emulator's truth, exit 0 when every
+emulated Prostore delta has landed and every landed delta equals the truth.
 
 Everything lives in .deltaport/demo (config, lake, delta index, Dagster instance), wiped at
 each start: a new broker means new topics, and an index of old topics must not be reused.
@@ -27,6 +28,7 @@ from pathlib import Path
 import yaml
 
 from platform_assets.cli.common import state_dir
+from platform_assets.cli.demo_streams import DemoStream, compare, demo_streams
 from resources.emulator.outgoing import BACKUP, SIGNAL
 from resources.emulator.publish import publish
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
@@ -49,7 +51,7 @@ def register(sub) -> None:
     p.set_defaults(run=run)
 
 
-def _workspace(bootstrap: str) -> dict[str, Path]:
+def _workspace(bootstrap: str, streams: list[DemoStream], idle_seconds: float) -> dict[str, Path]:
     root = (state_dir() / "demo").resolve()
     shutil.rmtree(root, ignore_errors=True)
     paths = {"root": root, "config": root / "deltaport.yaml", "dagster_home": root / "dagster",
@@ -59,8 +61,9 @@ def _workspace(bootstrap: str) -> dict[str, Path]:
     if project_yaml.exists():
         shutil.copy(project_yaml, paths["dagster_home"] / "dagster.yaml")
     paths["config"].write_text(yaml.safe_dump({
-        "datamarts": [{"name": dm, "signal_topic": TOPICS[SIGNAL], "backup_topic": TOPICS[BACKUP]}
-                      for dm in ("marketing", "sourcedb")],
+        "sources": [*({"name": dm, "format": "prostore", "signal_topic": TOPICS[SIGNAL],
+                       "backup_topic": TOPICS[BACKUP]} for dm in ("marketing", "sourcedb")),
+                    *(s.config(idle_seconds) for s in streams)],
         "kafka": {"bootstrap_servers": bootstrap},
         "lake": {"catalog": "lake", "type": "hadoop", "warehouse": "lake"},
         "sensor": {"interval_seconds": 5, "max_messages_per_tick": 5000},
@@ -76,30 +79,39 @@ def run(args) -> int:
     print("starting the embedded Kafka broker ...", flush=True)
     with kafka_bootstrap() as bootstrap:
         print(f"broker at {bootstrap} ({time.monotonic() - started:.1f} s)", flush=True)
-        paths = _workspace(bootstrap)
+        streams = demo_streams(args.seed, args.deltas)
+        # --once: a quiet stream's last changes are sealed at once; with the UI after 10 s of quiet.
+        paths = _workspace(bootstrap, streams, 0 if args.once else 10)
         os.environ["DELTAPORT_CONFIG"] = str(paths["config"])
         os.environ["DAGSTER_HOME"] = str(paths["dagster_home"])
         sc = build_scenario(EmulatorConfig(seed=args.seed, deltas=args.deltas, streams=2, chunk_size=5,
                                            backup_partitions=3, faults=DEMO_FAULTS))
         create_topic(bootstrap, TOPICS[SIGNAL])
         create_topic(bootstrap, TOPICS[BACKUP], partitions=3)
+        for s in streams:
+            create_topic(bootstrap, s.topic)
         if args.once:
-            return _once(sc, bootstrap, paths, started)
-        return _with_ui(sc, bootstrap, paths, args)
+            return _once(sc, streams, bootstrap, paths, started)
+        return _with_ui(sc, streams, bootstrap, paths, args)
 
 
-def _once(sc, bootstrap: str, paths: dict[str, Path], started: float) -> int:
+def _once(sc, streams: list[DemoStream], bootstrap: str, paths: dict[str, Path], started: float) -> int:
     import dagster as dg
 
     from platform_assets.config import load_config
     from platform_assets.definitions import resources_for
     from platform_assets.sync import sync
+    from resources.cdc_ledger import CdcLedger
     from resources.lake.prostore import LakeLayout
     from resources.lake.read import rows_as_of
 
     publish(sc.messages, bootstrap, TOPICS)
     print(f"emulated {len(sc.messages)} messages: deltas 0..{sc.config.deltas - 1} of "
           f"{', '.join(sc.config.datamarts)}, faults: {', '.join(sorted(sc.injected))}", flush=True)
+    for s in streams:
+        publish(s.story.messages, bootstrap, {s.format: s.topic})
+        print(f"emulated {len(s.story.messages)} {s.format} messages on {s.topic} (source {s.name}): "
+              f"{', '.join(sorted(s.story.injected))}", flush=True)
     cfg = load_config(paths["config"])
     with dg.DagsterInstance.get() as instance:
         result = sync(cfg, instance)
@@ -119,7 +131,13 @@ def _once(sc, bootstrap: str, paths: dict[str, Path], started: float) -> int:
                     equal, count = False, "-"
                 all_equal &= equal
                 print(f"{dm:10} {n:>5} {table:14} {count:>9} {len(rows):>10}  {'yes' if equal else 'NO'}")
-    print(f"\n{len(landed)} of {sum(len(d) for d in sc.truth.values())} deltas landed, "
+    print(f"\n{'source':16} {'delta':>5} {'table':18} {'lake rows':>9} {'truth rows':>10}  equal")
+    ledger = CdcLedger(cfg.resolve_path(cfg.state_dir) / "ledger.sqlite")
+    streams_equal, compared, stream_deltas = compare(streams, spark, layout, bootstrap, ledger, landed)
+    all_equal &= streams_equal
+    prostore = sum(1 for o in result.outcomes if o.success and o.datamart in sc.truth)
+    print(f"\n{prostore} of {sum(len(d) for d in sc.truth.values())} Prostore deltas landed; {stream_deltas} sealed "
+          f"deltas of {len(streams)} change streams landed ({compared} compared); "
           f"{'all equal to the truth' if all_equal else 'NOT all equal to the truth'}; "
           f"{time.monotonic() - started:.0f} s")
     return 0 if all_equal else 1
@@ -129,13 +147,21 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt  # SIGTERM (e.g. from a supervisor) stops the demo as cleanly as Ctrl-C
 
 
-def _with_ui(sc, bootstrap: str, paths: dict[str, Path], args) -> int:
+def _with_ui(sc, streams: list[DemoStream], bootstrap: str, paths: dict[str, Path], args) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, _interrupt)
+    # The change streams arrive over the same time as the Prostore deltas: a slice of each story
+    # after every DELTA_CLOSE.
+    closes = max(1, sum(1 for m in sc.messages if m.role == SIGNAL and "DELTA_CLOSE" in m.note))
+    sent = {"closes": 0}
 
     def pace(msg) -> None:
         if msg.role == SIGNAL and "DELTA_CLOSE" in msg.note:
             print(f"emulator: {msg.note.split(':')[0]} closed a delta", flush=True)
+            k = sent["closes"] = sent["closes"] + 1
+            for s in streams:
+                n = len(s.story.messages)
+                publish(s.story.messages[n * (k - 1) // closes: n * k // closes], bootstrap, {s.format: s.topic})
             stop.wait(args.pace)
 
     def emulate() -> None:

@@ -1,4 +1,4 @@
-"""`deltaport read DATAMART.TABLE --as-of-delta N`: a table's state as of delta N, from the lake
+"""`deltaport read SOURCE.TABLE --as-of-delta N`: a table's state as of delta N, from the lake
 (Iceberg time travel by the tag delta_<N>). One row per line, data columns only; dates, times and
 timestamps in ISO 8601 with microseconds (timestamps in UTC, marked Z); numbers as numbers; null
 as null (an empty field in CSV)."""
@@ -15,12 +15,13 @@ from platform_assets.config import load_config
 from platform_assets.definitions import resources_for
 from resources.errors import DeltaportError
 from resources.lake.prostore import LakeLayout
+from resources.lake.cdc import cdc_columns_as_of
 from resources.lake.read import entity_as_of, rows_as_of
 
 
 def register(sub) -> None:
     p = sub.add_parser("read", help="print a table as of a delta", description=__doc__)
-    p.add_argument("table", help="DATAMART.TABLE")
+    p.add_argument("table", help="SOURCE.TABLE (a datamart's table, or a change stream's <namespace>_<table>)")
     p.add_argument("--as-of-delta", type=int, required=True)
     p.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
     add_config_option(p)
@@ -47,15 +48,18 @@ def _csv(value):
 
 def run(args) -> int:
     if "." not in args.table:
-        raise DeltaportError(f"table must be DATAMART.TABLE, got {args.table!r}")
-    datamart, table = args.table.split(".", 1)
+        raise DeltaportError(f"table must be SOURCE.TABLE, got {args.table!r}")
+    source, table = args.table.split(".", 1)
     cfg = load_config(args.config)
-    if datamart not in {d.name for d in cfg.datamarts}:
-        raise DeltaportError(f"datamart {datamart!r} is not in {cfg.source_file}")
+    if source not in cfg.source_names:
+        raise DeltaportError(f"source {source!r} is not in {cfg.source_file} (sources: {', '.join(cfg.source_names)})")
     spark = resources_for(cfg)["spark"].get_session()
     layout = LakeLayout(cfg.lake.catalog)
-    columns = [c.name for c in entity_as_of(spark, layout, datamart, table, args.as_of_delta).columns]
-    rows = rows_as_of(spark, layout, datamart, table, args.as_of_delta)
+    if source in {d.name for d in cfg.datamarts}:
+        columns = [c.name for c in entity_as_of(spark, layout, source, table, args.as_of_delta).columns]
+        rows = rows_as_of(spark, layout, source, table, args.as_of_delta)
+    else:
+        columns, rows = cdc_columns_as_of(spark, layout, source, table, args.as_of_delta)
     if args.format == "jsonl":
         for row in rows:
             sys.stdout.write(json.dumps({c: iso(row[c]) for c in columns}, ensure_ascii=False) + "\n")

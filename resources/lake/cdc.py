@@ -85,6 +85,7 @@ __all__ = [
     "UnappliedDeltasError",
     "apply_cdc_snapshot",
     "apply_cdc_through",
+    "cdc_columns_as_of",
     "cdc_landed_deltas",
     "cdc_rows_as_of",
     "changes_frame",
@@ -712,6 +713,16 @@ def _merge(spark, ident: str, folded, keys: list[str], data: list[str], delta_nu
 
 # --------------------------------------------------------------------------------------------
 # Read
+
+
+def cdc_columns_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num: int
+                      ) -> tuple[list[str], list[dict]]:
+    """(data column names in table order, live rows) of the table right after delta `delta_num`."""
+    ident = layout.snapshot(source, table)
+    if not table_exists(spark, ident):
+        raise DeltaportError(f"{ident} does not exist (no change of {source}.{table} has landed)")
+    names = [c for c in read_as_of_delta(spark, ident, delta_num).columns if c not in SNAPSHOT_COLUMNS]
+    return names, cdc_rows_as_of(spark, layout, source, table, delta_num)
 
 
 def cdc_rows_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num: int) -> list[dict]:
