@@ -1,8 +1,11 @@
-"""`deltaport emulate`: play a Prostore datamart story into Kafka (signal topic + backups).
+"""`deltaport emulate`: play a Prostore datamart story into Kafka (signal topic + backups), or with
+`--format qlik|dataworks|datastream --topic T` a change stream of that format.
 
-Deterministic from --seed. With --faults it injects what real traffic has: duplicated messages,
-a lost chunk, a delta exported twice, a backup lagging its DELTA_CLOSE, malformed messages.
---truth writes the true state of every table after every delta (the oracle) as JSON."""
+Deterministic from --seed. With --faults it injects what real Prostore traffic has: duplicated
+messages, a lost chunk, a delta exported twice, a backup lagging its DELTA_CLOSE, malformed
+messages. --truth writes the true state of every table after every delta (the oracle) as JSON.
+The change streams always carry their format's quirks (duplicates, split updates, heartbeats,
+out-of-order backfill, a rolled-back transaction, a DDL change); --truth writes their final state."""
 
 from __future__ import annotations
 
@@ -61,7 +64,52 @@ def register(sub) -> None:
     p.add_argument("--snapshot-depth", type=int, default=0)
     p.add_argument("--truth", type=Path, default=None, help="write the oracle (true state per delta) here")
     p.add_argument("--pace", type=float, default=0.0, help="seconds to wait after each DELTA_CLOSE")
+    p.add_argument("--format", choices=["prostore", *STREAMS], default="prostore",
+                   help="prostore (default), or a change stream written to --topic")
+    p.add_argument("--topic", default=None, help="the change stream's topic (default: <format>.demo)")
+    p.add_argument("--size", type=int, default=None,
+                   help="change streams: transactions (qlik, dataworks) or steps (datastream)")
+    p.add_argument("--wire", choices=["json", "avro"], default="json", help="change streams: qlik and datastream wire form")
     p.set_defaults(run=run)
+
+
+STREAMS = ("qlik", "dataworks", "datastream")
+
+
+def stream_story(fmt: str, seed: int, size: int | None, wire: str):
+    from resources.emulator.datastream import DatastreamConfig, build_datastream_story
+    from resources.emulator.dataworks import DataWorksConfig, build_dataworks_story
+    from resources.emulator.qlik import QlikConfig, build_qlik_story
+
+    if fmt == "qlik":
+        return build_qlik_story(QlikConfig(seed=seed, transactions=size or 24, format=wire))
+    if fmt == "dataworks":
+        return build_dataworks_story(DataWorksConfig(seed=seed, transactions=size or 40))
+    return build_datastream_story(DatastreamConfig(seed=seed, steps=size or 200, fmt=wire))
+
+
+def run_stream(args, bootstrap: str) -> int:
+    from resources.emulator.stream_oracle import final_truth
+
+    story = stream_story(args.format, args.seed, args.size, args.wire)
+    topic = args.topic or f"{args.format}.demo"
+    create_topic(bootstrap, topic)
+    bar = Progress("emulate")
+    try:
+        sent = publish(story.messages, bootstrap, {args.format: topic},
+                       on_progress=lambda i: bar(i, len(story.messages)))
+    finally:
+        bar.close()
+    print(f"wrote {sent.get(topic, 0)} {args.format} messages to {topic}")
+    for kind, items in sorted(story.injected.items()):
+        print(f"quirk {kind}: {len(items)}")
+    if args.truth:
+        truth = {t: [{c: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v)) for c, v in r.items()}
+                     for r in rows] for t, rows in final_truth(args.format, story).items()}
+        args.truth.parent.mkdir(parents=True, exist_ok=True)
+        args.truth.write_text(json.dumps({"format": args.format, "final": truth}, ensure_ascii=False, indent=1))
+        print(f"wrote the final state of every table (lake table names) to {args.truth}")
+    return 0
 
 
 def config_from(args) -> EmulatorConfig:
@@ -76,6 +124,8 @@ def config_from(args) -> EmulatorConfig:
 
 def run(args) -> int:
     bootstrap = resolve_bootstrap(args)
+    if args.format != "prostore":
+        return run_stream(args, bootstrap)
     cfg = config_from(args)
     sc = build_scenario(cfg)
     create_topic(bootstrap, args.signal_topic, partitions=cfg.signal_partitions)

@@ -85,6 +85,12 @@ def test_ui_shows_lineage_and_partitions(tmp_path: Path) -> None:
     assert {"marketing/changelog", "kafka/prostore.backup"} <= lineage["marketing/increment"]
     assert "kafka/prostore.backup" in lineage["marketing/changelog"]
     assert "kafka/prostore.signal" in lineage["marketing/signal_events"]
+    # ... and beside it one change-stream source of each format, with the same shape.
+    for source, topic in (("sales_qlik", "qlik.sales"), ("shop_dataworks", "dataworks.shop"),
+                          ("shop_datastream", "datastream.shop")):
+        assert {f"{source}/changelog", f"{source}/increment"} <= lineage[f"{source}/snapshot"], source
+        assert {f"{source}/changelog", f"kafka/{topic}"} <= lineage[f"{source}/increment"], source
+    assert "all equal to the truth" in (tmp_path / "demo.log").read_text(encoding="utf-8")
     assert result.partition_keys == keys
     for asset in ("signal_events", "changelog", "increment", "snapshot"):
         assert sorted(result.materialized_partitions[f"{DATAMART}/{asset}"]) == keys, asset

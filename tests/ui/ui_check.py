@@ -373,6 +373,18 @@ def expected_lineage(datamart: str, signal_topic: str, backup_topic: str) -> dic
     }
 
 
+def stream_lineage(config: Path) -> dict[str, set[str]]:
+    """The lineage of every change-stream source (Qlik, DataWorks, Datastream) of the config."""
+    from platform_assets.config import load_config
+
+    out: dict[str, set[str]] = {}
+    for s in load_config(config).streams:
+        topic = f"kafka/{s.topic}"
+        out.update({f"{s.name}/changelog": {topic}, f"{s.name}/increment": {f"{s.name}/changelog", topic},
+                    f"{s.name}/snapshot": {f"{s.name}/changelog", f"{s.name}/increment"}})
+    return out
+
+
 def _datamart_topics(config: Path, datamart: str) -> tuple[str, str]:
     from platform_assets.config import load_config
 
@@ -383,17 +395,20 @@ def _datamart_topics(config: Path, datamart: str) -> tuple[str, str]:
     raise UICheckError(f"datamart {datamart!r} is not in {config} (has {[d.name for d in cfg.datamarts]})")
 
 
-def check_lineage(ws: Webserver, datamart: str, signal_topic: str, backup_topic: str) -> dict[str, list[str]]:
+def check_lineage(ws: Webserver, datamart: str, signal_topic: str, backup_topic: str,
+                  streams: dict[str, set[str]] | None = None) -> dict[str, list[str]]:
+    """The datamart's lineage (and `streams`' lineage, from `stream_lineage`) as the UI serves it."""
     nodes = ws.graphql("{ assetNodes { assetKey { path } groupName dependencyKeys { path } } }")["assetNodes"]
     lineage = {_key(n["assetKey"]["path"]): sorted(_key(d["path"]) for d in n["dependencyKeys"]) for n in nodes}
     groups = {_key(n["assetKey"]["path"]): n["groupName"] for n in nodes}
     problems = []
-    for asset, deps in expected_lineage(datamart, signal_topic, backup_topic).items():
+    for asset, deps in {**expected_lineage(datamart, signal_topic, backup_topic), **(streams or {})}.items():
         if asset not in lineage:
             problems.append(f"asset {asset} is missing")
             continue
-        if groups[asset] != datamart:
-            problems.append(f"asset {asset} is in group {groups[asset]!r}, not {datamart!r}")
+        group = asset.split("/", 1)[0]  # every source is its own group
+        if groups[asset] != group:
+            problems.append(f"asset {asset} is in group {groups[asset]!r}, not {group!r}")
         if missing := deps - set(lineage[asset]):
             problems.append(f"{asset} does not depend on {sorted(missing)} (its dependencies: {lineage[asset]})")
     for topic in (signal_topic, backup_topic):
@@ -501,7 +516,7 @@ def run_ui_check(*, dagster_home: str | os.PathLike, workspace: str | os.PathLik
     ws = Webserver(workspace=workspace, dagster_home=dagster_home, config=config, log=out / "webserver.log", port=port)
     try:
         location = ws.wait_ready(startup_timeout)
-        lineage = check_lineage(ws, datamart, signal_topic, backup_topic)
+        lineage = check_lineage(ws, datamart, signal_topic, backup_topic, stream_lineage(config))
         keys, materialized = check_partitions(ws, datamart, expected_partitions)
         dismiss_community_dialog(ws)
         base = ws.base_url

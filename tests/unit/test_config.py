@@ -12,6 +12,8 @@ DM = {"name": "marketing", "signal_topic": "s", "backup_topic": "b"}
 def test_the_shipped_config_loads_with_paths_relative_to_the_file(tmp_path):
     cfg = load_config("deltaport.yaml")
     assert [d.name for d in cfg.datamarts] == ["marketing", "sourcedb"]
+    assert [(s.name, s.format) for s in cfg.streams] == [
+        ("sales_qlik", "qlik"), ("shop_dataworks", "dataworks"), ("shop_datastream", "datastream")]
     assert cfg.lake.type == "hadoop" and cfg.resolve_path(cfg.lake.warehouse).name == "lake"
     (tmp_path / "x.yaml").write_text("datamarts: [{name: a, signal_topic: s, backup_topic: b}]\nstate_dir: st\n")
     assert load_config(tmp_path / "x.yaml").resolve_path("st") == tmp_path / "st"
