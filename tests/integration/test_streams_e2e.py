@@ -180,3 +180,11 @@ def test_snapshots_equal_the_oracle_at_every_sealed_delta(spark, kafka_bootstrap
         assert job.execute_in_process(partition_key=partition_key(landed[len(landed) // 2]),
                                       instance=instance).success
         assert lake_state(spark, layout, last, tables) == before
+        # A delta the ledger has not sealed fails its run, saying so; nothing is written.
+        future = partition_key(last + 5)
+        instance.add_dynamic_partitions(f"{SOURCE}_deltas", [future])
+        res = job.execute_in_process(partition_key=future, instance=instance, raise_on_error=False)
+        failure = next(e for e in res.all_events if e.is_step_failure)
+        assert not res.success and f"delta {last + 5} of source {SOURCE!r} is not sealed" in \
+            failure.event_specific_data.error.message
+        assert lake_state(spark, layout, last, tables) == before
