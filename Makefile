@@ -48,10 +48,12 @@ dev: jars
 
 # Speed as ratios to baselines run in the same process (never timed assertions): first the
 # Avro decoders alone (a few seconds), then the platform end to end (a few minutes on 2 cores;
-# e.g. make bench BENCH_ARGS="--deltas 8 --rows 100000"). Results: bench-results/platform.json.
+# e.g. make bench BENCH_ARGS="--deltas 8 --rows 100000"), then the change streams (Qlik,
+# DataWorks, Datastream; STREAM_BENCH_ARGS="--size 1000"). Results: bench-results/*.json.
 bench: jars
 	$(PY) bench/avro_decode.py
 	$(PY) bench/platform_bench.py $(BENCH_ARGS)
+	$(PY) bench/stream_bench.py $(STREAM_BENCH_ARGS)
 
 clean:
 	rm -rf .deltaport .pytest_cache build *.egg-info
