@@ -37,7 +37,7 @@ def topic_key(topic: str) -> dg.AssetKey:
     return dg.AssetKey(["kafka", topic])
 
 
-def _failure(context, exc: Exception) -> dg.Failure:
+def asset_failure(context, exc: Exception) -> dg.Failure:
     return dg.Failure(description=f"{context.asset_key.to_user_string()}[{context.partition_key}]: {exc}",
                       metadata={"error": type(exc).__name__})
 
@@ -84,7 +84,7 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout) -> li
             records = _changelog_records(backup)
             entities = land_changelog(spark.get_session(), layout, dm, backup.delta_num, backup.report.chosen, records)
         except DeltaportError as exc:
-            raise _failure(context, exc) from exc
+            raise asset_failure(context, exc) from exc
         return dg.MaterializeResult(metadata={
             "records": len(records), "tables": sorted(data_tables(entities)),
             "views": sorted(n for n, e in entities.items() if e.kind != "table"),
@@ -113,7 +113,7 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout) -> li
                                        backup.report.chosen, entities, frames,
                                        provenance={"topic": backup.topic, "offsets": backup.offsets()})
         except DeltaportError as exc:
-            raise _failure(context, exc) from exc
+            raise asset_failure(context, exc) from exc
         seconds = time.monotonic() - started
         context.log.info(f"delta {backup.delta_num}: " + ", ".join(f"{s.table} {s.rows}" for s in stats))
         return dg.MaterializeResult(
@@ -141,7 +141,7 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout) -> li
         except MissingDeltasError as exc:
             raise dg.Failure(description=str(exc), metadata={"missing_deltas": exc.missing}) from exc
         except DeltaportError as exc:
-            raise _failure(context, exc) from exc
+            raise asset_failure(context, exc) from exc
         counts, results = checks.snapshot_checks(session, layout, dm, n)
         return dg.MaterializeResult(
             metadata={"applied_deltas": sorted({a.delta_num for a in applied}), **{f"rows/{t}": c for t, c in counts.items()},

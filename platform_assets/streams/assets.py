@@ -26,7 +26,7 @@ import time
 import dagster as dg
 
 from platform_assets.config import StreamConfig
-from platform_assets.prostore.assets import _failure, topic_key
+from platform_assets.prostore.assets import asset_failure, topic_key
 from platform_assets.prostore.partitions import delta_of, delta_partitions
 from platform_assets.streams import checks
 from resources.codecs.cdc import BEFORE_IMAGE
@@ -80,7 +80,7 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout) -> list:
             entries = changelog_entries(good)
             ident = land_stream_changelog(spark.get_session(), layout, src, topic.delta_num, entries)
         except DeltaportError as exc:
-            raise _failure(context, exc) from exc
+            raise asset_failure(context, exc) from exc
         return dg.MaterializeResult(metadata={
             "entries": dict(count_by_kind(entries)), "table": ident,
             "tables": sorted({e.table for e in entries if e.table}), "bad_messages": len(bad)})
@@ -104,7 +104,7 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout) -> list:
                                        provenance={"topic": topic.topic, "offsets": topic.offsets(),
                                                    "sealed_at": topic.delta.sealed_at, "reason": topic.delta.reason})
         except DeltaportError as exc:
-            raise _failure(context, exc) from exc
+            raise asset_failure(context, exc) from exc
         decoded = {t: sum(1 for c in chs if c.operation != BEFORE_IMAGE) for t, chs in by_table.items()}
         context.log.info(f"delta {n}: " + (", ".join(f"{s.table} {s.rows}" for s in stats) or "no row change"))
         meta = {
@@ -136,7 +136,7 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout) -> list:
         except MissingDeltasError as exc:
             raise dg.Failure(description=str(exc), metadata={"missing_deltas": exc.missing}) from exc
         except DeltaportError as exc:
-            raise _failure(context, exc) from exc
+            raise asset_failure(context, exc) from exc
         counts, results = checks.snapshot_checks(session, layout, src, n, keys)
         return dg.MaterializeResult(
             metadata={"applied_deltas": sorted({a.delta_num for a in applied if not a.skipped}),

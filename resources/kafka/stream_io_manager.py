@@ -23,6 +23,7 @@ from resources.errors import DecodeError
 from resources.index_resource import CdcLedgerResource
 from resources.kafka.resource import KafkaResource
 from resources.kafka.scan import RawMessage
+from resources.sealing import read_delta
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,6 @@ class StreamSlice:
         return {str(p): [s, e] for p, (s, e) in sorted(self.delta.ranges.items()) if e > s}
 
     def read(self) -> Iterator[tuple[RawMessage, list[Record] | DecodeError]]:
-        from resources.sealing import read_delta  # sealing imports the codecs: load them on use
-
         return read_delta(self.bootstrap, CdcLedger(Path(self.ledger_path)), self.source, self.delta_num,
                           self.format, consumer_config=self.consumer_config, timeout=self.timeout)
 
