@@ -47,9 +47,8 @@ def evaluate_stream(stream: StreamConfig, ledger, kafka: KafkaResource, cursor: 
         if result.new_deltas:
             log.info(f"sealed deltas {', '.join(str(d.delta_num) for d in result.new_deltas)} of {stream.name} "
                      f"({result.read} messages read)")
-    sealed = [d.delta_num for d in ledger.sealed_deltas(stream.name)]
     nxt = int(cursor.get("next", 0))
-    due = [n for n in sealed if n >= nxt][:MAX_RUNS_PER_TICK]
+    due = ledger.sealed_numbers(stream.name, nxt, MAX_RUNS_PER_TICK)
     if due:
         nxt = due[-1] + 1
     waiting = None
