@@ -182,9 +182,11 @@ def _sources(raw: Any, file: str | None) -> tuple[list[DatamartConfig], list[Str
 
 
 def parse_config(raw: Any, file: str | None = None) -> PlatformConfig:
-    raw = dict(raw or {}) if isinstance(raw, dict) or raw is None else raw
+    if raw is None:
+        raw = {}
     if not isinstance(raw, dict):
         raise ConfigError("<file>", f"must be a mapping, got {type(raw).__name__}", file)
+    raw = dict(raw)
     where = "sources" if "sources" in raw or "datamarts" not in raw else "datamarts"  # for errors
     extra_dm, streams = _sources(raw.pop("sources"), file) if "sources" in raw else ([], [])
     cfg = _build(PlatformConfig, {k: v for k, v in raw.items() if k != "streams"}, "", file)

@@ -25,24 +25,18 @@ from resources.lake.prostore import LakeLayout
 from resources.spark.resource import SparkResource
 
 
-_ROLE_TEXT = {SIGNAL_IO: "Prostore signal events", BACKUP_IO: "BACKUP_TO_KAFKA increments"}
-
-
 def _topic_specs(cfg: PlatformConfig) -> list[dg.AssetSpec]:
-    roles: dict[str, str] = {}
-    text: dict[str, str] = dict(_ROLE_TEXT)
-    uses = [(t, r) for dm in cfg.datamarts for t, r in ((dm.signal_topic, SIGNAL_IO), (dm.backup_topic, BACKUP_IO))]
-    for s in cfg.streams:
-        uses.append((s.topic, f"{STREAM_IO}:{s.format}"))
-        text[f"{STREAM_IO}:{s.format}"] = f"{s.format} change events"
-    for topic, role in uses:
-        if roles.setdefault(topic, role) != role:
-            raise ConfigError("sources", f"topic {topic!r} is used for both {text[roles[topic]]} and {text[role]}")
+    uses = [use for dm in cfg.datamarts for use in ((dm.signal_topic, SIGNAL_IO, "Prostore signal events"),
+                                                    (dm.backup_topic, BACKUP_IO, "BACKUP_TO_KAFKA increments"))]
+    uses += [(s.topic, STREAM_IO, f"{s.format} change events") for s in cfg.streams]
+    roles: dict[str, tuple[str, str]] = {}  # topic -> (IO manager key, what it carries)
+    for topic, io_key, what in uses:
+        if roles.setdefault(topic, (io_key, what)) != (io_key, what):
+            raise ConfigError("sources", f"topic {topic!r} is used for both {roles[topic][1]} and {what}")
     return [
-        dg.AssetSpec(topic_key(topic), group_name="kafka", kinds={"kafka"},
-                     description=f"Kafka topic {topic} ({text[role]})",
-                     metadata={"topic": topic}).with_io_manager_key(role.split(":")[0])
-        for topic, role in sorted(roles.items())
+        dg.AssetSpec(topic_key(topic), group_name="kafka", kinds={"kafka"}, description=f"Kafka topic {topic} ({what})",
+                     metadata={"topic": topic}).with_io_manager_key(io_key)
+        for topic, (io_key, what) in sorted(roles.items())
     ]
 
 

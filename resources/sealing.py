@@ -199,12 +199,17 @@ def _key(value: Any) -> Any:
 Observation = tuple[str, int | None, int | None, int]  # kind, event time, watermark, rows
 
 
+def _seen(records: list[Record], st: dict) -> tuple[int | None, int | None, int]:
+    """Event time, watermark (the greatest event time so far, kept in `st`) and rows of a message."""
+    et = _event_time(records)
+    st["max_time"] = _max(st.get("max_time"), et)
+    return et, st["max_time"], _rows(records)
+
+
 def _observe_qlik(records: list[Record] | None, st: dict, policy: SealPolicy) -> Observation:
     if records is None:
         return NONE, None, st.get("max_time"), 0
-    et = _event_time(records)
-    st["max_time"] = _max(st.get("max_time"), et)
-    rows, wm = _rows(records), st["max_time"]
+    et, wm, rows = _seen(records, st)
     open_txn = st.get("open_txn")
     changes = [r for r in records if isinstance(r, Change)]
     if not changes:  # a metadata message (or a tombstone)
@@ -228,9 +233,7 @@ def _observe_qlik(records: list[Record] | None, st: dict, policy: SealPolicy) ->
 def _observe_dataworks(records: list[Record] | None, st: dict, policy: SealPolicy) -> Observation:
     if records is None:
         return NONE, None, st.get("max_time"), 0
-    et = _event_time(records)
-    st["max_time"] = _max(st.get("max_time"), et)
-    rows, wm = _rows(records), st["max_time"]
+    et, wm, rows = _seen(records, st)
     busy = bool(st.get("in_txn")) or st.get("half") is not None
     beats = [r for r in records if isinstance(r, Heartbeat)]
     if beats:

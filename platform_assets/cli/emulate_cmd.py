@@ -104,10 +104,9 @@ def run_stream(args, bootstrap: str) -> int:
     for kind, items in sorted(story.injected.items()):
         print(f"quirk {kind}: {len(items)}")
     if args.truth:
-        truth = {t: [{c: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v)) for c, v in r.items()}
-                     for r in rows] for t, rows in final_truth(args.format, story).items()}
         args.truth.parent.mkdir(parents=True, exist_ok=True)
-        args.truth.write_text(json.dumps({"format": args.format, "final": truth}, ensure_ascii=False, indent=1))
+        args.truth.write_text(json.dumps({"format": args.format, "final": final_truth(args.format, story)},
+                                         ensure_ascii=False, indent=1, default=str))
         print(f"wrote the final state of every table (lake table names) to {args.truth}")
     return 0
 

@@ -22,6 +22,7 @@ makes N the same offsets forever); a snapshot already at N or later is left as i
 
 
 import time
+from collections import Counter
 
 import dagster as dg
 
@@ -37,7 +38,6 @@ from resources.lake.prostore import LakeLayout, MissingDeltasError
 from resources.lake.stream_changelog import (
     changelog_entries,
     changes_by_table,
-    count_by_kind,
     land_stream_changelog,
     table_keys,
 )
@@ -82,7 +82,7 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout) -> list:
         except DeltaportError as exc:
             raise asset_failure(context, exc) from exc
         return dg.MaterializeResult(metadata={
-            "entries": dict(count_by_kind(entries)), "table": ident,
+            "entries": dict(Counter(e.kind for e in entries)), "table": ident,
             "tables": sorted({e.table for e in entries if e.table}), "bad_messages": len(bad)})
 
     @dg.asset(key=increment_key, ins={"topic": topic_in}, deps=[changelog_key], kinds={"kafka", "spark", "iceberg"},

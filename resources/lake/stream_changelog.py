@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from resources.codecs.cdc import Change, Record, SchemaChange, TableSchema
@@ -120,9 +120,3 @@ def changes_by_table(records: Iterable[Record]) -> dict[str, list[Change]]:
             out.setdefault(lake_table(r.namespace, r.table), []).append(r)
     return out
 
-
-def count_by_kind(entries: Iterable[ChangelogEntry]) -> Mapping[str, int]:
-    out: dict[str, int] = {}
-    for e in entries:
-        out[e.kind] = out.get(e.kind, 0) + 1
-    return out

@@ -63,6 +63,19 @@ def seal_until_done(bootstrap, topic, source, ledger, policy, step) -> tuple[lis
             return new, calls
 
 
+def seal_in_halves(bootstrap, topic, source, path, role, messages, policy, step):
+    """Publish the first half, seal it in bounded calls; publish the rest, seal it with a new
+    ledger object on the same file (a restart); then an idle flush. Returns (new deltas of the
+    first half, its calls, of the second half, its calls, the flush's result)."""
+    half = len(messages) // 2
+    publish(messages[:half], bootstrap, {role: topic})
+    first, calls1 = seal_until_done(bootstrap, topic, source, CdcLedger(path), policy, step=step)
+    publish(messages[half:], bootstrap, {role: topic})
+    rest, calls2 = seal_until_done(bootstrap, topic, source, CdcLedger(path), policy, step=step)
+    flush = seal_topic(bootstrap, topic, source, CdcLedger(path), replace(policy, seal_idle_after_seconds=0))
+    return first, calls1, rest, calls2, flush
+
+
 def assert_tiled(ledger: CdcLedger, source: str, bootstrap: str, topic: str, *, flushed: bool = True
                  ) -> list[SealedDelta]:
     """Deltas are numbered 0..N and tile every partition from its low watermark with no gap or
@@ -203,13 +216,8 @@ def test_qlik_deltas_end_at_transaction_ends(kafka_bootstrap, tmp_path, fmt):
     topic, source, path = f"seal.qlik.{fmt}.{os.getpid()}", "qlik_src", tmp_path / "ledger.sqlite"
     create_topic(kafka_bootstrap, topic)
     policy = SealPolicy("qlik", max_rows=5, max_seconds=30)
-    half = len(messages) // 2
-    publish(messages[:half], kafka_bootstrap, {QLIK: topic})
-    first, calls1 = seal_until_done(kafka_bootstrap, topic, source, CdcLedger(path), policy, step=13)
-    publish(messages[half:], kafka_bootstrap, {QLIK: topic})
-    rest, calls2 = seal_until_done(kafka_bootstrap, topic, source, CdcLedger(path), policy, step=13)  # a restart
-    flush = seal_topic(kafka_bootstrap, topic, source, CdcLedger(path),
-                       SealPolicy("qlik", max_rows=5, max_seconds=30, seal_idle_after_seconds=0))
+    first, calls1, rest, calls2, flush = seal_in_halves(kafka_bootstrap, topic, source, path, QLIK, messages,
+                                                         policy, step=13)
     assert calls1 + calls2 > 5 and first and rest
     ledger = CdcLedger(path)
     deltas = assert_tiled(ledger, source, kafka_bootstrap, topic)
@@ -272,13 +280,7 @@ def test_dataworks_deltas_end_at_heartbeats_and_transaction_ends(kafka_bootstrap
     topic, source, path = f"seal.dataworks.{os.getpid()}", "dw_src", tmp_path / "ledger.sqlite"
     create_topic(kafka_bootstrap, topic)
     policy = SealPolicy("dataworks", max_rows=8, max_seconds=40)
-    half = len(messages) // 2
-    publish(messages[:half], kafka_bootstrap, {DATAWORKS: topic})
-    seal_until_done(kafka_bootstrap, topic, source, CdcLedger(path), policy, step=40)
-    publish(messages[half:], kafka_bootstrap, {DATAWORKS: topic})
-    seal_until_done(kafka_bootstrap, topic, source, CdcLedger(path), policy, step=40)
-    seal_topic(kafka_bootstrap, topic, source, CdcLedger(path),
-               SealPolicy("dataworks", max_rows=8, max_seconds=40, seal_idle_after_seconds=0))
+    seal_in_halves(kafka_bootstrap, topic, source, path, DATAWORKS, messages, policy, step=40)
     ledger = CdcLedger(path)
     deltas = assert_tiled(ledger, source, kafka_bootstrap, topic)
     assert len(deltas) > 8
@@ -330,13 +332,7 @@ def test_datastream_deltas_on_two_partitions_replay_to_the_final_truth(kafka_boo
     topic, source, path = f"seal.datastream.{os.getpid()}", "ds_src", tmp_path / "ledger.sqlite"
     create_topic(kafka_bootstrap, topic, partitions=2)
     policy = SealPolicy("datastream", max_rows=40, max_seconds=60, lateness_seconds=30)
-    half = len(messages) // 2
-    publish(messages[:half], kafka_bootstrap, {DATASTREAM: topic})
-    seal_until_done(kafka_bootstrap, topic, source, CdcLedger(path), policy, step=50)
-    publish(messages[half:], kafka_bootstrap, {DATASTREAM: topic})
-    seal_until_done(kafka_bootstrap, topic, source, CdcLedger(path), policy, step=50)
-    seal_topic(kafka_bootstrap, topic, source, CdcLedger(path),
-               SealPolicy("datastream", max_rows=40, max_seconds=60, lateness_seconds=30, seal_idle_after_seconds=0))
+    seal_in_halves(kafka_bootstrap, topic, source, path, DATASTREAM, messages, policy, step=50)
     ledger = CdcLedger(path)
     deltas = assert_tiled(ledger, source, kafka_bootstrap, topic)
     assert sum(d.messages for d in deltas) == len(messages), "every message sealed after the idle flush"

@@ -109,7 +109,7 @@ def lake_state(spark, layout, n, tables):
 @pytest.mark.parametrize("fmt", [QLIK, DATAWORKS, DATASTREAM])
 def test_snapshots_equal_the_oracle_at_every_sealed_delta(spark, kafka_bootstrap, tmp_path, fmt):
     story, bad, limits = CASES[fmt]()
-    role = {QLIK: QLIK, DATAWORKS: DATAWORKS, DATASTREAM: DATASTREAM}[fmt]
+    role = fmt  # the emulators' Outgoing role is the format's name
     messages, expected_bad = with_bad_messages(story, role, bad)
     topic = f"e2e.{fmt}.{os.getpid()}"
     create_topic(kafka_bootstrap, topic)
