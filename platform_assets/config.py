@@ -44,8 +44,9 @@ class KafkaConfig:
 
 @dataclass(frozen=True)
 class SparkConfig:
-    master: str = "local[2]"
-    conf: dict = field(default_factory=dict)
+    remote: str | None = None  # sc://host:port of a Spark Connect server; None: $SPARK_REMOTE, else embedded
+    master: str = "local[2]"  # the embedded server's master
+    conf: dict = field(default_factory=dict)  # the embedded server's settings
 
 
 @dataclass(frozen=True)
@@ -206,6 +207,9 @@ def parse_config(raw: Any, file: str | None = None) -> PlatformConfig:
         raise ConfigError("lake.type", f"must be one of {', '.join(_LAKE_TYPES)}, got {cfg.lake.type!r}", file)
     if cfg.lake.type in ("rest", "jdbc", "hive") and not cfg.lake.uri:
         raise ConfigError("lake.uri", f"is required for a {cfg.lake.type} catalog", file)
+    if cfg.spark.remote is not None and not str(cfg.spark.remote).startswith("sc://"):
+        raise ConfigError("spark.remote", f"must be a Spark Connect address sc://host:port, got {cfg.spark.remote!r}",
+                          file)
     return PlatformConfig(**{**cfg.__dict__, "source_file": file})
 
 

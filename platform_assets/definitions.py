@@ -51,7 +51,8 @@ def resources_for(cfg: PlatformConfig) -> dict:
     warehouse = cfg.lake.warehouse
     if cfg.lake.type == "hadoop" and "://" not in warehouse:
         warehouse = str(cfg.resolve_path(warehouse))
-    spark = SparkResource(master=cfg.spark.master, catalog_name=cfg.lake.catalog, catalog_type=cfg.lake.type,
+    spark = SparkResource(remote=cfg.spark.remote, master=cfg.spark.master, state_dir=str(state),
+                          catalog_name=cfg.lake.catalog, catalog_type=cfg.lake.type,
                           warehouse=warehouse, catalog_uri=cfg.lake.uri,
                           catalog_properties={k: str(v) for k, v in cfg.lake.properties.items()},
                           spark_conf={k: str(v) for k, v in cfg.spark.conf.items()})

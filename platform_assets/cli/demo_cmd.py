@@ -12,6 +12,8 @@ emulated Prostore delta has landed and every landed delta equals the truth.
 
 Everything lives in .deltaport/demo (config, lake, delta index, Dagster instance), wiped at
 each start: a new broker means new topics, and an index of old topics must not be reused.
+Spark is one Spark Connect server shared by every run: $SPARK_REMOTE, else the embedded one
+(`deltaport spark`), reused if running, else started for the demo and stopped after it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import yaml
 
 from platform_assets.cli.common import state_dir
 from platform_assets.cli.demo_streams import DemoStream, compare, demo_streams
+from platform_assets.cli.spark_cmd import engine_for_demo
 from resources.emulator.outgoing import BACKUP, SIGNAL
 from resources.emulator.publish import publish
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
@@ -51,7 +54,7 @@ def register(sub) -> None:
     p.set_defaults(run=run)
 
 
-def _workspace(bootstrap: str, streams: list[DemoStream], idle_seconds: float) -> dict[str, Path]:
+def _workspace(bootstrap: str, spark_remote: str, streams: list[DemoStream], idle_seconds: float) -> dict[str, Path]:
     root = (state_dir() / "demo").resolve()
     shutil.rmtree(root, ignore_errors=True)
     paths = {"root": root, "config": root / "deltaport.yaml", "dagster_home": root / "dagster",
@@ -65,6 +68,7 @@ def _workspace(bootstrap: str, streams: list[DemoStream], idle_seconds: float) -
                        "backup_topic": TOPICS[BACKUP]} for dm in ("marketing", "sourcedb")),
                     *(s.config(idle_seconds) for s in streams)],
         "kafka": {"bootstrap_servers": bootstrap},
+        "spark": {"remote": spark_remote},
         "lake": {"catalog": "lake", "type": "hadoop", "warehouse": "lake"},
         "sensor": {"interval_seconds": 5, "max_messages_per_tick": 5000},
         "state_dir": "state",
@@ -77,11 +81,11 @@ def _workspace(bootstrap: str, streams: list[DemoStream], idle_seconds: float) -
 def run(args) -> int:
     started = time.monotonic()
     print("starting the embedded Kafka broker ...", flush=True)
-    with kafka_bootstrap() as bootstrap:
+    with kafka_bootstrap() as bootstrap, engine_for_demo() as spark_remote:
         print(f"broker at {bootstrap} ({time.monotonic() - started:.1f} s)", flush=True)
         streams = demo_streams(args.seed, args.deltas)
         # --once: a quiet stream's last changes are sealed at once; with the UI after 10 s of quiet.
-        paths = _workspace(bootstrap, streams, 0 if args.once else 10)
+        paths = _workspace(bootstrap, spark_remote, streams, 0 if args.once else 10)
         os.environ["DELTAPORT_CONFIG"] = str(paths["config"])
         os.environ["DAGSTER_HOME"] = str(paths["dagster_home"])
         sc = build_scenario(EmulatorConfig(seed=args.seed, deltas=args.deltas, streams=2, chunk_size=5,

@@ -1,45 +1,49 @@
-"""`SparkResource`: the Dagster face of `build_spark_session` (Spark + one Iceberg catalog).
+"""`SparkResource`: the Dagster face of the Spark engine (Spark Connect + one Iceberg catalog).
 
-A thin `dg.ConfigurableResource` with typed, described fields; the session itself is built by
-`resources.spark.session`, which knows nothing of Dagster. The session is created lazily, on
-the first `get_session()`, so a step that never touches Spark never starts a JVM, and it is
-cached for the life of the resource (one SparkContext per process anyway).
+Every step, sensor and CLI command reaches Spark through Spark Connect: a thin client session
+(gRPC, no JVM in the run process) to one long-lived server. Which server, in this order:
+`remote` (any ``sc://`` endpoint: a user's cluster), else ``$SPARK_REMOTE``, else the embedded
+local server recorded under `state_dir`, started on the first use if it is not running
+(`resources.spark.server`). So a step costs a connection, not a JVM start, and the second
+run of a deployment finds the engine warm.
 
-Why not dagster-pyspark's `PySparkResource` / `LazyPySparkResource`: both take one flat
-``spark_config`` dict and call ``SparkSession.builder.getOrCreate()``. Our session needs work
-before the JVM starts (resolving the Iceberg jars with Maven into a machine-local cache, whose
-path must not be baked into the run config) and a catalog described by typed fields, mapped to
-``spark.sql.catalog.<name>.*``. Extending them would mean overriding their private
-``_init_session``; so this resource keeps their public surface instead (`spark_session`,
-`spark_context`) and a plain `session_conf()` dict is available for anyone who wants to feed
-a `PySparkResource` directly.
+The session is created lazily, on the first `get_session()`, so a step that never touches
+Spark never even connects. Why not dagster-pyspark's `PySparkResource`: it builds a classic
+in-process session with ``getOrCreate()``; ours needs the embedded server's life cycle and a
+catalog described by typed fields, registered per session.
 
-Errors from building the session (Maven, pyspark version, catalog config) are translated at
-this boundary into `dg.Failure` with the cause in the metadata.
+Errors from reaching the engine (Maven, pyspark version, the server's start, catalog config)
+are translated at this boundary into `dg.Failure` with the cause in the metadata.
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Literal
 
 import dagster as dg
-from pydantic import Field, PrivateAttr
+from pydantic import Field
 
 from resources.errors import DeltaportError
-from resources.spark.session import CatalogConfig, build_spark_session
+from resources.spark.server import LocalSparkServer
+from resources.spark.session import CatalogConfig, connect, embedded_server_conf
 
 if TYPE_CHECKING:
-    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
 __all__ = ["SparkResource"]
 
 
 class SparkResource(dg.ConfigurableResource):
-    """A Spark session with Apache Iceberg and one Iceberg catalog, built on first use."""
+    """Spark through Spark Connect, with Apache Iceberg and one Iceberg catalog."""
 
-    master: str = Field(default="local[2]", description="Spark master URL, e.g. local[2] or spark://host:7077.")
-    app_name: str = Field(default="deltaport", description="Spark application name.")
+    remote: str | None = Field(
+        default=None,
+        description="Spark Connect address (sc://host:15002) of a running server with Iceberg. Empty: "
+        "$SPARK_REMOTE, else the embedded local server (started on demand, see `deltaport spark`).",
+    )
+    master: str = Field(default="local[2]", description="Master of the embedded server: local[N] or spark://host:7077.")
+    state_dir: str = Field(default=".deltaport", description="Where the embedded server records its address and log.")
     catalog_name: str = Field(
         default="lake",
         description="Name of the Iceberg catalog in Spark SQL (tables are <catalog>.<namespace>.<table>).",
@@ -62,11 +66,9 @@ class SparkResource(dg.ConfigurableResource):
     )
     spark_conf: dict[str, str] = Field(
         default_factory=dict,
-        description="Extra Spark settings; they win over deltaport's small-machine defaults. "
-        "spark.jars and spark.sql.extensions given here are added to Iceberg's.",
+        description="Extra settings of the embedded server; they win over deltaport's small-machine "
+        "defaults. spark.jars and spark.sql.extensions given here are added to Iceberg's.",
     )
-
-    _session: SparkSession | None = PrivateAttr(default=None)
 
     def catalog_config(self) -> CatalogConfig:
         return CatalogConfig(
@@ -77,28 +79,33 @@ class SparkResource(dg.ConfigurableResource):
             properties=dict(self.catalog_properties),
         )
 
+    def remote_url(self) -> str | None:
+        """The configured remote engine (`remote`, else $SPARK_REMOTE, read now), or None for
+        the embedded server."""
+        return self.remote or os.environ.get("SPARK_REMOTE") or None
+
+    def local_server(self) -> LocalSparkServer:
+        """The embedded server of this deployment (whether running or not)."""
+        return LocalSparkServer(self.state_dir, embedded_server_conf(
+            master=self.master, catalog=self.catalog_config(), conf=self.spark_conf))
+
     def get_session(self) -> SparkSession:
-        """The Spark session (built on the first call, then cached)."""
-        if self._session is None:
-            try:
-                self._session = build_spark_session(
-                    master=self.master,
-                    app_name=self.app_name,
-                    catalog=self.catalog_config(),
-                    conf=self.spark_conf,
-                )
-            except DeltaportError as exc:
-                raise dg.Failure(
-                    description=f"could not build the Spark session: {exc}",
-                    metadata={"error": type(exc).__name__, "master": self.master, "catalog": self.catalog_name},
-                ) from exc
-        return self._session
+        """A Spark Connect session (the server started first when it is the embedded one and
+        not running; a session of a server that has since restarted is replaced)."""
+        try:
+            url = self.remote_url()
+            if url:
+                return connect(url, self.catalog_config())
+            state = self.local_server().ensure()
+            return connect(state.url, self.catalog_config(), incarnation=state.identity)
+        except DeltaportError as exc:
+            raise dg.Failure(
+                description=f"could not reach the Spark engine: {exc}",
+                metadata={"error": type(exc).__name__, "remote": self.remote_url() or "embedded",
+                          "catalog": self.catalog_name},
+            ) from exc
 
     @property
     def spark_session(self) -> SparkSession:
         """Same as `get_session()` (the name dagster-pyspark's resources use)."""
         return self.get_session()
-
-    @property
-    def spark_context(self) -> SparkContext:
-        return self.get_session().sparkContext

@@ -1,30 +1,37 @@
-"""A Spark session that reads and writes Apache Iceberg tables, sized for a small machine.
+"""Spark with Apache Iceberg through Spark Connect: the server's settings, and client sessions.
 
-Data flow: `ensure_iceberg_jars()` (Maven, cached) → `session_conf()` (a plain dict, no JVM) →
-`build_spark_session()` (starts or reuses the process's one SparkContext).
+Data flow: `ensure_iceberg_jars()` (Maven, cached) -> `server_conf()` (a plain dict, no JVM:
+what the Spark Connect server starts with) -> a server (`resources.spark.server`, or a
+user's cluster at any ``sc://`` address) -> `connect()` (a client session with the catalog
+registered).
 
 What this module guarantees:
 
-* Iceberg's Spark runtime comes from our Maven cache and is passed with ``spark.jars``; Ivy
-  (``spark.jars.packages``) is never used. The runtime is built for one Spark minor, so a pyspark
-  of another minor is refused up front with a clear `SparkSessionError`.
+* Iceberg's Spark runtime comes from our Maven cache and is passed to the server with
+  ``spark.jars``; Ivy (``spark.jars.packages``) is never used. The runtime is built for one
+  Spark minor, so a pyspark of another minor is refused up front with a clear `SparkSessionError`.
 * One Iceberg catalog is registered under `CatalogConfig.name` (default ``lake``, a Hadoop
-  catalog whose warehouse ``./lake`` is made absolute when the session is built, so a later
-  ``chdir`` cannot move the lake). REST, JDBC and Hive catalogs are the same mapping onto
-  ``spark.sql.catalog.<name>.*``; their drivers and credentials are the deployment's business.
-* Small-machine defaults (4 shuffle partitions, no UI, 2 GiB driver, UTC session time zone,
-  Arrow on, WARN logs, local masters bound to loopback); anything in `conf` wins over them.
-* A process has one SparkContext. If one is already running, `build_spark_session` reuses it:
-  runtime settings (including a new catalog) are applied to it; if it was started without the
-  Iceberg SQL extensions, which cannot be added afterwards, `SparkSessionError` says so.
+  catalog whose warehouse ``./lake`` is made absolute here, so a later ``chdir`` cannot move
+  the lake), in the server's settings and again in every client session: catalogs are
+  session settings in Spark, so two clients of one server may each name their own (tests do).
+  REST, JDBC and Hive catalogs are the same mapping onto ``spark.sql.catalog.<name>.*``.
+* Small-machine defaults (4 shuffle partitions, no UI, UTC session time zone, Arrow on, WARN
+  logs, local masters bound to loopback); anything in `conf` wins over them.
+* `connect()` gives one session per (address, server incarnation, catalog) and process, reused
+  while its server lives; a server that was restarted gets a new session, so a long-lived
+  process (the demo, `sync --loop`, a test session) survives a server restart. A server without
+  Iceberg's SQL extensions (static: fixed when it starts) is refused with a message saying how
+  to start one.
 
-Nothing here imports Dagster; pyspark is imported only when a session is built.
+Nothing here imports Dagster; pyspark's Connect client is imported only when a session is built.
 """
 
 from __future__ import annotations
 
-import os
-import sys
+import atexit
+import contextlib
+import socket
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,9 +49,13 @@ __all__ = [
     "CatalogConfig",
     "CatalogType",
     "SparkSessionError",
-    "build_spark_session",
     "catalog_conf",
-    "session_conf",
+    "check_pyspark_version",
+    "close_sessions",
+    "local_checkpoint",
+    "connect",
+    "embedded_server_conf",
+    "server_conf",
 ]
 
 CatalogType = Literal["hadoop", "rest", "jdbc", "hive"]
@@ -59,7 +70,7 @@ SPARK_DEFAULTS: Mapping[str, str] = {
     "spark.default.parallelism": "4",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",  # progress bars would garble Dagster's captured logs
-    "spark.driver.memory": "2g",
+    "spark.driver.memory": "4g",  # in local mode the driver is the executor of every run
     "spark.sql.session.timeZone": "UTC",  # Prostore timestamps carry no zone and mean UTC
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.log.level": "WARN",
@@ -68,7 +79,7 @@ SPARK_DEFAULTS: Mapping[str, str] = {
 
 class SparkSessionError(DeltaportError):
     """The Spark session could not be built as asked (bad catalog config, wrong pyspark, a
-    running session without the Iceberg extensions)."""
+    server without the Iceberg extensions)."""
 
 
 @dataclass(frozen=True)
@@ -120,18 +131,17 @@ def catalog_conf(catalog: CatalogConfig) -> dict[str, str]:
     return conf
 
 
-def session_conf(
+def server_conf(
     *,
     master: str,
-    app_name: str,
     catalog: CatalogConfig,
     jars: list[Path],
     conf: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """Every Spark setting `build_spark_session` applies, as a plain dict (pure: no JVM, no
-    environment). Precedence: `SPARK_DEFAULTS` < Iceberg and catalog settings < `conf`; jars
+    """Every Spark setting the Spark Connect server starts with, as a plain dict (pure: no JVM,
+    no environment). Precedence: `SPARK_DEFAULTS` < Iceberg and catalog settings < `conf`; jars
     and SQL extensions given in `conf` are added to ours, not put in their place."""
-    merged: dict[str, str] = {"spark.master": master, "spark.app.name": app_name, **SPARK_DEFAULTS}
+    merged: dict[str, str] = {"spark.master": master, **SPARK_DEFAULTS}
     if master.startswith("local"):
         # Keep the driver (and its block manager) on loopback: nothing outside needs to reach it.
         merged["spark.driver.host"] = "127.0.0.1"
@@ -148,7 +158,8 @@ def session_conf(
     return merged
 
 
-def _check_pyspark_version() -> None:
+
+def check_pyspark_version() -> None:
     import pyspark
 
     minor = ".".join(pyspark.__version__.split(".")[:2])
@@ -160,60 +171,112 @@ def _check_pyspark_version() -> None:
         )
 
 
-def build_spark_session(
-    *,
-    master: str = "local[2]",
-    app_name: str = "deltaport",
-    catalog: CatalogConfig | None = None,
-    conf: Mapping[str, str] | None = None,
-) -> SparkSession:
-    """Start (or reuse) the process's Spark session with Iceberg and `catalog` registered.
+def embedded_server_conf(*, master: str, catalog: CatalogConfig, conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`server_conf` with the Iceberg jars resolved (Maven, cached; `IcebergJarsError` if that
+    fails) and the pyspark version checked: what the embedded server starts with."""
+    check_pyspark_version()
+    return server_conf(master=master, catalog=catalog, jars=ensure_iceberg_jars(), conf=conf)
 
-    Resolves the Iceberg jars first (Maven, cached; `IcebergJarsError` if that fails). Raises
-    `SparkSessionError` for a pyspark of another minor than the runtime's, or when a session
-    without the Iceberg SQL extensions is already running in this process.
+
+_sessions: dict[tuple[str, str, tuple], SparkSession] = {}
+_sessions_lock = threading.Lock()
+
+# How long a call waits for an unanswering server before it fails. pyspark's default policy
+# waits up to ~10 minutes, right for a cluster behind a load balancer that restarts; the
+# embedded server is on loopback, so it either answers at once or is gone (and `ensure()`
+# starts a new one on the next session): fail within seconds instead.
+EMBEDDED_RETRY_POLICY: Mapping[str, int] = {"max_retries": 4, "initial_backoff": 100, "max_backoff": 4000}
+
+
+def _answers(url: str, timeout: float = 1.0) -> bool:
+    """Whether anything listens at the host:port of ``sc://host:port[/;params]``."""
+    hostport = url[len("sc://"):].split("/", 1)[0]
+    host, _, port = hostport.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port or 15002)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def _release(session: SparkSession, url: str) -> None:
+    """Release `session` on its server when the server still answers, else just close the
+    channel: a client of a dead server must not spend minutes retrying on its way out."""
+    with contextlib.suppress(Exception):
+        if not session.is_stopped and _answers(url):
+            session.stop()
+        else:
+            session.client.close()
+
+
+def close_sessions(url: str | None = None) -> None:
+    """Close this process's sessions (of `url`, or all of them). Call before stopping a server
+    this process uses, so nothing waits on a server that is going away."""
+    with _sessions_lock:
+        for key in [k for k in _sessions if url is None or k[0] == url]:
+            _release(_sessions.pop(key), key[0])
+
+
+def connect(url: str, catalog: CatalogConfig | None = None, *, incarnation: str = "") -> SparkSession:
+    """A Spark Connect session to `url` (``sc://host:port[/;params]``) with `catalog` registered.
+
+    `incarnation` names the embedded server process behind `url` (its pid and start time): a
+    new one means the old sessions died with their server, so a new session is made. With an
+    incarnation (the embedded server) a call to a server that stopped answering fails within
+    seconds; without one (a user's cluster) pyspark's patient default retries hold.
+    Raises `SparkSessionError` when the server lacks Iceberg's SQL extensions.
     """
     from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.retries import DefaultPolicy
 
-    _check_pyspark_version()
+    if not url.startswith("sc://"):
+        raise SparkSessionError(f"a Spark Connect address starts with sc://, got {url!r}")
     catalog = catalog or CatalogConfig()
-    settings = session_conf(master=master, app_name=app_name, catalog=catalog,
-                            jars=ensure_iceberg_jars(), conf=conf)
-    if master.startswith("local"):
-        # Read by Spark's launcher before any conf: without it Spark resolves the host name
-        # and may warn about (and advertise) a non-loopback address.
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        # Python workers must run this interpreter (the venv's, with pyarrow and our codecs),
-        # not whatever python3 is first on PATH.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-
     wanted = catalog_conf(catalog)
-    running = SparkSession.getActiveSession()
-    if running is not None:
-        # getOrCreate() would overwrite the running session's catalog settings with ours; but
-        # Spark keeps a catalog it has loaded for the session's life, so the same name with
-        # other settings would silently keep pointing at the old one: refuse that first.
-        conflicts = {k: (running.conf.get(k, None), v) for k, v in wanted.items()
-                     if running.conf.get(k, None) not in (None, v)}
-        if conflicts:
-            detail = "; ".join(f"{k}: running {old!r}, asked {new!r}" for k, (old, new) in conflicts.items())
+    key = (url, incarnation, tuple(sorted(wanted.items())))
+    with _sessions_lock:
+        session = _sessions.get(key)
+        if session is not None and not session.is_stopped:
+            return session
+        for old in [k for k in _sessions if k[0] == url and k[1] != incarnation]:
+            _sessions.pop(old).client.close()  # its server is gone: nothing to release there
+        # create(), not getOrCreate(): the latter returns any earlier session, whatever its address.
+        session = SparkSession.builder.remote(url).create()
+        if incarnation:
+            session.client.set_retry_policies([DefaultPolicy(**EMBEDDED_RETRY_POLICY)])
+        # Runs before pyspark's own exit hook for this client (atexit is last-in, first-out),
+        # so that hook finds the channel closed instead of retrying a dead server.
+        atexit.register(_release, session, url)
+        extensions = session.conf.get("spark.sql.extensions", None) or ""
+        if ICEBERG_EXTENSIONS not in extensions.split(","):
+            session.stop()
             raise SparkSessionError(
-                f"catalog {catalog.name!r} is already registered in the running Spark session "
-                f"with other settings ({detail}); give this catalog another name, or stop the session"
+                f"the Spark Connect server at {url} runs without Iceberg's SQL extensions "
+                f"({ICEBERG_EXTENSIONS}); start it with --jars {ICEBERG_RUNTIME_ARTIFACT}-{ICEBERG_VERSION}.jar "
+                "and --conf spark.sql.extensions=" + ICEBERG_EXTENSIONS
             )
+        for k, v in wanted.items():  # catalogs are session settings: register ours here
+            session.conf.set(k, v)
+        _sessions[key] = session
+        return session
 
-    builder = SparkSession.builder
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
 
-    extensions = spark.sparkContext.getConf().get("spark.sql.extensions", "") or ""
-    if ICEBERG_EXTENSIONS not in extensions.split(","):
-        raise SparkSessionError(
-            "a Spark session without the Iceberg SQL extensions is already running in this "
-            "process; static settings (spark.jars, spark.sql.extensions) cannot change until it "
-            "is stopped: stop it, or build the first session with build_spark_session()"
-        )
-    for key, value in wanted.items():  # a reused session: make sure a new catalog is registered
-        spark.conf.set(key, value)
-    return spark
+def local_checkpoint(df):
+    """``df.localCheckpoint(eager=True)``, bound to `df`'s own session.
+
+    pyspark 4.1's Connect client attaches the checkpointed DataFrame to the *active* session of
+    the thread (``conversion.proto_to_remote_cached_dataframe``), not to the session that ran
+    the checkpoint: in a process with several sessions (a test run, a Dagster step beside a
+    sensor) the next query then names a cached relation the other session never had ("No
+    DataFrame with id ... is found in the session"). Making `df`'s session the active one for
+    the call keeps the result where it was made.
+    """
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    local = ConnectSession._active_session
+    before = getattr(local, "session", None)
+    local.session = df.sparkSession
+    try:
+        return df.localCheckpoint(eager=True)
+    finally:
+        local.session = before

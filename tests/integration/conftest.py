@@ -1,13 +1,16 @@
 """Integration fixtures for Spark + Iceberg.
 
-`spark` is ONE real local Spark session (local[2], Iceberg runtime from the Maven cache) for the
-whole test session: starting a JVM costs seconds, so tests share it and isolate themselves by
-table names instead (`lake_ns` gives each test its own namespace). Its Hadoop-catalog warehouse
-is a temporary folder removed by pytest; the session is stopped at the end.
+`spark_remote` is ONE Spark Connect server for the whole test session, the way deltaport runs
+in production: $SPARK_REMOTE if set, else the embedded local server (`resources.spark.server`)
+started in a temporary folder and stopped at the end. Its address is exported as $SPARK_REMOTE,
+so every `SparkResource`, Dagster run and `deltaport` subprocess of the tests uses it too.
+`spark` is a client session on it with an Iceberg Hadoop catalog ``lake`` in a temporary
+warehouse; tests isolate themselves by table names (`lake_ns` gives each its own namespace).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import uuid
@@ -17,20 +20,38 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """A SparkSession with an Iceberg Hadoop catalog named ``lake`` in a temporary warehouse."""
-    from resources.spark.session import CatalogConfig, build_spark_session
+def spark_remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The sc:// address of the session's Spark Connect server."""
+    if os.environ.get("SPARK_REMOTE"):
+        yield os.environ["SPARK_REMOTE"]
+        return
+    from resources.spark.server import LocalSparkServer
+    from resources.spark.session import CatalogConfig, close_sessions, embedded_server_conf
+
+    state = tmp_path_factory.mktemp("spark")
+    server = LocalSparkServer(state, embedded_server_conf(
+        master="local[2]", catalog=CatalogConfig(name="lake", warehouse=str(state / "lake")),
+        conf={"spark.driver.extraJavaOptions": "-XX:+UseParallelGC"}))
+    url = server.ensure().url
+    os.environ["SPARK_REMOTE"] = url
+    try:
+        yield url
+    finally:
+        os.environ.pop("SPARK_REMOTE", None)
+        close_sessions(url)
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(spark_remote: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A Spark Connect session with an Iceberg Hadoop catalog named ``lake`` in a temporary warehouse."""
+    from resources.spark.session import CatalogConfig, connect
 
     warehouse = tmp_path_factory.mktemp("lake")
     started = time.monotonic()
-    session = build_spark_session(master="local[2]", app_name="deltaport-tests",
-                                  catalog=CatalogConfig(name="lake", warehouse=str(warehouse)),
-                                  conf={"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"})
+    session = connect(spark_remote, CatalogConfig(name="lake", warehouse=str(warehouse)))
     session.conf.set("deltaport.tests.start-seconds", f"{time.monotonic() - started:.2f}")
-    try:
-        yield session
-    finally:
-        session.stop()
+    yield session
 
 
 @pytest.fixture

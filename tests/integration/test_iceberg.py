@@ -1,6 +1,6 @@
 """The Spark + Iceberg layer against real Iceberg tables (resources/spark).
 
-One local Spark session for the whole run (conftest `spark`); each test works in its own
+One Spark Connect server and client session for the whole run (conftest `spark`); each test works in its own
 namespace (`lake_ns`). Nothing is mocked: tables live in a Hadoop catalog in a temp folder.
 """
 
@@ -32,7 +32,7 @@ from resources.spark.iceberg import (
     table_exists,
 )
 from resources.spark.resource import SparkResource
-from resources.spark.session import ICEBERG_EXTENSIONS, CatalogConfig, SparkSessionError, build_spark_session
+from resources.spark.session import ICEBERG_EXTENSIONS, CatalogConfig, connect
 
 pytestmark = pytest.mark.integration
 
@@ -54,16 +54,15 @@ def _snapshots(spark, ident):  # noqa: ANN001
 
 def test_session_has_iceberg_catalog_and_small_machine_defaults(spark, record_property):
     conf = spark.conf
-    assert ICEBERG_EXTENSIONS in spark.sparkContext.getConf().get("spark.sql.extensions")
-    assert "iceberg-spark-runtime-4.1_2.13-1.11.0.jar" in spark.sparkContext.getConf().get("spark.jars")
-    assert spark.sparkContext.getConf().get("spark.jars.packages", None) is None
+    assert ICEBERG_EXTENSIONS in conf.get("spark.sql.extensions")
+    assert "iceberg-spark-runtime-4.1_2.13-1.11.0.jar" in conf.get("spark.jars")
+    assert conf.get("spark.jars.packages", None) is None
     assert conf.get("spark.sql.catalog.lake") == "org.apache.iceberg.spark.SparkCatalog"
     assert conf.get("spark.sql.catalog.lake.type") == "hadoop"
     assert conf.get("spark.sql.catalog.lake.warehouse").startswith("/")
     assert conf.get("spark.sql.shuffle.partitions") == "4"
     assert conf.get("spark.sql.session.timeZone") == "UTC"
-    assert spark.sparkContext.getConf().get("spark.ui.enabled") == "false"
-    assert spark.sparkContext.uiWebUrl is None
+    assert conf.get("spark.ui.enabled") == "false"
     record_property("spark_start_seconds", conf.get("deltaport.tests.start-seconds"))
 
 
@@ -286,10 +285,8 @@ def test_repair_delta_tags(spark, lake_ns):
     assert repair_delta_tags(spark, ident) == []
 
 
-def test_spark_resource_in_a_dagster_asset(spark, tmp_path):
-    resource = SparkResource(
-        catalog_name="res", warehouse=str(tmp_path / "res-lake"), spark_conf={"spark.sql.ansi.enabled": "true"}
-    )
+def test_spark_resource_in_a_dagster_asset(spark, spark_remote, tmp_path):
+    resource = SparkResource(catalog_name="res", warehouse=str(tmp_path / "res-lake"))  # $SPARK_REMOTE
 
     @dg.asset
     def numbers(spark_res: SparkResource) -> dg.MaterializeResult:
@@ -304,9 +301,10 @@ def test_spark_resource_in_a_dagster_asset(spark, tmp_path):
 
     result = dg.materialize([numbers], resources={"spark_res": resource})
     assert result.success
-    assert _rows(spark.table("res.db.numbers")) == [(1, 3), (2, 3)]  # the one process-wide session
-    assert spark.conf.get("spark.sql.catalog.res.warehouse") == str(tmp_path / "res-lake")
-
-    # The same catalog name with another warehouse would silently keep the old catalog: refused.
-    with pytest.raises(SparkSessionError, match="already registered"):
-        build_spark_session(catalog=CatalogConfig(name="res", warehouse=str(tmp_path / "elsewhere")))
+    # Catalogs are session settings: another session sees the table only through the same catalog.
+    reader = connect(spark_remote, CatalogConfig(name="res", warehouse=str(tmp_path / "res-lake")))
+    assert _rows(reader.table("res.db.numbers")) == [(1, 3), (2, 3)]
+    assert reader is connect(spark_remote, CatalogConfig(name="res", warehouse=str(tmp_path / "res-lake")))
+    elsewhere = connect(spark_remote, CatalogConfig(name="res", warehouse=str(tmp_path / "elsewhere")))
+    assert elsewhere is not reader and not table_exists(elsewhere, "res.db.numbers")
+    assert spark.conf.get("spark.sql.catalog.res", None) is None  # the tests' own session is untouched

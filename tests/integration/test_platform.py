@@ -83,10 +83,11 @@ def send_up_to(story, kafka_bootstrap, upto):
         sent["sent"] = upto
 
 
-def test_sensor_runs_land_every_delta_equal_to_the_truth(spark, kafka_bootstrap, story, tmp_path):
+def test_sensor_runs_land_every_delta_equal_to_the_truth(spark_remote, kafka_bootstrap, story, tmp_path):
     sc, topics, _ = story
     cfg, defs = make_platform(kafka_bootstrap, tmp_path, "e2e", topics)
     layout = LakeLayout(cfg.lake.catalog)
+    spark = defs.resources["spark"].get_session()  # catalogs are per session: the platform's own
     # The traffic arrives in two parts, split just before the lagging delta's backup: the sensor
     # sees that delta wait (its DELTA_CLOSE is in the first part), then land.
     lagging = sc.injected["lagging"][0]
@@ -136,11 +137,12 @@ def test_sensor_runs_land_every_delta_equal_to_the_truth(spark, kafka_bootstrap,
         assert after == before
 
 
-def test_backfill_from_an_empty_lake_equals_the_truth(spark, kafka_bootstrap, story, tmp_path):
+def test_backfill_from_an_empty_lake_equals_the_truth(spark_remote, kafka_bootstrap, story, tmp_path):
     sc, topics, _ = story
     send_up_to(story, kafka_bootstrap, len(sc.messages))
     cfg, defs = make_platform(kafka_bootstrap, tmp_path, "backfill", topics)
     layout = LakeLayout(cfg.lake.catalog)
+    spark = defs.resources["spark"].get_session()  # catalogs are per session: the platform's own
     with dg.instance_for_test() as instance:
         for dm in DATAMARTS[:1]:  # one datamart is enough to prove a backfill (and halves the time)
             cursor, idle = None, 0

@@ -33,7 +33,7 @@ from resources.kafka.fetch import fetch_values
 from resources.lake.prostore import LakeLayout, apply_snapshots, data_tables, land_changelog, land_increment
 from resources.lake.read import rows_as_of
 from resources.spark.kafka_reader import output_spark_schema, table_changes
-from resources.spark.session import CatalogConfig, build_spark_session
+from resources.spark.session import CatalogConfig, connect
 
 pytestmark = pytest.mark.integration
 
@@ -43,10 +43,10 @@ CONFIG = EmulatorConfig(seed=2, deltas=5, datamarts=(DM,), column_changes_at_del
 
 
 @pytest.fixture(scope="module")
-def lake(spark, tmp_path_factory):
-    """The running session with one more Iceberg catalog, `schemas`, for this module."""
+def lake(spark_remote, tmp_path_factory):
+    """A session of the tests' server with its own Iceberg catalog, `schemas`, for this module."""
     warehouse = tmp_path_factory.mktemp("schemas-lake")
-    return build_spark_session(catalog=CatalogConfig(name="schemas", warehouse=str(warehouse))), LakeLayout("schemas")
+    return connect(spark_remote, CatalogConfig(name="schemas", warehouse=str(warehouse))), LakeLayout("schemas")
 
 
 def truth_rows(sc, n, table):

@@ -107,7 +107,7 @@ def lake_state(spark, layout, n, tables):
 
 
 @pytest.mark.parametrize("fmt", [QLIK, DATAWORKS, DATASTREAM])
-def test_snapshots_equal_the_oracle_at_every_sealed_delta(spark, kafka_bootstrap, tmp_path, fmt):
+def test_snapshots_equal_the_oracle_at_every_sealed_delta(spark_remote, kafka_bootstrap, tmp_path, fmt):
     story, bad, limits = CASES[fmt]()
     role = fmt  # the emulators' Outgoing role is the format's name
     messages, expected_bad = with_bad_messages(story, role, bad)
@@ -126,6 +126,7 @@ def test_snapshots_equal_the_oracle_at_every_sealed_delta(spark, kafka_bootstrap
         for life, idle in ((0, 3600), (1, 0)):
             cfg, defs = platform(kafka_bootstrap, tmp_path, fmt, topic, limits, idle)
             layout = LakeLayout(cfg.lake.catalog)
+            spark = defs.resources["spark"].get_session()  # catalogs are per session: the platform's own
             ledger = CdcLedger(cfg.resolve_path(cfg.state_dir) / "ledger.sqlite")
             job = defs.resolve_job_def(f"{SOURCE}_delta_job")
             quiet = 0

@@ -36,6 +36,7 @@ def test_the_shipped_config_loads_with_paths_relative_to_the_file(tmp_path):
     ({"datamarts": [DM], "lake": {"type": "rest"}}, "lake.uri"),
     ({"datamarts": [DM], "sensor": {"interval_seconds": "often"}}, "sensor.interval_seconds"),
     ({"datamarts": [DM], "spark": {"conf": ["a"]}}, "spark.conf"),
+    ({"datamarts": [DM], "spark": {"remote": "localhost:15002"}}, "spark.remote"),
     ({"datamarts": [DM], "colour": "blue"}, "colour"),
 ])
 def test_a_wrong_config_names_the_key(raw, key):
