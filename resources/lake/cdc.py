@@ -75,6 +75,7 @@ from resources.spark.iceberg import (
 # The process-wide MERGE machinery of iceberg.py (one session-wide snapshot-property block at a
 # time, tag by commit id). Shared, not copied: a second lock would not serialise against it.
 from resources.spark.iceberg import _quote, _session_snapshot_properties, _summary, _tag_commit
+from resources.spark.session import local_checkpoint
 
 __all__ = [
     "CdcApplied",
@@ -466,8 +467,9 @@ def land_cdc_increment(spark, layout: LakeLayout, source: str, delta_num: int, f
             counts[r["t"]][r["_op"]] = r["count"]
     stats = []
     for table, frame in written.items():
+        # No tag: increments are read by their delta_num column, never by time travel.
         commit_delta(spark, layout.increment(source, table), frame, delta_num=delta_num, mode="replace_delta",
-                     extra_summary={"deltaport.increment-id": increment_id})
+                     tag=False, extra_summary={"deltaport.increment-id": increment_id})
         by_op = counts[table]
         stats.append(CdcLandStats(table, sum(by_op.values()), by_op.get(UPSERT, 0), by_op.get(DELETE, 0),
                                   by_op.get(BEFORE_IMAGE, 0)))
@@ -480,7 +482,8 @@ def land_cdc_increment(spark, layout: LakeLayout, source: str, delta_num: int, f
             for s in stats] or [(delta_num, None, 0, 0, 0, increment_id, delta_date_us, prov, 0)]
     ident = layout.meta(source, "manifest")
     ensure_table(spark, ident, schema, partition_by=["delta_num"])
-    commit_delta(spark, ident, spark.createDataFrame(rows, schema), delta_num=delta_num, mode="replace_delta")
+    commit_delta(spark, ident, spark.createDataFrame(rows, schema), delta_num=delta_num, mode="replace_delta",
+                 tag=False)  # read by delta_num, never by tag
     return stats
 
 
@@ -637,7 +640,7 @@ def _apply(spark, layout: LakeLayout, source: str, delta_num: int, table: str, k
     folded = fresh.groupBy(*[F.col(_q(k)) for k in keys]).agg(*aggs)
     # localCheckpoint: Spark 4.1 cannot plan a MERGE whose source still reads another Iceberg
     # table ("No plan for TableReference"); one delta's net changes are small.
-    folded = folded.localCheckpoint(eager=True)
+    folded = local_checkpoint(folded)
     counts = {r["_op"]: (r["keys"], r["events"]) for r in
               folded.groupBy("_op").agg(F.count(F.lit(1)).alias("keys"), F.sum("__dp_events").alias("events")).collect()}
     if not counts:  # every change was a duplicate or late

@@ -56,6 +56,7 @@ from resources.spark.iceberg import (
     merge_upserts,
     table_exists,
 )
+from resources.spark.session import local_checkpoint
 
 
 # Snapshot tables take row-level changes: merge-on-read writes the delta's changed rows and
@@ -207,7 +208,8 @@ def land_increment(spark, layout: LakeLayout, datamart: str, delta_num: int, del
         try:
             counts = frame.groupBy("sys_op").count().collect()
             by_op = {r.sys_op: r["count"] for r in counts}
-            commit_delta(spark, ident, frame, delta_num=delta_num, mode="replace_delta",
+            # No tag: increments are read by their delta_num column, never by time travel.
+            commit_delta(spark, ident, frame, delta_num=delta_num, mode="replace_delta", tag=False,
                          extra_summary={"deltaport.increment-id": increment_id})
         finally:
             frame.unpersist()
@@ -345,7 +347,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
     # localCheckpoint: Spark 4.1 cannot plan a MERGE whose source view still reads another
     # Iceberg table ("No plan for TableReference"); the delta's changes are small enough to
     # materialize on the executors first (a schema transition's rewrite is the whole table).
-    changes = changes.localCheckpoint(eager=True)
+    changes = local_checkpoint(changes)
     if changes.isEmpty():  # a rename in an empty table, with no change in the delta
         _empty_commit(spark, ident, table.schema, n)
         return
