@@ -1,5 +1,6 @@
-"""Peak memory of one phase of the benchmark: this Python process, the Spark driver JVM, and
-the JVM's Python workers (the executor read path's), without psutil.
+"""Peak memory of one phase of the benchmark: this Python process, the Spark Connect server's
+JVM (bench/engine.py gives its pid), and the JVM's Python workers (the executor read path's),
+without psutil.
 
 How: at the start of a phase every watched process's peak-RSS mark is reset (writing "5" to
 /proc/<pid>/clear_refs, Linux >= 4.0); at the end, this process's peak is
@@ -52,14 +53,6 @@ def _children(pid: int) -> list[int]:
         out.append(child)
         todo.extend(parents.get(child, []))
     return out
-
-
-def jvm_pid(spark) -> int | None:
-    """The pid of the Spark driver JVM of a (local) session."""
-    try:
-        return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-    except Exception:  # noqa: BLE001 - best effort: memory is reported as unknown
-        return None
 
 
 @dataclass

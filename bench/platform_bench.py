@@ -59,7 +59,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import traffic  # noqa: E402
-from bench.peak_memory import PeakMemory, cpu_count, jvm_pid, max_peak  # noqa: E402
+from bench.engine import bench_engine  # noqa: E402
+from bench.peak_memory import PeakMemory, cpu_count, max_peak  # noqa: E402
 from bench.plain_script import floor, user_script  # noqa: E402
 from resources.codecs.backup import MESSAGE_TYPE_DATA, iter_changelog  # noqa: E402
 from resources.delta_index import DeltaIndex  # noqa: E402
@@ -78,7 +79,6 @@ from resources.lake.prostore import (  # noqa: E402
 )
 from resources.spark.iceberg import commit_delta, ensure_table  # noqa: E402
 from resources.spark.kafka_reader import DRIVER_MAX_BYTES, table_changes, task_errors  # noqa: E402
-from resources.spark.session import CatalogConfig, build_spark_session  # noqa: E402
 
 DATAMART, BULK, FILLER = "marketing", "bulk", "filler"
 PARTITIONS = STREAMS = 2
@@ -91,9 +91,9 @@ log = logging.getLogger("bench")
 class Platform:
     """The real parts, wired as the assets wire them (platform_assets/prostore/assets.py)."""
 
-    def __init__(self, spark, bootstrap: str, index: DeltaIndex, layout: LakeLayout):
+    def __init__(self, spark, bootstrap: str, index: DeltaIndex, layout: LakeLayout, server_pid: int | None):
         self.spark, self.bootstrap, self.index, self.layout = spark, bootstrap, index, layout
-        self.jvm = jvm_pid(spark)
+        self.jvm = server_pid
 
     def publish(self, topic: str, messages) -> None:
         publish(messages, self.bootstrap, {BACKUP: topic})
@@ -544,16 +544,12 @@ def main(argv=None) -> int:
     checks: list[dict] = []
     tag = f"{os.getpid()}.{int(time.time())}"
     topic, big_topic, bulk_topic = f"bench.backup.{tag}", f"bench.backup-big.{tag}", f"bench.bulk.{tag}"
-    spark = None
     try:
-        with kafka_bootstrap() as bootstrap:
+        with kafka_bootstrap() as bootstrap, bench_engine(work, master=args.master) as engine:
             for t in (topic, big_topic, bulk_topic):
                 create_topic(bootstrap, t, partitions=PARTITIONS)
-            t0 = time.perf_counter()
-            spark = build_spark_session(master=args.master, app_name="deltaport-bench",
-                                        catalog=CatalogConfig(name="lake", warehouse=str(work / "lake")))
-            spark_start_s = time.perf_counter() - t0
-            p = Platform(spark, bootstrap, DeltaIndex(work / "index.sqlite"), LakeLayout("lake"))
+            spark_start_s = engine.start_seconds
+            p = Platform(engine.spark, bootstrap, DeltaIndex(work / "index.sqlite"), LakeLayout("lake"), engine.server_pid)
             try:
                 deltas, planner = bench_deltas(p, topic, args, work, checks)
                 summary = summarize_deltas(deltas)
@@ -564,8 +560,6 @@ def main(argv=None) -> int:
                     for t in (topic, big_topic, bulk_topic):
                         delete_topic(bootstrap, t)
     finally:
-        if spark is not None:
-            spark.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 

@@ -34,7 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.peak_memory import PeakMemory, jvm_pid  # noqa: E402
+from bench.engine import bench_engine  # noqa: E402
+from bench.peak_memory import PeakMemory  # noqa: E402
 from platform_assets.cli.emulate_cmd import stream_story  # noqa: E402
 from resources.cdc_ledger import CdcLedger  # noqa: E402
 from resources.codecs.cdc import BEFORE_IMAGE, Change  # noqa: E402
@@ -60,7 +61,6 @@ from resources.lake.stream_changelog import (  # noqa: E402
     table_keys,
 )
 from resources.sealing import SealPolicy, make_decoder, read_delta, seal_topic  # noqa: E402
-from resources.spark.session import CatalogConfig, build_spark_session  # noqa: E402
 
 log = logging.getLogger("bench")
 STEP = 5000  # messages per sealing call, as `sensor.max_messages_per_tick`
@@ -132,7 +132,8 @@ def floor(bootstrap: str, fmt: str, topic: str) -> dict:
     return {"rows": rows, "seconds": time.perf_counter() - t0}
 
 
-def bench_format(spark, bootstrap: str, layout: LakeLayout, work: Path, fmt: str, args, checks: list) -> dict:
+def bench_format(engine, bootstrap: str, layout: LakeLayout, work: Path, fmt: str, args, checks: list) -> dict:
+    spark = engine.spark
     story = stream_story(fmt, args.seed, args.size, "json")
     topic, source = f"bench.{fmt}.{int(time.time())}", f"bench_{fmt}"
     create_topic(bootstrap, topic)
@@ -140,7 +141,7 @@ def bench_format(spark, bootstrap: str, layout: LakeLayout, work: Path, fmt: str
     lateness = getattr(story, "max_lateness_us", 0) / 1e6
     policy = SealPolicy(fmt, max_rows=args.max_rows, max_seconds=1e9, lateness_seconds=lateness)
     ledger = CdcLedger(work / f"{fmt}-ledger.sqlite")
-    jvm = jvm_pid(spark)
+    jvm = engine.server_pid
     res: dict = {"messages": len(story.messages)}
     with PeakMemory(jvm) as mem:
         res["ours"] = ours(spark, bootstrap, layout, ledger, source, fmt, topic, policy)
@@ -202,14 +203,11 @@ def main(argv=None) -> int:
     res = {"size": args.size, "max_rows": args.max_rows, "formats": {}, "checks": checks,
            "when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
     try:
-        with kafka_bootstrap() as bootstrap:
-            spark = build_spark_session(master="local[2]", app_name="deltaport-stream-bench",
-                                        catalog=CatalogConfig(name="lake", warehouse=str(work / "lake")))
+        with kafka_bootstrap() as bootstrap, bench_engine(work) as engine:
             layout = LakeLayout("lake")
             for fmt in [f for f in args.formats.split(",") if f]:
                 print(f"{fmt} ...", flush=True)
-                res["formats"][fmt] = bench_format(spark, bootstrap, layout, work, fmt, args, checks)
-            spark.stop()
+                res["formats"][fmt] = bench_format(engine, bootstrap, layout, work, fmt, args, checks)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,50 @@
+"""The Spark engine a benchmark measures: one Spark Connect server, as deltaport runs.
+
+$SPARK_REMOTE if set (a running server: its process is not ours to measure, so its memory is
+reported as unknown), else an embedded server started in the benchmark's scratch folder with
+the same settings deltaport's own starts with, stopped at the end. Yields the client session
+(Iceberg catalog ``lake`` in `warehouse`), the server's pid (for bench/peak_memory.py) and
+the seconds the engine took to be ready (a cold server start is the cost a first run pays once).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from resources.spark.server import LocalSparkServer
+from resources.spark.session import CatalogConfig, close_sessions, connect, embedded_server_conf
+
+
+@dataclass
+class Engine:
+    spark: object  # pyspark.sql.SparkSession (Connect)
+    url: str
+    server_pid: int | None
+    start_seconds: float
+
+
+@contextlib.contextmanager
+def bench_engine(work: Path, *, master: str = "local[2]") -> Iterator[Engine]:
+    catalog = CatalogConfig(name="lake", warehouse=str(work / "lake"))
+    began = time.perf_counter()
+    server = None
+    if os.environ.get("SPARK_REMOTE"):
+        url, pid, incarnation = os.environ["SPARK_REMOTE"], None, ""
+    else:
+        server = LocalSparkServer(work / "spark", embedded_server_conf(master=master, catalog=catalog))
+        state = server.ensure()
+        url, pid, incarnation = state.url, state.pid, state.identity
+        os.environ["SPARK_REMOTE"] = url  # Dagster runs and subprocesses of the benchmark use it too
+    try:
+        spark = connect(url, catalog, incarnation=incarnation)
+        yield Engine(spark, url, pid, time.perf_counter() - began)
+    finally:
+        close_sessions(url)
+        if server is not None:
+            os.environ.pop("SPARK_REMOTE", None)
+            server.stop()
