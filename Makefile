@@ -49,11 +49,14 @@ dev: jars
 # Speed as ratios to baselines run in the same process (never timed assertions): first the
 # Avro decoders alone (a few seconds), then the platform end to end (a few minutes on 2 cores;
 # e.g. make bench BENCH_ARGS="--deltas 8 --rows 100000"), then the change streams (Qlik,
-# DataWorks, Datastream; STREAM_BENCH_ARGS="--size 1000"). Results: bench-results/*.json.
+# DataWorks, Datastream; STREAM_BENCH_ARGS="--size 1000"), then a datamart through Dagster (sync
+# -> run -> assets; seconds and Iceberg commits per delta; DAGSTER_BENCH_ARGS="--rows 20000").
+# Results: bench-results/*.json.
 bench: jars
 	$(PY) bench/avro_decode.py
 	$(PY) bench/platform_bench.py $(BENCH_ARGS)
 	$(PY) bench/stream_bench.py $(STREAM_BENCH_ARGS)
+	$(PY) bench/dagster_bench.py $(DAGSTER_BENCH_ARGS)
 
 clean:
 	rm -rf .deltaport .pytest_cache build *.egg-info

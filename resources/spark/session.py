@@ -238,8 +238,9 @@ def connect(url: str, catalog: CatalogConfig | None = None, *, incarnation: str 
         session = _sessions.get(key)
         if session is not None and not session.is_stopped:
             return session
-        for old in [k for k in _sessions if k[0] == url and k[1] != incarnation]:
-            _sessions.pop(old).client.close()  # its server is gone: nothing to release there
+        if incarnation:  # sessions of an earlier server at this address died with it
+            for old in [k for k in _sessions if k[0] == url and k[1] and k[1] != incarnation]:
+                _sessions.pop(old).client.close()  # nothing to release there
         # create(), not getOrCreate(): the latter returns any earlier session, whatever its address.
         session = SparkSession.builder.remote(url).create()
         if incarnation:

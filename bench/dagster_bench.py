@@ -1,0 +1,184 @@
+"""The platform measured the way users run it: Kafka -> sensor -> Dagster run -> assets -> lake.
+
+An emulated Prostore datamart (resources/emulator) closes deltas one at a time; after each
+close and its backup reach the broker, one `sync` pass (the sensor's code, then the delta's
+run, in process, on a Dagster instance) lands it. Measured per delta: wall time from the
+close being in Kafka to the snapshot landed, each step's seconds (from the run's events), and
+the Iceberg commits each table took (its metadata log grows by one per commit, tags included).
+Then a backlog: `--backlog` closed deltas published at once, landed by one `sync`.
+Every landed delta is compared with the emulator's truth (a benchmark of wrong results is void).
+
+    python bench/dagster_bench.py [--deltas 8] [--rows 2000] [--backlog 10]
+
+Results: bench-results/dagster.json and a table on stdout. The engine is one Spark Connect
+server (bench/engine.py), warm after the first delta, as in production.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import dagster as dg  # noqa: E402
+
+from bench.engine import bench_engine  # noqa: E402
+from platform_assets.config import parse_config  # noqa: E402
+from platform_assets.definitions import resources_for  # noqa: E402
+from platform_assets.sync import sync  # noqa: E402
+from resources.emulator.outgoing import BACKUP, SIGNAL  # noqa: E402
+from resources.emulator.publish import publish  # noqa: E402
+from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario  # noqa: E402
+from resources.kafka.admin import create_topic  # noqa: E402
+from resources.kafka.broker import kafka_bootstrap  # noqa: E402
+from resources.lake.prostore import LakeLayout  # noqa: E402
+from resources.lake.read import rows_as_of  # noqa: E402
+
+DM = "marketing"
+
+
+def delta_batches(messages) -> list[tuple[int, list]]:
+    """The traffic cut after each closed delta's last backup message: [(delta, messages up to it)]."""
+    cuts, last = [], {}
+    for i, m in enumerate(messages):
+        if m.role == BACKUP:
+            last[int(m.note.split(":")[1])] = i
+    start = 0
+    for n, end in sorted(last.items(), key=lambda kv: kv[1]):
+        cuts.append((n, messages[start:end + 1]))
+        start = end + 1
+    if start < len(messages) and cuts:
+        cuts[-1] = (cuts[-1][0], cuts[-1][1] + messages[start:])
+    return cuts
+
+
+def commit_counts(spark, catalog: str) -> dict[str, int]:
+    """{table: metadata versions} of every table of the datamart (one version per commit)."""
+    out = {}
+    for ns in (DM, f"{DM}_increment", f"{DM}_meta"):
+        if not spark.catalog.databaseExists(f"{catalog}.{ns}"):
+            continue
+        for t in spark.sql(f"SHOW TABLES IN {catalog}.{ns}").collect():
+            ident = f"{catalog}.{ns}.{t.tableName}"
+            out[f"{ns}.{t.tableName}"] = spark.table(f"{ident}.metadata_log_entries").count()
+    return out
+
+
+def step_seconds(instance: dg.DagsterInstance, run_ids: list[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for run_id in run_ids:
+        for stats in instance.get_run_step_stats(run_id):
+            if stats.end_time and stats.start_time:
+                key = stats.step_key.split("__", 1)[-1]
+                out[key] = out.get(key, 0.0) + stats.end_time - stats.start_time
+    return out
+
+
+def check(spark, layout, sc, n: int) -> bool:
+    ok = True
+    for table, state in sc.truth[DM][n].items():
+        pk = sc.databases[DM].tables[table].primary_key
+        want = sorted(state.values(), key=lambda r: tuple(r[k] for k in pk))
+        ok &= rows_as_of(spark, layout, DM, table, n) == want
+    return ok
+
+
+def run(args) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="deltaport-dagster-bench-"))
+    os.environ["DAGSTER_HOME"] = str(work / "dagster")
+    (work / "dagster").mkdir()
+    topics = {SIGNAL: f"bench.signal.{os.getpid()}", BACKUP: f"bench.backup.{os.getpid()}"}
+    sc = build_scenario(EmulatorConfig(seed=args.seed, deltas=args.deltas + args.backlog, datamarts=(DM,),
+                                       rows_per_delta=args.rows, chunk_size=max(50, args.rows // 20),
+                                       backup_partitions=3, cancel_rate=0.0, outside_write_rate=0.0,
+                                       faults=Faults()))
+    batches = delta_batches(sc.messages)
+    res: dict = {"config": vars(args), "steady": [], "backlog": {}}
+    try:
+        with kafka_bootstrap() as bootstrap, bench_engine(work) as engine:
+            create_topic(bootstrap, topics[SIGNAL])
+            create_topic(bootstrap, topics[BACKUP], partitions=3)
+            cfg = parse_config({"datamarts": [{"name": DM, "signal_topic": topics[SIGNAL],
+                                               "backup_topic": topics[BACKUP]}],
+                                "kafka": {"bootstrap_servers": bootstrap},
+                                "spark": {"remote": engine.url},
+                                "lake": {"catalog": "lake", "warehouse": str(work / "lake")},
+                                "state_dir": str(work / "state")})
+            layout = LakeLayout("lake")
+            # The platform's own session: Iceberg caches table metadata per session's catalog.
+            spark = resources_for(cfg)["spark"].get_session()
+            res["engine_start_s"] = round(engine.start_seconds, 2)
+            with dg.DagsterInstance.get() as instance:
+                steady, backlog = batches[:args.deltas], batches[args.deltas:]
+                for n, msgs in steady:
+                    before = commit_counts(spark, "lake")
+                    publish(msgs, bootstrap, topics)
+                    t0 = time.perf_counter()
+                    out = sync(cfg, instance, echo=lambda line: None)
+                    seconds = time.perf_counter() - t0
+                    landed = [o.delta for o in out.outcomes if o.success]
+                    after = commit_counts(spark, "lake")
+                    rows = sum(sum(o.rows.values()) for o in out.outcomes)
+                    runs = [r.run_id for r in instance.get_runs(limit=len(out.outcomes))]
+                    entry = {"delta": n, "landed": landed, "seconds": round(seconds, 2), "rows": rows,
+                             "steps": {k: round(v, 2) for k, v in step_seconds(instance, runs).items()},
+                             "commits": {t: after[t] - before.get(t, 0) for t in after},
+                             "equal": landed == [n] and check(spark, layout, sc, n)}
+                    res["steady"].append(entry)
+                    print(f"delta {n}: {seconds:.2f} s, {rows} rows, steps {entry['steps']}, "
+                          f"commits {sum(entry['commits'].values())}, equal {entry['equal']}", flush=True)
+                if backlog:
+                    before = commit_counts(spark, "lake")
+                    publish([m for _, msgs in backlog for m in msgs], bootstrap, topics)
+                    t0 = time.perf_counter()
+                    out = sync(cfg, instance, echo=lambda line: None)
+                    seconds = time.perf_counter() - t0
+                    after = commit_counts(spark, "lake")
+                    landed = [o.delta for o in out.outcomes if o.success]
+                    res["backlog"] = {
+                        "deltas": len(backlog), "landed": landed, "seconds": round(seconds, 2),
+                        "seconds_per_delta": round(seconds / max(1, len(landed)), 2),
+                        "rows": sum(sum(o.rows.values()) for o in out.outcomes),
+                        "commits": sum(after.values()) - sum(before.get(t, 0) for t in after),
+                        "equal": landed == [n for n, _ in backlog] and all(check(spark, layout, sc, n) for n in landed)}
+                    print(f"backlog of {len(backlog)}: {res['backlog']}", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    warm = [e for e in res["steady"][1:]] or res["steady"]
+    res["summary"] = {
+        "median_seconds_per_delta_warm": statistics.median(e["seconds"] for e in warm) if warm else None,
+        "median_commits_per_delta": statistics.median(sum(e["commits"].values()) for e in warm) if warm else None,
+        "all_equal": all(e["equal"] for e in res["steady"]) and res["backlog"].get("equal", True),
+    }
+    return res
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--deltas", type=int, default=6, help="deltas landed one at a time (the first one warms up)")
+    ap.add_argument("--backlog", type=int, default=6, help="deltas then landed by one sync")
+    ap.add_argument("--rows", type=int, default=2000, help="row changes per delta")
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench-results" / "dagster.json")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    res = run(args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(res, indent=2, default=str) + "\n")
+    print(json.dumps(res["summary"]))
+    print(f"wrote {args.out}")
+    return 0 if res["summary"]["all_equal"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
