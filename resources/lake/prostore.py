@@ -50,6 +50,7 @@ from resources.codecs.ddl import ColumnTransition, EntitySchema, column_transiti
 from resources.codecs.types import Column, spark_type
 from resources.errors import DeltaportError
 from resources.spark.iceberg import (
+    TableNotFoundError,
     commit_delta,
     ensure_table,
     last_applied_delta,
@@ -281,8 +282,10 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int) -> li
         return tables_at[n]
 
     def last_applied(name: str) -> int:
-        ident = layout.snapshot(datamart, name)
-        done = last_applied_delta(spark, ident) if table_exists(spark, ident) else None
+        try:
+            done = last_applied_delta(spark, layout.snapshot(datamart, name))
+        except TableNotFoundError:  # born later (or never): starts at the first landed delta
+            done = None
         return done if done is not None else first - 1
 
     last = {name: last_applied(name) for name in schema_at(target)}
@@ -348,7 +351,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
     # Iceberg table ("No plan for TableReference"); the delta's changes are small enough to
     # materialize on the executors first (a schema transition's rewrite is the whole table).
     changes = local_checkpoint(changes)
-    if changes.isEmpty():  # a rename in an empty table, with no change in the delta
+    if carry and changes.isEmpty():  # a rename in an empty table, with no change in the delta
         _empty_commit(spark, ident, table.schema, n)
         return
     merge_upserts(spark, ident, changes, keys, delta_num=n)

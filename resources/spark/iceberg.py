@@ -227,10 +227,26 @@ def table_exists(spark: SparkSession, ident: str) -> bool:
     return bool(spark.catalog.tableExists(ident))
 
 
+def _schema_or_none(spark: SparkSession, ident: str) -> StructType | None:
+    """The table's schema, or None when it does not exist: one round trip to the engine (an
+    existence check and then the schema would be two, on every write)."""
+    from pyspark.errors import AnalysisException
+
+    _quote(ident)
+    try:
+        return spark.table(ident).schema
+    except AnalysisException as exc:
+        condition = exc.getCondition() or ""
+        if condition.startswith(("TABLE_OR_VIEW_NOT_FOUND", "SCHEMA_NOT_FOUND")):
+            return None
+        raise
+
+
 def _table_schema(spark: SparkSession, ident: str) -> StructType:
-    if not table_exists(spark, ident):
+    schema = _schema_or_none(spark, ident)
+    if schema is None:
         raise TableNotFoundError(f"Iceberg table {ident} does not exist")
-    return spark.table(ident).schema
+    return schema
 
 
 def ensure_table(
@@ -253,7 +269,8 @@ def ensure_table(
     names = [f.name.lower() for f in wanted.fields]
     if len(set(names)) != len(names):
         raise SchemaEvolutionError(f"{ident}: duplicate column names (case-insensitive) in {names}")
-    if not table_exists(spark, ident):
+    current = _schema_or_none(spark, ident)
+    if current is None:
         namespace = ".".join(quoted.split(".")[:-1])
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
         parts = [p if "(" in p else _col(p) for p in (partition_by or [])]
@@ -267,7 +284,7 @@ def ensure_table(
         spark.sql(ddl)
         return EnsuredTable(created=True)
 
-    have = {f.name.lower(): f for f in _table_schema(spark, ident).fields}
+    have = {f.name.lower(): f for f in current.fields}
     added, widened, problems = [], [], []
     for f in wanted.fields:
         current = have.get(f.name.lower())
