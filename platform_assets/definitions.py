@@ -13,6 +13,7 @@ from __future__ import annotations
 import dagster as dg
 
 from platform_assets.config import ConfigError, PlatformConfig, load_config
+from platform_assets.engine import engine_for
 from platform_assets.prostore.assets import BACKUP_IO, SIGNAL_IO, build_datamart_assets, topic_key
 from platform_assets.prostore.sensors import build_delta_sensor, datamart_tags
 from platform_assets.streams.assets import STREAM_IO, build_stream_assets
@@ -48,14 +49,11 @@ def resources_for(cfg: PlatformConfig) -> dict:
                           timeout_seconds=cfg.kafka.timeout_seconds, state_dir=str(state))
     index = DeltaIndexResource(path=str(state / "index.sqlite"))
     ledger = CdcLedgerResource(path=str(state / "ledger.sqlite"))
-    warehouse = cfg.lake.warehouse
-    if cfg.lake.type == "hadoop" and "://" not in warehouse:
-        warehouse = str(cfg.resolve_path(warehouse))
-    spark = SparkResource(remote=cfg.spark.remote, master=cfg.spark.master, state_dir=str(state),
-                          catalog_name=cfg.lake.catalog, catalog_type=cfg.lake.type,
-                          warehouse=warehouse, catalog_uri=cfg.lake.uri,
-                          catalog_properties={k: str(v) for k, v in cfg.lake.properties.items()},
-                          spark_conf={k: str(v) for k, v in cfg.spark.conf.items()})
+    engine = engine_for(cfg)
+    spark = SparkResource(remote=engine.remote, master=engine.master, state_dir=engine.state_dir,
+                          catalog_name=engine.catalog.name, catalog_type=engine.catalog.type,
+                          warehouse=engine.catalog.warehouse, catalog_uri=engine.catalog.uri,
+                          catalog_properties=dict(engine.catalog.properties), spark_conf=dict(engine.conf))
     return {"kafka": kafka, "index": index, "ledger": ledger, "spark": spark,
             BACKUP_IO: BackupTopicIOManager(kafka=kafka, index=index), SIGNAL_IO: SignalTopicIOManager(index=index),
             STREAM_IO: StreamTopicIOManager(kafka=kafka, ledger=ledger)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from platform_assets.cli import broker_cmd, demo_cmd, emulate_cmd, inspect_cmd, read_cmd, spark_cmd, sync_cmd
@@ -22,6 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     except DeltaportError as err:
         print(f"deltaport {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `deltaport read ... | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
     except KeyboardInterrupt:
         print(f"deltaport {args.command}: interrupted", file=sys.stderr)
         return 130

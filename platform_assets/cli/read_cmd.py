@@ -12,7 +12,7 @@ import sys
 
 from platform_assets.cli.common import add_config_option
 from platform_assets.config import load_config
-from platform_assets.definitions import resources_for
+from platform_assets.engine import engine_for
 from resources.errors import DeltaportError
 from resources.lake.prostore import LakeLayout
 from resources.lake.cdc import cdc_columns_as_of
@@ -53,7 +53,7 @@ def run(args) -> int:
     cfg = load_config(args.config)
     if source not in cfg.source_names:
         raise DeltaportError(f"source {source!r} is not in {cfg.source_file} (sources: {', '.join(cfg.source_names)})")
-    spark = resources_for(cfg)["spark"].get_session()
+    spark = engine_for(cfg).session()  # no Dagster import: a read costs the query, not the imports
     layout = LakeLayout(cfg.lake.catalog)
     if source in {d.name for d in cfg.datamarts}:
         columns = [c.name for c in entity_as_of(spark, layout, source, table, args.as_of_delta).columns]

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 from platform_assets.cli.common import add_config_option, state_dir
 from platform_assets.config import load_config
-from platform_assets.definitions import resources_for
-from resources.spark.resource import SparkResource
+from platform_assets.engine import engine_for
+from resources.spark.engine import EngineSettings
 
 
 def register(sub) -> None:
@@ -25,7 +25,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    spark = resources_for(load_config(args.config))["spark"]
+    spark = engine_for(load_config(args.config))
     remote = spark.remote_url()
     if remote:
         print(f"deltaport uses the Spark Connect server at {remote} (spark.remote or $SPARK_REMOTE); "
@@ -49,8 +49,8 @@ def run(args) -> int:
     return 0
 
 
-def _status_remote(spark) -> int:
-    session = spark.get_session()  # a dg.Failure with the cause if the server cannot be reached
+def _status_remote(spark: EngineSettings) -> int:
+    session = spark.session()
     print(f"reachable: Spark {session.version}")
     return 0
 
@@ -64,7 +64,7 @@ def engine_for_demo() -> Iterator[str]:
     if os.environ.get("SPARK_REMOTE"):
         yield os.environ["SPARK_REMOTE"]
         return
-    server = SparkResource(state_dir=str(state_dir())).local_server()
+    server = EngineSettings(state_dir=str(state_dir())).local_server()
     running = server.status()
     began = time.monotonic()
     state = running or server.ensure()

@@ -5,11 +5,8 @@ when every run succeeded, 1 otherwise."""
 
 from __future__ import annotations
 
-import dagster as dg
-
 from platform_assets.cli.common import add_config_option, ensure_dagster_home
 from platform_assets.config import load_config
-from platform_assets.sync import sync
 
 
 def register(sub) -> None:
@@ -19,6 +16,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    # Imported here: every `deltaport` command imports this module, and Dagster takes a second.
+    import dagster as dg
+
+    from platform_assets.sync import sync
+
     cfg = load_config(args.config)
     ensure_dagster_home()
     with dg.DagsterInstance.get() as instance:

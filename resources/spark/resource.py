@@ -18,15 +18,15 @@ are translated at this boundary into `dg.Failure` with the cause in the metadata
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Literal
 
 import dagster as dg
 from pydantic import Field
 
 from resources.errors import DeltaportError
+from resources.spark.engine import EngineSettings
 from resources.spark.server import LocalSparkServer
-from resources.spark.session import CatalogConfig, connect, embedded_server_conf
+from resources.spark.session import CatalogConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -79,25 +79,24 @@ class SparkResource(dg.ConfigurableResource):
             properties=dict(self.catalog_properties),
         )
 
+    def engine(self) -> EngineSettings:
+        return EngineSettings(remote=self.remote, master=self.master, state_dir=self.state_dir,
+                              catalog=self.catalog_config(), conf=dict(self.spark_conf))
+
     def remote_url(self) -> str | None:
         """The configured remote engine (`remote`, else $SPARK_REMOTE, read now), or None for
         the embedded server."""
-        return self.remote or os.environ.get("SPARK_REMOTE") or None
+        return self.engine().remote_url()
 
     def local_server(self) -> LocalSparkServer:
         """The embedded server of this deployment (whether running or not)."""
-        return LocalSparkServer(self.state_dir, embedded_server_conf(
-            master=self.master, catalog=self.catalog_config(), conf=self.spark_conf))
+        return self.engine().local_server()
 
     def get_session(self) -> SparkSession:
         """A Spark Connect session (the server started first when it is the embedded one and
         not running; a session of a server that has since restarted is replaced)."""
         try:
-            url = self.remote_url()
-            if url:
-                return connect(url, self.catalog_config())
-            state = self.local_server().ensure()
-            return connect(state.url, self.catalog_config(), incarnation=state.identity)
+            return self.engine().session()
         except DeltaportError as exc:
             raise dg.Failure(
                 description=f"could not reach the Spark engine: {exc}",

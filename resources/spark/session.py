@@ -237,6 +237,7 @@ def connect(url: str, catalog: CatalogConfig | None = None, *, incarnation: str 
     with _sessions_lock:
         session = _sessions.get(key)
         if session is not None and not session.is_stopped:
+            _make_active(session)
             return session
         if incarnation:  # sessions of an earlier server at this address died with it
             for old in [k for k in _sessions if k[0] == url and k[1] and k[1] != incarnation]:
@@ -259,7 +260,20 @@ def connect(url: str, catalog: CatalogConfig | None = None, *, incarnation: str 
         for k, v in wanted.items():  # catalogs are session settings: register ours here
             session.conf.set(k, v)
         _sessions[key] = session
+        _make_active(session)
         return session
+
+
+def _make_active(session: SparkSession) -> None:
+    """Make `session` the thread's active one (and the default if that one is closed), as a
+    classic ``getOrCreate()`` would: parts of pyspark's Connect client (DDL-string schemas,
+    checkpoint results) use the active session, not the one they were called on."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    ConnectSession._active_session.session = session
+    with ConnectSession._lock:
+        if ConnectSession._default_session is None or ConnectSession._default_session.is_stopped:
+            ConnectSession._default_session = session
 
 
 def local_checkpoint(df):

@@ -66,7 +66,7 @@ def test_embedded_server_starts_once_survives_a_kill_and_stops(tmp_path, monkeyp
     assert urls == {second["url"]}
 
     again = resource.get_session()  # the same resource reconnects to the new server
-    assert again is not session
+    assert again is not session and session.is_stopped  # the dead server's session is closed
     assert again.sql("SELECT 1 AS n").collect()[0]["n"] == 1
 
     stopped = _cli(config, "stop")
