@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from resources.spark.server import LocalSparkServer
-from resources.spark.session import CatalogConfig, close_sessions, connect, embedded_server_conf
+from resources.spark.engine import EngineSettings
+from resources.spark.session import CatalogConfig, close_sessions
 
 
 @dataclass
@@ -30,19 +30,17 @@ class Engine:
 
 @contextlib.contextmanager
 def bench_engine(work: Path, *, master: str = "local[2]") -> Iterator[Engine]:
-    catalog = CatalogConfig(name="lake", warehouse=str(work / "lake"))
     began = time.perf_counter()
-    server = None
-    if os.environ.get("SPARK_REMOTE"):
-        url, pid, incarnation = os.environ["SPARK_REMOTE"], None, ""
-    else:
-        server = LocalSparkServer(work / "spark", embedded_server_conf(master=master, catalog=catalog))
-        state = server.ensure()
-        url, pid, incarnation = state.url, state.pid, state.identity
+    settings = EngineSettings(master=master, state_dir=str(work / "spark"),
+                              catalog=CatalogConfig(name="lake", warehouse=str(work / "lake")))
+    server = None if settings.remote_url() else settings.local_server()
+    spark = settings.session()  # starts the embedded server when there is no remote one
+    state = server.status() if server is not None else None
+    url = state.url if state is not None else settings.remote_url()
+    if state is not None:
         os.environ["SPARK_REMOTE"] = url  # Dagster runs and subprocesses of the benchmark use it too
     try:
-        spark = connect(url, catalog, incarnation=incarnation)
-        yield Engine(spark, url, pid, time.perf_counter() - began)
+        yield Engine(spark, url, state.pid if state else None, time.perf_counter() - began)
     finally:
         close_sessions(url)
         if server is not None:

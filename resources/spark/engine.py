@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from resources.spark.server import LocalSparkServer
+from resources.spark.server import LocalSparkServer, ServerState
 from resources.spark.session import CatalogConfig, close_sessions, connect, embedded_server_conf
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EngineSettings"]
 
-_embedded_urls: dict[str, str] = {}  # state folder -> the embedded server's address last used
+_embedded: dict[str, ServerState] = {}  # state folder -> the embedded server last used
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,8 @@ class EngineSettings:
         if url:
             return connect(url, self.catalog)
         state = self.local_server().ensure()
-        previous = _embedded_urls.get(self.state_dir)
-        if previous is not None and previous != state.url:
-            close_sessions(previous)  # its server is gone; a restarted one listens elsewhere
-        _embedded_urls[self.state_dir] = state.url
+        previous = _embedded.get(self.state_dir)
+        if previous is not None and previous.identity != state.identity:
+            close_sessions(previous.url, release=False)  # they died with their server
+        _embedded[self.state_dir] = state
         return connect(state.url, self.catalog, incarnation=state.identity)

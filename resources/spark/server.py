@@ -95,9 +95,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _answers(port: int, timeout: float = 1.0) -> bool:
+def answers(port: int, timeout: float = 1.0, host: str = "127.0.0.1") -> bool:
+    """Whether anything listens at host:port."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
+        with socket.create_connection((host, port), timeout=timeout):
             return True
     except OSError:
         return False
@@ -153,7 +154,7 @@ class LocalSparkServer:
     def status(self) -> ServerState | None:
         """The running server, or None (no state file, process gone, or port not answering)."""
         state = self._read_state()
-        if state is None or not _alive(state.pid) or not _answers(state.port):
+        if state is None or not _alive(state.pid) or not answers(state.port):
             return None
         return state
 
@@ -208,7 +209,7 @@ class LocalSparkServer:
             proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     cwd=self.state_dir, env=env, start_new_session=True)
         deadline = began + self.start_timeout
-        while not _answers(port, timeout=0.5):
+        while not answers(port, timeout=0.5):
             if proc.poll() is not None:
                 raise SparkServerError(f"the Spark Connect server exited (code {proc.returncode}) while "
                                        f"starting; log {self.log_path}:\n{_tail(self.log_path)}")

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import socket
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from typing import TYPE_CHECKING, Literal
 
 from resources.errors import DeltaportError
 from resources.spark.jars import ICEBERG_RUNTIME_ARTIFACT, ICEBERG_VERSION, ensure_iceberg_jars
+from resources.spark.server import answers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -188,15 +188,10 @@ _sessions_lock = threading.Lock()
 EMBEDDED_RETRY_POLICY: Mapping[str, int] = {"max_retries": 4, "initial_backoff": 100, "max_backoff": 4000}
 
 
-def _answers(url: str, timeout: float = 1.0) -> bool:
+def _answers(url: str) -> bool:
     """Whether anything listens at the host:port of ``sc://host:port[/;params]``."""
-    hostport = url[len("sc://"):].split("/", 1)[0]
-    host, _, port = hostport.rpartition(":")
-    try:
-        with socket.create_connection((host or "127.0.0.1", int(port or 15002)), timeout=timeout):
-            return True
-    except (OSError, ValueError):
-        return False
+    host, _, port = url[len("sc://"):].split("/", 1)[0].rpartition(":")
+    return port.isdigit() and answers(int(port), host=host or "127.0.0.1")
 
 
 def _release(session: SparkSession, url: str) -> None:
@@ -209,12 +204,17 @@ def _release(session: SparkSession, url: str) -> None:
             session.client.close()
 
 
-def close_sessions(url: str | None = None) -> None:
+def close_sessions(url: str | None = None, *, release: bool = True) -> None:
     """Close this process's sessions (of `url`, or all of them). Call before stopping a server
-    this process uses, so nothing waits on a server that is going away."""
+    this process uses, so nothing waits on a server that is going away; `release=False` when
+    it is gone already (a new server may answer at the same address)."""
     with _sessions_lock:
         for key in [k for k in _sessions if url is None or k[0] == url]:
-            _release(_sessions.pop(key), key[0])
+            session = _sessions.pop(key)
+            if release:
+                _release(session, key[0])
+            else:
+                session.client.close()
 
 
 def connect(url: str, catalog: CatalogConfig | None = None, *, incarnation: str = "") -> SparkSession:
@@ -239,9 +239,6 @@ def connect(url: str, catalog: CatalogConfig | None = None, *, incarnation: str 
         if session is not None and not session.is_stopped:
             _make_active(session)
             return session
-        if incarnation:  # sessions of an earlier server at this address died with it
-            for old in [k for k in _sessions if k[0] == url and k[1] and k[1] != incarnation]:
-                _sessions.pop(old).client.close()  # nothing to release there
         # create(), not getOrCreate(): the latter returns any earlier session, whatever its address.
         session = SparkSession.builder.remote(url).create()
         if incarnation:
