@@ -5,7 +5,10 @@ close and its backup reach the broker, one `sync` pass (the sensor's code, then 
 run, in process, on a Dagster instance) lands it. Measured per delta: wall time from the
 close being in Kafka to the snapshot landed, each step's seconds (from the run's events), and
 the Iceberg commits each table took (its metadata log grows by one per commit, tags included).
-Then a backlog: `--backlog` closed deltas published at once, landed by one `sync`.
+Then a backlog: `--backlog` closed deltas published at once, landed by one `sync` (in range runs
+of up to `sensor.max_deltas_per_run`). Each is set against the plain script (bench/plain_script.py:
+consume + fastavro + Parquet, the same deltas' tables from the same offsets) run in the same
+process: ratio = platform rows/s / script rows/s.
 Every landed delta is compared with the emulator's truth (a benchmark of wrong results is void).
 
     python bench/dagster_bench.py [--deltas 8] [--rows 2000] [--backlog 10]
@@ -33,18 +36,37 @@ sys.path.insert(0, str(ROOT))
 import dagster as dg  # noqa: E402
 
 from bench.engine import bench_engine  # noqa: E402
+from bench.plain_script import user_script  # noqa: E402
 from platform_assets.config import parse_config  # noqa: E402
 from platform_assets.definitions import resources_for  # noqa: E402
 from platform_assets.sync import sync  # noqa: E402
 from resources.emulator.outgoing import BACKUP, SIGNAL  # noqa: E402
 from resources.emulator.publish import publish  # noqa: E402
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario  # noqa: E402
+from resources.delta_index import DeltaIndex  # noqa: E402
 from resources.kafka.admin import create_topic  # noqa: E402
 from resources.kafka.broker import kafka_bootstrap  # noqa: E402
 from resources.lake.prostore import LakeLayout  # noqa: E402
 from resources.lake.read import rows_as_of  # noqa: E402
 
 DM = "marketing"
+
+
+def plain_script(bootstrap: str, topic: str, index: DeltaIndex, deltas: list[int], out: Path) -> tuple[int, float]:
+    """(rows, seconds) of the plain script landing the same deltas' tables as Parquet, given the
+    offsets of each delta's chosen increment (as a user's committed offsets would give them)."""
+    rows, t0 = 0, time.perf_counter()
+    for n in deltas:
+        _, refs = index.chosen_messages(topic, DM, n)
+        ranges: dict[str, dict[int, tuple[int, int]]] = {}
+        for r in refs:
+            if r.table_name:
+                lo, hi = ranges.setdefault(r.table_name, {}).get(r.partition, (r.offset, r.offset + 1))
+                ranges[r.table_name][r.partition] = (min(lo, r.offset), max(hi, r.offset + 1))
+        for table, rng in sorted(ranges.items()):
+            rows += user_script(bootstrap, topic, rng, datamart=DM, delta=n, table=table,
+                                out=out / f"plain-{n}-{table}.parquet")
+    return rows, time.perf_counter() - t0
 
 
 def delta_batches(messages) -> list[tuple[int, list]]:
@@ -118,6 +140,7 @@ def run(args) -> dict:
             # The platform's own session: Iceberg caches table metadata per session's catalog.
             spark = resources_for(cfg)["spark"].get_session()
             res["engine_start_s"] = round(engine.start_seconds, 2)
+            index = DeltaIndex(cfg.resolve_path(cfg.state_dir) / "index.sqlite")
             with dg.DagsterInstance.get() as instance:
                 steady, backlog = batches[:args.deltas], batches[args.deltas:]
                 for n, msgs in steady:
@@ -126,7 +149,7 @@ def run(args) -> dict:
                     t0 = time.perf_counter()
                     out = sync(cfg, instance, echo=lambda line: None)
                     seconds = time.perf_counter() - t0
-                    landed = [o.delta for o in out.outcomes if o.success]
+                    landed = [n for _, n in out.landed()]
                     after = commit_counts(spark, "lake")
                     rows = sum(sum(o.rows.values()) for o in out.outcomes)
                     runs = [r.run_id for r in instance.get_runs(limit=len(out.outcomes))]
@@ -134,6 +157,8 @@ def run(args) -> dict:
                              "steps": {k: round(v, 2) for k, v in step_seconds(instance, runs).items()},
                              "commits": {t: after[t] - before.get(t, 0) for t in after},
                              "equal": landed == [n] and check(spark, layout, sc, n)}
+                    _, entry["plain_seconds"] = plain_script(bootstrap, topics[BACKUP], index, landed, work)
+                    entry["plain_seconds"] = round(entry["plain_seconds"], 3)
                     res["steady"].append(entry)
                     print(f"delta {n}: {seconds:.2f} s, {rows} rows, steps {entry['steps']}, "
                           f"commits {sum(entry['commits'].values())}, equal {entry['equal']}", flush=True)
@@ -144,13 +169,18 @@ def run(args) -> dict:
                     out = sync(cfg, instance, echo=lambda line: None)
                     seconds = time.perf_counter() - t0
                     after = commit_counts(spark, "lake")
-                    landed = [o.delta for o in out.outcomes if o.success]
+                    landed = [n for _, n in out.landed()]
                     res["backlog"] = {
                         "deltas": len(backlog), "landed": landed, "seconds": round(seconds, 2),
                         "seconds_per_delta": round(seconds / max(1, len(landed)), 2),
                         "rows": sum(sum(o.rows.values()) for o in out.outcomes),
                         "commits": sum(after.values()) - sum(before.get(t, 0) for t in after),
                         "equal": landed == [n for n, _ in backlog] and all(check(spark, layout, sc, n) for n in landed)}
+                    res["backlog"]["runs"] = len(out.outcomes)
+                    plain_rows, plain_s = plain_script(bootstrap, topics[BACKUP], index, landed, work)
+                    res["backlog"]["plain_script"] = {"rows": plain_rows, "seconds": round(plain_s, 2)}
+                    res["backlog"]["rows_per_s_ratio_vs_plain"] = round(
+                        (res["backlog"]["rows"] / seconds) / (plain_rows / plain_s), 3) if plain_rows else None
                     print(f"backlog of {len(backlog)}: {res['backlog']}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -158,6 +188,9 @@ def run(args) -> dict:
     res["summary"] = {
         "median_seconds_per_delta_warm": statistics.median(e["seconds"] for e in warm) if warm else None,
         "median_commits_per_delta": statistics.median(sum(e["commits"].values()) for e in warm) if warm else None,
+        # same rows, so the rows/s ratio is the inverse ratio of the times
+        "median_steady_ratio_vs_plain": statistics.median(e["plain_seconds"] / e["seconds"] for e in warm) if warm else None,
+        "backlog_ratio_vs_plain": res["backlog"].get("rows_per_s_ratio_vs_plain"),
         "all_equal": all(e["equal"] for e in res["steady"]) and res["backlog"].get("equal", True),
     }
     return res

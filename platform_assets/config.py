@@ -62,6 +62,9 @@ class LakeConfig:
 class SensorConfig:
     interval_seconds: int = 15
     max_messages_per_tick: int = 5000
+    # A backlog of due deltas lands in range runs of at most this many (sensor, `sync`, and UI
+    # backfills through the assets' BackfillPolicy); 1 gives one run per delta.
+    max_deltas_per_run: int = 20
 
 
 @dataclass(frozen=True)

@@ -64,17 +64,18 @@ def build_definitions(cfg: PlatformConfig) -> dg.Definitions:
     assets: list = list(_topic_specs(cfg))
     jobs, sensors = [], []
     for dm in cfg.datamarts:
-        assets += build_datamart_assets(datamart=dm, layout=layout)
+        assets += build_datamart_assets(datamart=dm, layout=layout, max_deltas_per_run=cfg.sensor.max_deltas_per_run)
         job = dg.define_asset_job(f"{dm.name}_delta_job", selection=dg.AssetSelection.groups(dm.name),
                                   tags=datamart_tags(dm.name),
-                                  description=f"Lands one delta of {dm.name}: signal events, changelog, increment, snapshot.")
+                                  description=f"Lands a delta (or a range of deltas) of {dm.name}: signal events, changelog, "
+                                              "increment, snapshot.")
         jobs.append(job)
         sensors.append(build_delta_sensor(datamart=dm, job=job, settings=cfg.sensor))
     for stream in cfg.streams:
-        assets += build_stream_assets(stream=stream, layout=layout)
+        assets += build_stream_assets(stream=stream, layout=layout, max_deltas_per_run=cfg.sensor.max_deltas_per_run)
         job = dg.define_asset_job(f"{stream.name}_delta_job", selection=dg.AssetSelection.groups(stream.name),
                                   tags=datamart_tags(stream.name),
-                                  description=f"Lands one sealed delta of {stream.name} ({stream.format}): "
+                                  description=f"Lands a sealed delta (or a range) of {stream.name} ({stream.format}): "
                                               "changelog, increment, snapshot.")
         jobs.append(job)
         sensors.append(build_seal_sensor(stream=stream, job=job, settings=cfg.sensor))

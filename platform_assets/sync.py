@@ -1,11 +1,12 @@
 """One headless pass of the platform, for cron, CI and `deltaport demo --once`.
 
 Per source: evaluate its sensor (a datamart's DELTA_CLOSE sensor, a change stream's sealing
-sensor: the same code the daemon runs), add the new partitions, and materialize each requested
-delta in order, in process, on the Dagster instance of DAGSTER_HOME (runs, materializations and
-checks show in the UI afterwards). Repeats while the sensor has work (reading is bounded per
-tick). A failed delta stops its source: later deltas would fail to advance the snapshot anyway.
-The sensors' cursors are kept in <state_dir>/sync-cursors.json.
+sensor: the same code the daemon runs), add the new partitions, and execute each requested run
+in order, in process, on the Dagster instance of DAGSTER_HOME (runs, materializations and
+checks show in the UI afterwards): one delta, or a range of up to `sensor.max_deltas_per_run`
+when a backlog is due. Repeats while the sensor has work (reading is bounded per tick). A
+failed run stops its source: later deltas would fail to advance the snapshot anyway. The
+sensors' cursors are kept in <state_dir>/sync-cursors.json.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import dagster as dg
 
 from platform_assets.config import PlatformConfig
 from platform_assets.definitions import build_definitions
+from platform_assets.prostore.sensors import request_deltas
 
 
 # The runs' event logs stay in the instance (and the UI); the terminal gets one line per delta.
@@ -26,8 +28,10 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 @dataclass
 class DeltaOutcome:
+    """One run's outcome: a delta, or a range of them."""
+
     datamart: str  # the source (a datamart or a change stream)
-    delta: int
+    deltas: list[int]
     success: bool
     rows: dict[str, int] = field(default_factory=dict)  # increment rows per table
     snapshot_rows: dict[str, int] = field(default_factory=dict)
@@ -42,6 +46,10 @@ class SyncResult:
     @property
     def ok(self) -> bool:
         return all(o.success for o in self.outcomes)
+
+    def landed(self) -> list[tuple[str, int]]:
+        """(source, delta) of every delta landed, in order."""
+        return [(o.datamart, n) for o in self.outcomes if o.success for n in o.deltas]
 
 
 def _rows(result, key: dg.AssetKey) -> dict[str, int]:
@@ -73,11 +81,11 @@ def sync(cfg: PlatformConfig, instance: dg.DagsterInstance, *, max_ticks: int = 
             if result.skip_reason:
                 out.waiting[name] = result.skip_reason.skip_message
             for req in result.run_requests:
-                n = int(req.partition_key)
                 run = job.execute_in_process(partition_key=req.partition_key, instance=instance,
                                              tags={**req.tags, "deltaport/run_key": req.run_key}, raise_on_error=False,
                                              run_config=QUIET)
-                outcome = DeltaOutcome(name, n, run.success, _rows(run, dg.AssetKey([name, "increment"])),
+                outcome = DeltaOutcome(name, request_deltas(req), run.success,
+                                       _rows(run, dg.AssetKey([name, "increment"])),
                                        _rows(run, dg.AssetKey([name, "snapshot"])))
                 if not run.success:
                     failure = next((e for e in run.all_events if e.is_step_failure), None)
@@ -99,8 +107,9 @@ def sync(cfg: PlatformConfig, instance: dg.DagsterInstance, *, max_ticks: int = 
 
 
 def render(o: DeltaOutcome) -> str:
+    which = f"delta {o.deltas[0]}" if len(o.deltas) == 1 else f"deltas {o.deltas[0]}-{o.deltas[-1]}"
     if not o.success:
-        return f"{o.datamart} delta {o.delta}: FAILED: {o.error}"
+        return f"{o.datamart} {which}: FAILED: {o.error}"
     tables = sorted(set(o.rows) | set(o.snapshot_rows))
     detail = ", ".join(f"{t} +{o.rows.get(t, 0)} -> {o.snapshot_rows.get(t, '?')}" for t in tables)
-    return f"{o.datamart} delta {o.delta}: landed ({detail})"
+    return f"{o.datamart} {which}: landed ({detail})"

@@ -121,7 +121,7 @@ def _once(sc, streams: list[DemoStream], bootstrap: str, paths: dict[str, Path],
         result = sync(cfg, instance)
     spark = resources_for(cfg)["spark"].get_session()
     layout = LakeLayout(cfg.lake.catalog)
-    landed = {(o.datamart, o.delta) for o in result.outcomes if o.success}
+    landed = set(result.landed())
     print(f"\n{'datamart':10} {'delta':>5} {'table':14} {'lake rows':>9} {'truth rows':>10}  equal")
     all_equal = True
     for dm, deltas in sc.truth.items():
@@ -139,7 +139,7 @@ def _once(sc, streams: list[DemoStream], bootstrap: str, paths: dict[str, Path],
     ledger = CdcLedger(cfg.resolve_path(cfg.state_dir) / "ledger.sqlite")
     streams_equal, compared, stream_deltas = compare(streams, spark, layout, bootstrap, ledger, landed)
     all_equal &= streams_equal
-    prostore = sum(1 for o in result.outcomes if o.success and o.datamart in sc.truth)
+    prostore = sum(1 for source, _ in landed if source in sc.truth)
     print(f"\n{prostore} of {sum(len(d) for d in sc.truth.values())} Prostore deltas landed; {stream_deltas} sealed "
           f"deltas of {len(streams)} change streams landed ({compared} compared); "
           f"{'all equal to the truth' if all_equal else 'NOT all equal to the truth'}; "

@@ -27,6 +27,7 @@ def run(args) -> int:
         result = sync(cfg, instance)
     for dm, why in sorted(result.waiting.items()):
         print(f"{dm}: {why}")
-    landed = sum(o.success for o in result.outcomes)
-    print(f"sync: {landed} delta(s) landed, {len(result.outcomes) - landed} failed")
+    failed = sum(len(o.deltas) for o in result.outcomes if not o.success)
+    runs = len(result.outcomes)
+    print(f"sync: {len(result.landed())} delta(s) landed in {runs} run(s), {failed} failed")
     return 0 if result.ok else 1

@@ -5,19 +5,25 @@ increment[N] -> snapshot[N] (increment also reads the backup topic). Topic slice
 through the Kafka IO managers (the delta's offsets, from the delta index); each asset writes
 its Iceberg tables itself (resources/lake/prostore.py) and reports what it wrote as metadata.
 
-Guarantees: re-materializing partition N rewrites exactly N's rows of signal_events,
-changelog and increment; snapshot[N] applies every missing delta up to N in order, never one
-twice, or fails naming the deltas whose increments have not landed.
+A run covers one delta or a range of consecutive deltas (sensor, `sync`, UI backfill): the
+IO managers hand each asset one slice per delta; signal_events, changelog, increment and the
+manifest take the whole range in one commit per table; snapshot applies the range delta by
+delta (one MERGE and one `delta_<N>` tag per table each), so reading as of any N is exact.
+
+Guarantees: re-materializing partition N (or a range) rewrites exactly its rows of
+signal_events, changelog and increment; snapshot[N] applies every missing delta up to N in
+order, never one twice, or fails naming the deltas whose increments have not landed.
 """
 
 
 import time
+from collections import Counter
 
 import dagster as dg
 
 from platform_assets.config import DatamartConfig
 from platform_assets.prostore import checks
-from platform_assets.prostore.partitions import delta_of, delta_partitions
+from platform_assets.prostore.partitions import delta_partitions, delta_span, run_deltas
 from platform_assets.prostore.signal_rows import signal_frame
 from resources.codecs.backup import iter_changelog
 from resources.codecs.ddl import replay_changelog
@@ -25,8 +31,16 @@ from resources.errors import DeltaportError
 from resources.index_resource import DeltaIndexResource
 from resources.kafka.fetch import fetch_values
 from resources.kafka.io_managers import BackupSlice, SignalSlice
-from resources.lake.prostore import LakeLayout, MissingDeltasError, apply_snapshots, data_tables, land_changelog, land_increment
-from resources.spark.iceberg import commit_delta, ensure_table
+from resources.lake.prostore import (
+    IncrementDelta,
+    LakeLayout,
+    MissingDeltasError,
+    apply_snapshots,
+    data_tables,
+    land_changelogs,
+    land_increments,
+)
+from resources.spark.iceberg import ensure_table, replace_deltas
 from resources.spark.kafka_reader import table_changes, task_errors
 from resources.spark.resource import SparkResource
 
@@ -52,80 +66,77 @@ def _changelog_records(backup: BackupSlice):
     return records
 
 
-def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout) -> list:
+def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_deltas_per_run: int = 1) -> list:
     dm = datamart.name
     parts = delta_partitions(dm)
     signal_in = dg.AssetIn(key=topic_key(datamart.signal_topic), metadata={"datamart": dm})
     backup_in = dg.AssetIn(key=topic_key(datamart.backup_topic), metadata={"datamart": dm})
-    common = dict(group_name=dm, partitions_def=parts, pool=f"deltaport_{dm}")
+    common = dict(group_name=dm, partitions_def=parts, pool=f"deltaport_{dm}",
+                  backfill_policy=dg.BackfillPolicy.multi_run(max_deltas_per_run))
     changelog_key, increment_key = dg.AssetKey([dm, "changelog"]), dg.AssetKey([dm, "increment"])
 
     @dg.asset(key=[dm, "signal_events"], ins={"signal": signal_in}, kinds={"kafka", "spark", "iceberg"},
               description=f"Signal events of each delta of {dm} (DELTA_OPEN .. DELTA_CLOSE, WRITE_*, DDL), "
                           f"de-duplicated by eventLogId, in {layout.meta(dm, 'signal_events')}.", **common)
-    def signal_events(context: dg.AssetExecutionContext, signal: SignalSlice, spark: SparkResource):
+    def signal_events(context: dg.AssetExecutionContext, signal: list[SignalSlice], spark: SparkResource):
         session = spark.get_session()
-        n = delta_of(context.partition_key)
         frame = signal_frame(session, signal)
         ident = layout.meta(dm, "signal_events")
         ensure_table(session, ident, frame.schema, partition_by=["delta_num"])
-        commit_delta(session, ident, frame, delta_num=n, mode="replace_delta", tag=False)
-        codes: dict[str, int] = {}
-        for e in signal.events:
-            codes[e["code"]] = codes.get(e["code"], 0) + 1
-        return dg.MaterializeResult(metadata={"events": len(signal.events), "by_code": codes, "table": ident,
-                                              "attempts": max((e["attempt"] or 0 for e in signal.events), default=0)})
+        replace_deltas(session, ident, frame, [s.delta_num for s in signal])
+        events = [e for s in signal for e in s.events]
+        return dg.MaterializeResult(metadata={"events": len(events), "by_code": dict(Counter(e["code"] for e in events)),
+                                              "table": ident, "deltas": delta_span(signal),
+                                              "attempts": max((e["attempt"] or 0 for e in events), default=0)})
 
     @dg.asset(key=changelog_key, ins={"backup": backup_in}, kinds={"kafka", "spark", "iceberg"},
               description=f"The schema changelog shipped with each increment of {dm}, parsed into entity "
                           f"schemas, in {layout.meta(dm, 'changelog')}.", **common)
-    def changelog(context: dg.AssetExecutionContext, backup: BackupSlice, spark: SparkResource):
+    def changelog(context: dg.AssetExecutionContext, backup: list[BackupSlice], spark: SparkResource):
         try:
-            records = _changelog_records(backup)
-            entities = land_changelog(spark.get_session(), layout, dm, backup.delta_num, backup.report.chosen, records)
+            records = {b.delta_num: _changelog_records(b) for b in backup}
+            landed = land_changelogs(spark.get_session(), layout, dm,
+                                     [(b.delta_num, b.report.chosen, records[b.delta_num]) for b in backup])
         except DeltaportError as exc:
             raise asset_failure(context, exc) from exc
+        entities = landed[backup[-1].delta_num]
         return dg.MaterializeResult(metadata={
-            "records": len(records), "tables": sorted(data_tables(entities)),
-            "views": sorted(n for n, e in entities.items() if e.kind != "table"),
-            "increment_id": backup.report.chosen})
+            "records": sum(len(r) for r in records.values()), "tables": sorted(data_tables(entities)),
+            "views": sorted(n for n, e in entities.items() if e.kind != "table"), "deltas": delta_span(backup),
+            "increment_id": backup[-1].report.chosen})
 
     @dg.asset(key=increment_key, ins={"backup": backup_in}, deps=[changelog_key], kinds={"kafka", "spark", "iceberg"},
               check_specs=checks.increment_check_specs(increment_key),
               description=f"Raw changes of each delta of {dm}, one Iceberg table per logical table "
                           f"({layout.increment(dm, '<table>')}), with sys_op, delta_num and delta_date.", **common)
-    def increment(context: dg.AssetExecutionContext, backup: BackupSlice, spark: SparkResource,
+    def increment(context: dg.AssetExecutionContext, backup: list[BackupSlice], spark: SparkResource,
                   index: DeltaIndexResource):
         session = spark.get_session()
         started = time.monotonic()
         try:
-            records = _changelog_records(backup)
-            entities = replay_changelog(records)
-            frames = {}
-            for name, entity in data_tables(entities).items():
-                refs = backup.table_refs(name)
-                if refs:
-                    frames[name] = table_changes(session, backup.bootstrap, backup.topic, refs, entity.columns,
-                                                 consumer_config=backup.consumer_config, timeout=backup.timeout,
-                                                 value_bytes=sum(r.value_bytes for r in refs))
+            todo = [_increment_delta(session, b) for b in backup]
             with task_errors():  # a bad message read by a Spark task surfaces as our typed error
-                stats = land_increment(session, layout, dm, backup.delta_num, backup.report.delta_date,
-                                       backup.report.chosen, entities, frames,
-                                       provenance={"topic": backup.topic, "offsets": backup.offsets()})
+                stats = land_increments(session, layout, dm, todo)
         except DeltaportError as exc:
             raise asset_failure(context, exc) from exc
         seconds = time.monotonic() - started
-        context.log.info(f"delta {backup.delta_num}: " + ", ".join(f"{s.table} {s.rows}" for s in stats))
+        rows: Counter = Counter()
+        for b in backup:
+            rows.update({s.table: s.rows for s in stats[b.delta_num]})
+            context.log.info(f"delta {b.delta_num}: " + ", ".join(f"{s.table} {s.rows}" for s in stats[b.delta_num]))
+        every = [s for b in backup for s in stats[b.delta_num]]
+        last = backup[-1]
         return dg.MaterializeResult(
             metadata={
-                "rows": sum(s.rows for s in stats), "upserts": sum(s.upserts for s in stats),
-                "deletes": sum(s.deletes for s in stats),
-                **{f"rows/{s.table}": s.rows for s in stats},
-                "delta_date": dg.TimestampMetadataValue(backup.report.delta_date / 1e6),
-                "increment_id": backup.report.chosen, "offsets": backup.offsets(), "bytes": backup.value_bytes,
-                "seconds": round(seconds, 3), "messages": len(backup.refs),
+                "rows": sum(s.rows for s in every), "upserts": sum(s.upserts for s in every),
+                "deletes": sum(s.deletes for s in every), **{f"rows/{t}": c for t, c in sorted(rows.items())},
+                "delta_date": dg.TimestampMetadataValue(last.report.delta_date / 1e6), "deltas": delta_span(backup),
+                "increment_id": last.report.chosen, "offsets": _offsets(backup),
+                "bytes": sum(b.value_bytes for b in backup), "seconds": round(seconds, 3),
+                "messages": sum(len(b.refs) for b in backup),
             },
-            check_results=checks.increment_checks(session, layout, dm, backup, entities, stats, index.get()),
+            check_results=checks.increment_checks(session, layout, dm, [(b, t.entities, stats[b.delta_num])
+                                                                        for b, t in zip(backup, todo)], index.get()),
         )
 
     @dg.asset(key=[dm, "snapshot"], deps=[increment_key, changelog_key], kinds={"spark", "iceberg"},
@@ -134,7 +145,7 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout) -> li
                           "upsert on sys_op 0, delete on 1, by the DDL's primary key; tagged delta_<N>.", **common)
     def snapshot(context: dg.AssetExecutionContext, spark: SparkResource):
         session = spark.get_session()
-        n = delta_of(context.partition_key)
+        n = run_deltas(context)[-1]  # a range run: every delta up to its last, one commit each
         started = time.monotonic()
         try:
             applied = apply_snapshots(session, layout, dm, n)
@@ -150,3 +161,28 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout) -> li
         )
 
     return [signal_events, changelog, increment, snapshot]
+
+
+def _increment_delta(session, backup: BackupSlice) -> IncrementDelta:
+    """One delta's increment: its changelog's schema and a frame per table with changes (rows
+    are read from Kafka by Spark tasks when the frame is evaluated)."""
+    entities = replay_changelog(_changelog_records(backup))
+    frames = {}
+    for name, entity in data_tables(entities).items():
+        refs = backup.table_refs(name)
+        if refs:
+            frames[name] = table_changes(session, backup.bootstrap, backup.topic, refs, entity.columns,
+                                         consumer_config=backup.consumer_config, timeout=backup.timeout,
+                                         value_bytes=sum(r.value_bytes for r in refs))
+    return IncrementDelta(backup.delta_num, backup.report.delta_date, backup.report.chosen, entities, frames,
+                          {"topic": backup.topic, "offsets": backup.offsets()})
+
+
+def _offsets(backups: list[BackupSlice]) -> dict[int, list[int]]:
+    """{partition: [first, last]} offset of the run's chosen increments, for metadata."""
+    out: dict[int, list[int]] = {}
+    for b in backups:
+        for part, (lo, hi) in b.offsets().items():
+            have = out.setdefault(part, [lo, hi])
+            out[part] = [min(have[0], lo), max(have[1], hi)]
+    return out

@@ -38,35 +38,57 @@ def snapshot_check_specs(key: dg.AssetKey) -> list[dg.AssetCheckSpec]:
     return [dg.AssetCheckSpec(PK_UNIQUE, asset=key, description="no primary key twice in any snapshot table")]
 
 
-def increment_checks(spark, layout: LakeLayout, dm: str, backup, entities, stats: list[TableStats],
+def increment_checks(spark, layout: LakeLayout, dm: str, landed_deltas: list[tuple[object, dict, list[TableStats]]],
                      index: DeltaIndex) -> list[dg.AssetCheckResult]:
+    """The increment's checks over the run's deltas [(backup slice, entities, stats)]: each
+    check passes when it passes for every delta; its metadata names the deltas that fail."""
     from pyspark.sql import functions as F
 
-    n = backup.delta_num
-    landed = {s.table: 0 for s in stats}
-    if stats:  # one job counts every table's rows of delta n
-        parts = [spark.table(layout.increment(dm, s.table)).where(F.col("delta_num") == n)
-                 .select(F.lit(s.table).alias("t")) for s in stats]
-        for r in reduce(lambda a, b: a.unionByName(b), parts).groupBy("t").count().collect():
-            landed[r["t"]] = r["count"]
-    read = {s.table: s.rows for s in stats}
+    deltas = [b.delta_num for b, _, _ in landed_deltas]
+    tables = sorted({s.table for _, _, stats in landed_deltas for s in stats})
+    landed: dict[tuple[int, str], int] = {}
+    if tables:  # one job counts every table's rows of every delta of the run
+        parts = [spark.table(layout.increment(dm, t)).where(F.col("delta_num").isin(*deltas))
+                 .select(F.lit(t).alias("t"), "delta_num") for t in tables]
+        for r in reduce(lambda a, b: a.unionByName(b), parts).groupBy("t", "delta_num").count().collect():
+            landed[(r["delta_num"], r["t"])] = r["count"]
+    read_total: dict[str, int] = {}
+    landed_total: dict[str, int] = {}
+    incomplete, unreconciled, compared = [], {}, False
+    for backup, _, stats in landed_deltas:
+        n = backup.delta_num
+        read = {s.table: s.rows for s in stats}
+        got = {s.table: landed.get((n, s.table), 0) for s in stats}
+        for t in read:
+            read_total[t] = read_total.get(t, 0) + read[t]
+            landed_total[t] = landed_total.get(t, 0) + got[t]
+        if not (backup.report.complete and got == read):
+            incomplete.append(n)
+        writes = index.writes_for_increment(dm, n)
+        if writes is not None:
+            compared = True
+            mine = {t: c for t, c in read.items() if c}
+            theirs = {_bare(t): c for t, c in writes.items() if c}
+            if mine != theirs:
+                unreconciled[str(n)] = {"increment_rows": mine, "rows_affected": theirs}
+    last = landed_deltas[-1][0]
     complete = dg.AssetCheckResult(
-        check_name=COMPLETE, passed=bool(backup.report.complete and landed == read),
-        metadata={"increment_id": backup.report.chosen or "", "rows_read": read, "rows_landed": landed})
-
-    writes = index.writes_for_increment(dm, n)
-    if writes is None:
+        check_name=COMPLETE, passed=not incomplete,
+        metadata={"increment_id": last.report.chosen or "", "rows_read": read_total, "rows_landed": landed_total,
+                  "incomplete_deltas": incomplete})
+    if not compared:
         reconciled = dg.AssetCheckResult(check_name=RECONCILED, passed=True,
-                                         metadata={"compared": False, "why": "no WRITE_OK events for this delta"})
+                                         metadata={"compared": False, "why": "no WRITE_OK events for these deltas"})
     else:
-        mine = {t: c for t, c in read.items() if c}
-        theirs = {_bare(t): c for t, c in writes.items() if c}
-        reconciled = dg.AssetCheckResult(check_name=RECONCILED, passed=mine == theirs,
+        reconciled = dg.AssetCheckResult(check_name=RECONCILED, passed=not unreconciled,
                                          severity=dg.AssetCheckSeverity.WARN,
-                                         metadata={"compared": True, "increment_rows": mine, "rows_affected": theirs})
+                                         metadata={"compared": True, "mismatches": unreconciled})
 
+    latest = {}  # each table as its newest DDL in the run describes it
+    for _, entities, _ in landed_deltas:
+        latest.update(data_tables(entities))
     problems = []
-    for name, entity in data_tables(entities).items():
+    for name, entity in sorted(latest.items()):
         ident = layout.increment(dm, name)
         have = {f.name.lower(): f.dataType for f in spark.table(ident).schema.fields}
         for col in entity.columns:

@@ -1,8 +1,11 @@
-"""Partitions of a Prostore datamart: one per delta, keys zero-padded so they sort as numbers."""
+"""Partitions of a source: one per delta, keys zero-padded so they sort as numbers; a run covers
+one delta or a range of consecutive ones."""
 
 from __future__ import annotations
 
 import dagster as dg
+
+from resources.kafka.io_managers import delta_range
 
 KEY_WIDTH = 8
 
@@ -15,5 +18,13 @@ def partition_key(delta_num: int) -> str:
     return f"{delta_num:0{KEY_WIDTH}d}"
 
 
-def delta_of(key: str) -> int:
-    return int(key)
+def run_deltas(context: dg.AssetExecutionContext) -> list[int]:
+    """The deltas of the step's run, in order: one, or a range."""
+    keys = context.partition_key_range
+    return delta_range(keys.start, keys.end)
+
+
+def delta_span(slices) -> str:
+    """The deltas of a run's slices as text: "7" or "3-7"."""
+    first, last = slices[0].delta_num, slices[-1].delta_num
+    return str(first) if first == last else f"{first}-{last}"

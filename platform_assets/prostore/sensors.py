@@ -2,15 +2,18 @@
 
 Each tick: index what is new in the signal topic and the backup topic (bounded by
 `max_messages` each, so a tick stays far inside the sensor timeout), then walk the closed
-deltas in order from the cursor's `next` delta: a delta whose chosen increment is complete gets
-its dynamic partition and a run (`run_key "<datamart>:<N>"`); the first delta whose backup is
-missing or incomplete stops the walk, so snapshots always advance in order, and the tick's skip
-reason and log say which delta waits and why. DELTA_CANCEL needs no action: a cancelled number
-is never closed unless reopened and closed again.
+deltas in order from the cursor's `next` delta: each delta whose chosen increment is complete
+gets its dynamic partition; the due deltas go in runs of at most `max_deltas_per_run`
+consecutive ones (`run_key "<datamart>:<N>"`, or `"<datamart>:<first>-<last>"` for a range run);
+the first delta whose backup is missing or incomplete stops the walk, so a range never crosses
+a lagging delta, snapshots always advance in order, and the tick's skip reason and log say
+which delta waits and why. DELTA_CANCEL needs no action: a cancelled number is never closed
+unless reopened and closed again, so a range never holds one.
 
 Restart safety: what was read lives in the delta index (durable, idempotent); the cursor holds
-only `next`, the first delta not yet requested, and moves only past requested deltas. A reset
-cursor re-requests from delta 0, and Dagster drops a run whose run_key it has seen: no duplicate.
+only `next`, the first delta not yet requested, and moves only past requested deltas. A lost
+or reset cursor resumes after the deltas whose snapshot the instance has materialized
+(`resume_cursor`); Dagster drops a run whose run_key it has seen: no duplicate.
 """
 
 
@@ -26,7 +29,9 @@ from resources.index_resource import DeltaIndexResource
 from resources.ingest import BACKUP, SIGNAL, ingest_topic
 from resources.kafka.resource import KafkaResource
 
-MAX_RUNS_PER_TICK = 50
+MAX_DELTAS_PER_TICK = 200  # requested per tick, in range runs; the rest on the next tick
+# Dagster's tags of a partition-range run (what a backfill with a multi-run BackfillPolicy sets).
+RANGE_START_TAG, RANGE_END_TAG = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 
 
 def datamart_tags(datamart: str) -> dict[str, str]:
@@ -62,7 +67,7 @@ def evaluate(datamart: DatamartConfig, index, kafka: KafkaResource, cursor: dict
             break
         due.append(n)
         nxt = n + 1
-        if len(due) >= MAX_RUNS_PER_TICK:
+        if len(due) >= MAX_DELTAS_PER_TICK:
             break
     if waiting and log:
         log.info(waiting)
@@ -78,26 +83,76 @@ def build_delta_sensor(*, datamart: DatamartConfig, job,
                description=f"Requests delta N of {datamart.name} once DELTA_CLOSE N is in {datamart.signal_topic} "
                            f"and its increment is complete in {datamart.backup_topic}.")
     def delta_close_sensor(context: dg.SensorEvaluationContext, kafka: KafkaResource, index: DeltaIndexResource):
-        cursor = json.loads(context.cursor) if context.cursor else {}
+        cursor = resume_cursor(context, datamart.name)
         try:
             due, waiting, new_cursor, _ = evaluate(datamart, index.get(), kafka, cursor,
                                                    max_messages=settings.max_messages_per_tick, log=context.log)
         except DeltaportError as exc:
             context.log.error(str(exc))
             return dg.SensorResult(skip_reason=f"{datamart.name}: {exc}")
-        return delta_runs(context, parts, datamart.name, due, waiting or "no new closed delta", new_cursor)
+        return delta_runs(context, parts, datamart.name, due, waiting or "no new closed delta", new_cursor,
+                          settings.max_deltas_per_run)
 
     return delta_close_sensor
 
 
+def resume_cursor(context: dg.SensorEvaluationContext, source: str) -> dict:
+    """The sensor's cursor. Without one (a new sensor, or a reset), resume after the deltas
+    whose snapshot the instance already holds, in one unbroken run from the first: a reset
+    re-requests nothing that landed (ranges may be cut differently than before, so run keys
+    alone would not say so)."""
+    if context.cursor:
+        return json.loads(context.cursor)
+    done = sorted(int(k) for k in context.instance.get_materialized_partitions(dg.AssetKey([source, "snapshot"])))
+    if not done:
+        return {}
+    nxt = done[0]
+    for n in done:
+        if n != nxt:
+            break
+        nxt = n + 1
+    context.log.info(f"{source}: no cursor; resuming after delta {nxt - 1}, the last of the landed deltas")
+    return {"next": nxt}
+
+
+def ranges(due: list[int], max_per_run: int) -> list[tuple[int, int]]:
+    """Consecutive due deltas cut into (first, last) ranges of at most `max_per_run`."""
+    out: list[tuple[int, int]] = []
+    for n in due:
+        if out and n == out[-1][1] + 1 and n - out[-1][0] < max_per_run:
+            out[-1] = (out[-1][0], n)
+        else:
+            out.append((n, n))
+    return out
+
+
+def range_request(source: str, first: int, last: int) -> dg.RunRequest:
+    """One run of deltas first..last: a partition run for one delta, a partition-range run
+    (Dagster's range tags, as a backfill with a multi-run BackfillPolicy makes) for several.
+    The run key names the whole range: a range never hides a delta it does not cover."""
+    if first == last:
+        return dg.RunRequest(partition_key=partition_key(first), run_key=f"{source}:{first}", tags=datamart_tags(source))
+    return dg.RunRequest(run_key=f"{source}:{first}-{last}",
+                         tags={**datamart_tags(source), RANGE_START_TAG: partition_key(first),
+                               RANGE_END_TAG: partition_key(last)})
+
+
+def request_deltas(request: dg.RunRequest) -> list[int]:
+    """The deltas a run request (single or range) covers."""
+    tags = request.tags or {}
+    if RANGE_START_TAG in tags:
+        return list(range(int(tags[RANGE_START_TAG]), int(tags[RANGE_END_TAG]) + 1))
+    return [int(request.partition_key)]
+
+
 def delta_runs(context: dg.SensorEvaluationContext, parts: dg.DynamicPartitionsDefinition, source: str,
-               due: list[int], waiting: str, cursor: dict) -> dg.SensorResult:
-    """The sensor's answer: a partition (when new) and a run (`run_key "<source>:<N>"`) per due
-    delta, in order; else the reason nothing is due. Shared by every source's sensor."""
+               due: list[int], waiting: str, cursor: dict, max_per_run: int) -> dg.SensorResult:
+    """The sensor's answer: the partitions (when new) and the runs of the due deltas, in order,
+    at most `max_per_run` deltas per run; else the reason nothing is due. Shared by every
+    source's sensor."""
     existing = set(context.instance.get_dynamic_partitions(parts.name))
     new_keys = [partition_key(n) for n in due if partition_key(n) not in existing]
-    runs = [dg.RunRequest(partition_key=partition_key(n), run_key=f"{source}:{n}", tags=datamart_tags(source))
-            for n in due]
+    runs = [range_request(source, first, last) for first, last in ranges(due, max_per_run)]
     return dg.SensorResult(
         run_requests=runs,
         skip_reason=None if runs else waiting,

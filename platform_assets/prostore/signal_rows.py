@@ -1,8 +1,9 @@
-"""A delta's signal events as rows of the `signal_events` Iceberg table."""
+"""Deltas' signal events as rows of the `signal_events` Iceberg table."""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 
 
 from resources.codecs.signal import DeltaClose, SchemaChanged, WriteCancel, WriteOk, decode_signal
@@ -38,8 +39,9 @@ def signal_rows(signal: SignalSlice) -> list[tuple]:
     return rows
 
 
-def signal_frame(spark, signal: SignalSlice):
+def signal_frame(spark, signals: Sequence[SignalSlice]):
+    """One frame of the events of every given delta."""
     schema = ", ".join(f"`{name}` {typ}" for name, typ in COLUMNS)
-    return spark.createDataFrame(signal_rows(signal), schema)
+    return spark.createDataFrame([row for s in signals for row in signal_rows(s)], schema)
 
 

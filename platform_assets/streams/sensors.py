@@ -3,24 +3,25 @@
 These sources have no DELTA_CLOSE, so each tick seals deltas itself (`resources.sealing.seal_topic`:
 at most `max_messages` new messages read, cuts at the format's boundaries within the source's
 row and time limits, the decision written to the durable ledger), then requests every sealed
-delta from the cursor's `next` on, in order: dynamic partition + run (`run_key "<source>:<N>"`).
+delta from the cursor's `next` on, in order: dynamic partitions + runs of at most
+`max_deltas_per_run` deltas (`run_key "<source>:<N>"` or `"<source>:<first>-<last>"`).
 When nothing is sealable, the skip reason says why (limits not reached, a transaction still
 open, ...). Bad messages are quarantined in the ledger with topic, partition and offset, logged,
 and never block the good ones.
 
 Restart safety: what was read and sealed lives in the ledger (one SQLite transaction per step);
-the cursor holds only `next` and moves only past requested deltas. A reset cursor re-requests
-from delta 0, and Dagster drops a run whose run_key it has seen: no duplicate.
+the cursor holds only `next` and moves only past requested deltas. A lost or reset cursor
+resumes after the deltas whose snapshot the instance has materialized; Dagster drops a run
+whose run_key it has seen: no duplicate.
 """
 
 
-import json
 
 import dagster as dg
 
 from platform_assets.config import SensorConfig, StreamConfig
 from platform_assets.prostore.partitions import delta_partitions
-from platform_assets.prostore.sensors import MAX_RUNS_PER_TICK, delta_runs
+from platform_assets.prostore.sensors import MAX_DELTAS_PER_TICK, delta_runs, resume_cursor
 from resources.errors import DeltaportError
 from resources.index_resource import CdcLedgerResource
 from resources.kafka.resource import KafkaResource
@@ -48,7 +49,7 @@ def evaluate_stream(stream: StreamConfig, ledger, kafka: KafkaResource, cursor: 
             log.info(f"sealed deltas {', '.join(str(d.delta_num) for d in result.new_deltas)} of {stream.name} "
                      f"({result.read} messages read)")
     nxt = int(cursor.get("next", 0))
-    due = ledger.sealed_numbers(stream.name, nxt, MAX_RUNS_PER_TICK)
+    due = ledger.sealed_numbers(stream.name, nxt, MAX_DELTAS_PER_TICK)
     if due:
         nxt = due[-1] + 1
     waiting = None
@@ -66,7 +67,7 @@ def build_seal_sensor(*, stream: StreamConfig, job, settings: SensorConfig) -> d
                description=f"Seals deltas of {stream.name} ({stream.format}) from {stream.topic} and requests "
                            "each sealed delta in order.")
     def seal_sensor(context: dg.SensorEvaluationContext, kafka: KafkaResource, ledger: CdcLedgerResource):
-        cursor = json.loads(context.cursor) if context.cursor else {}
+        cursor = resume_cursor(context, stream.name)
         try:
             due, waiting, new_cursor, _ = evaluate_stream(stream, ledger.get(), kafka, cursor,
                                                           max_messages=settings.max_messages_per_tick,
@@ -74,6 +75,7 @@ def build_seal_sensor(*, stream: StreamConfig, job, settings: SensorConfig) -> d
         except DeltaportError as exc:
             context.log.error(str(exc))
             return dg.SensorResult(skip_reason=f"{stream.name}: {exc}")
-        return delta_runs(context, parts, stream.name, due, waiting or "no new sealed delta", new_cursor)
+        return delta_runs(context, parts, stream.name, due, waiting or "no new sealed delta", new_cursor,
+                          settings.max_deltas_per_run)
 
     return seal_sensor

@@ -1,7 +1,8 @@
 """Kafka IO managers: load a delta's slice of a topic as an asset input.
 
 The topics are source assets; an asset partitioned by delta takes one as input, and the IO
-manager hands it the slice of delta N: for a backup topic, the chosen increment's messages
+manager hands it the slices of the run's deltas, in order (one for a single-delta run, several
+for a range run: `run_deltas`): for a backup topic, the chosen increment's messages
 (their partitions and offsets, from the delta index: O(delta), not O(topic)) plus what a reader
 needs to fetch them, so Spark tasks can do the fetching; for the signal topic, the delta's
 events. Loading never reads the data itself. A delta whose increment is missing or incomplete
@@ -60,16 +61,31 @@ class SignalSlice:
     events: tuple[dict, ...]  # as stored by the delta index, arrival order
 
 
-def _target(context: dg.InputContext) -> tuple[str, str, int]:
+def delta_range(start_key: str, end_key: str) -> list[int]:
+    """The deltas of a partition key range: keys are delta numbers, and a range (from a sensor,
+    `sync` or a UI backfill over partitions added in order) covers consecutive ones."""
+    return list(range(int(start_key), int(end_key) + 1))
+
+
+def run_deltas(context: dg.InputContext) -> list[int]:
+    """The deltas the consuming step's run covers: its partition, or its partition range. The
+    topic is an unpartitioned source asset, so the range comes from the run, not the input."""
+    if context.has_partition_key:
+        return [int(context.partition_key)]
+    keys = context.step_context.partition_key_range
+    return delta_range(keys.start, keys.end)
+
+
+def _target(context: dg.InputContext) -> tuple[str, str, list[int]]:
     topic = context.asset_key.path[-1]
     datamart = (context.definition_metadata or {}).get("datamart")
     if not datamart:
         raise dg.Failure(description=f"input from topic {topic!r} lacks the 'datamart' metadata of its AssetIn")
-    return topic, datamart, int(context.partition_key)
+    return topic, datamart, run_deltas(context)
 
 
 class BackupTopicIOManager(dg.ConfigurableIOManager):
-    """Loads delta N's slice of a Prostore backup topic (the topic is a source asset)."""
+    """Loads the run's deltas' slices of a Prostore backup topic (the topic is a source asset)."""
 
     kafka: KafkaResource
     index: DeltaIndexResource
@@ -77,8 +93,11 @@ class BackupTopicIOManager(dg.ConfigurableIOManager):
     def handle_output(self, context: dg.OutputContext, obj) -> None:
         raise dg.Failure(description="a Kafka topic is a source asset: deltaport never writes it")
 
-    def load_input(self, context: dg.InputContext) -> BackupSlice:
-        topic, datamart, delta = _target(context)
+    def load_input(self, context: dg.InputContext) -> list[BackupSlice]:
+        topic, datamart, deltas = _target(context)
+        return [self._slice(topic, datamart, n) for n in deltas]
+
+    def _slice(self, topic: str, datamart: str, delta: int) -> BackupSlice:
         report, refs = self.index.get().chosen_messages(topic, datamart, delta)
         if report is None:
             raise dg.Failure(description=f"no backup of datamart {datamart!r} delta {delta} in topic {topic!r} "
@@ -93,13 +112,14 @@ class BackupTopicIOManager(dg.ConfigurableIOManager):
 
 
 class SignalTopicIOManager(dg.ConfigurableIOManager):
-    """Loads delta N's events of a Prostore signal topic, as landed in the delta index."""
+    """Loads the run's deltas' events of a Prostore signal topic, as landed in the delta index."""
 
     index: DeltaIndexResource
 
     def handle_output(self, context: dg.OutputContext, obj) -> None:
         raise dg.Failure(description="a Kafka topic is a source asset: deltaport never writes it")
 
-    def load_input(self, context: dg.InputContext) -> SignalSlice:
-        topic, datamart, delta = _target(context)
-        return SignalSlice(topic, datamart, delta, tuple(self.index.get().signal_events(datamart, delta)))
+    def load_input(self, context: dg.InputContext) -> list[SignalSlice]:
+        topic, datamart, deltas = _target(context)
+        index = self.index.get()
+        return [SignalSlice(topic, datamart, n, tuple(index.signal_events(datamart, n))) for n in deltas]

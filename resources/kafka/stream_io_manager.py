@@ -1,8 +1,9 @@
 """The IO manager of change topics whose deltas the platform seals (Qlik, DataWorks, Datastream).
 
-The topic is a source asset; an asset partitioned by delta takes it as input and gets a
-`StreamSlice`: delta N's offset ranges from the ledger (`resources.cdc_ledger`: sealed once,
-the same offsets forever) and what is needed to read them. Loading reads no message; `read()`
+The topic is a source asset; an asset partitioned by delta takes it as input and gets one
+`StreamSlice` per delta of its run (a range run has several): delta N's offset ranges from the
+ledger (`resources.cdc_ledger`: sealed once, the same offsets forever) and what is needed to
+read them. Loading reads no message; `read()`
 does, partition by partition in offset order, each message with its decoded records or its
 located `DecodeError` (a Qlik decoder is primed with the metadata messages the ledger kept, so
 a delta decodes even after retention deleted the messages that described its tables).
@@ -21,6 +22,7 @@ from resources.cdc_ledger import CdcLedger, LedgerError, SealedDelta
 from resources.codecs.cdc import Record
 from resources.errors import DecodeError
 from resources.index_resource import CdcLedgerResource
+from resources.kafka.io_managers import run_deltas
 from resources.kafka.resource import KafkaResource
 from resources.kafka.scan import RawMessage
 from resources.sealing import read_delta
@@ -56,7 +58,7 @@ class StreamSlice:
 
 
 class StreamTopicIOManager(dg.ConfigurableIOManager):
-    """Loads delta N's slice of a Qlik, DataWorks or Datastream topic (a source asset)."""
+    """Loads the run's deltas' slices of a Qlik, DataWorks or Datastream topic (a source asset)."""
 
     kafka: KafkaResource
     ledger: CdcLedgerResource
@@ -64,14 +66,16 @@ class StreamTopicIOManager(dg.ConfigurableIOManager):
     def handle_output(self, context: dg.OutputContext, obj) -> None:
         raise dg.Failure(description="a Kafka topic is a source asset: deltaport never writes it")
 
-    def load_input(self, context: dg.InputContext) -> StreamSlice:
+    def load_input(self, context: dg.InputContext) -> list[StreamSlice]:
         topic = context.asset_key.path[-1]
         meta = context.definition_metadata or {}
         source, fmt = meta.get("source"), meta.get("format")
         if not source or not fmt:
             raise dg.Failure(description=f"input from topic {topic!r} lacks the 'source' and 'format' metadata "
                                          "of its AssetIn")
-        n = int(context.partition_key)
+        return [self._slice(topic, source, fmt, n) for n in run_deltas(context)]
+
+    def _slice(self, topic: str, source: str, fmt: str, n: int) -> StreamSlice:
         try:
             delta = self.ledger.get().delta(source, n)
         except LedgerError as exc:

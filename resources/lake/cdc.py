@@ -56,7 +56,7 @@ import json
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import reduce
 from typing import Any
@@ -66,6 +66,7 @@ from resources.errors import DeltaportError
 from resources.lake.prostore import LakeLayout, MissingDeltasError
 from resources.spark.iceberg import (
     commit_delta,
+    replace_deltas,
     ensure_table,
     last_applied_delta,
     read_as_of_delta,
@@ -426,12 +427,31 @@ def _plain_schema(fields):
     return StructType([StructField(n, t, True) for n, t in fields])
 
 
+@dataclass(frozen=True)
+class CdcDelta:
+    """One delta for `land_cdc_increments`: {table: `changes_frame`} and its provenance."""
+
+    delta_num: int
+    frames: Mapping[str, Any]
+    delta_date_us: int | None = None
+    increment_id: str | None = None
+    provenance: Mapping[str, object] = field(default_factory=dict)
+
+
 def land_cdc_increment(spark, layout: LakeLayout, source: str, delta_num: int, frames: Mapping[str, Any], *,
                        delta_date_us: int | None = None, increment_id: str | None = None,
                        provenance: Mapping[str, object] | None = None) -> list[CdcLandStats]:
-    """Replace delta N's rows in `lake.<source>_increment.<table>` for every table of `frames`
-    ({table: `changes_frame`}), then record N in `lake.<source>_meta.manifest` (one row per
-    table; the manifest is written last, so "delta N landed" is never claimed early).
+    """`land_cdc_increments` of one delta."""
+    one = CdcDelta(delta_num, frames, delta_date_us, increment_id, provenance or {})
+    return land_cdc_increments(spark, layout, source, [one])[delta_num]
+
+
+def land_cdc_increments(spark, layout: LakeLayout, source: str,
+                        deltas: Sequence[CdcDelta]) -> dict[int, list[CdcLandStats]]:
+    """Replace the given deltas' rows in `lake.<source>_increment.<table>` for every table of
+    their `frames`, one commit per table for all of them, then record the deltas in
+    `lake.<source>_meta.manifest` (one row per delta and table, one commit, written last, so
+    "delta N landed" is never claimed early). Returns {delta: stats per table}.
 
     Increment tables are partitioned by `delta_num` (re-landing N replaces exactly N's rows)
     and carry `delta_date` (the delta's watermark time when given, else NULL). A table whose
@@ -444,46 +464,64 @@ def land_cdc_increment(spark, layout: LakeLayout, source: str, delta_num: int, f
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType
 
-    increment_id = increment_id or f"{source}:{delta_num}"
-    written = {}
-    for table, frame in sorted(frames.items()):
-        missing = [c for c in ("_op", "_order", "_event_id", "_captured") if c not in frame.columns]
-        if missing:
-            raise CdcTypeError(f"{source}.{table}: the frame lacks {missing}: build it with changes_frame")
-        date = (F.timestamp_micros(F.lit(delta_date_us)) if delta_date_us is not None else F.lit(None))
-        frame = (frame.withColumn("delta_num", F.lit(delta_num).cast("long"))
-                 .withColumn("delta_date", date.cast("timestamp_ntz")))
-        fields = [(f.name, f.dataType) for f in frame.schema.fields]
+    deltas = sorted(deltas, key=lambda d: d.delta_num)
+    ids = {d.delta_num: d.increment_id or f"{source}:{d.delta_num}" for d in deltas}
+    written: dict[str, Any] = {}
+    landed_in: dict[str, list[int]] = {}
+    for table in sorted({t for d in deltas for t in d.frames}):
         ident = layout.increment(source, table)
-        ensure_table(spark, ident, _plain_schema(fields), partition_by=["delta_num"])
+        parts, struct = [], None
+        for d in deltas:  # in delta order: the table's columns grow as the changes did
+            frame = d.frames.get(table)
+            if frame is None:
+                continue
+            missing = [c for c in ("_op", "_order", "_event_id", "_captured") if c not in frame.columns]
+            if missing:
+                raise CdcTypeError(f"{source}.{table}: the frame lacks {missing}: build it with changes_frame")
+            date = (F.timestamp_micros(F.lit(d.delta_date_us)) if d.delta_date_us is not None else F.lit(None))
+            frame = (frame.withColumn("delta_num", F.lit(d.delta_num).cast("long"))
+                     .withColumn("delta_date", date.cast("timestamp_ntz")))
+            if frame.schema != struct:  # one schema round trip per table unless the columns changed
+                struct = frame.schema
+                ensure_table(spark, ident, _plain_schema([(f.name, f.dataType) for f in struct.fields]),
+                             partition_by=["delta_num"])
+            parts.append(frame)
+            landed_in.setdefault(table, []).append(d.delta_num)
         have = spark.table(ident).schema
-        given = {c.lower(): c for c in frame.columns}
-        written[table] = frame.select(*[(F.col(f"`{given[f.name.lower()]}`") if f.name.lower() in given
-                                         else F.lit(None)).cast(f.dataType).alias(f.name) for f in have.fields])
-    counts: dict[str, dict[str, int]] = {t: {} for t in written}
-    if written:  # one job counts every table's changes by operation
-        parts = [f.select(F.lit(t).alias("t"), "_op") for t, f in written.items()]
-        for r in reduce(lambda a, b: a.unionByName(b), parts).groupBy("t", "_op").count().collect():
-            counts[r["t"]][r["_op"]] = r["count"]
-    stats = []
+
+        def aligned(frame):
+            given = {c.lower(): c for c in frame.columns}
+            return frame.select(*[(F.col(f"`{given[f.name.lower()]}`") if f.name.lower() in given
+                                   else F.lit(None)).cast(f.dataType).alias(f.name) for f in have.fields])
+
+        written[table] = reduce(lambda a, b: a.unionByName(b), [aligned(f) for f in parts])
+    counts: dict[tuple[str, int], dict[str, int]] = {}
+    if written:  # one job counts every table's changes by delta and operation
+        parts = [f.select(F.lit(t).alias("t"), "delta_num", "_op") for t, f in written.items()]
+        for r in reduce(lambda a, b: a.unionByName(b), parts).groupBy("t", "delta_num", "_op").count().collect():
+            counts.setdefault((r["t"], r["delta_num"]), {})[r["_op"]] = r["count"]
+    stats: dict[int, list[CdcLandStats]] = {d.delta_num: [] for d in deltas}
     for table, frame in written.items():
         # No tag: increments are read by their delta_num column, never by time travel.
-        commit_delta(spark, layout.increment(source, table), frame, delta_num=delta_num, mode="replace_delta",
-                     tag=False, extra_summary={"deltaport.increment-id": increment_id})
-        by_op = counts[table]
-        stats.append(CdcLandStats(table, sum(by_op.values()), by_op.get(UPSERT, 0), by_op.get(DELETE, 0),
-                                  by_op.get(BEFORE_IMAGE, 0)))
+        replace_deltas(spark, layout.increment(source, table), frame, landed_in[table],
+                       extra_summary={"deltaport.increment-id": ",".join(ids[n] for n in landed_in[table])})
+        for n in landed_in[table]:
+            by_op = counts.get((table, n), {})
+            stats[n].append(CdcLandStats(table, sum(by_op.values()), by_op.get(UPSERT, 0), by_op.get(DELETE, 0),
+                                         by_op.get(BEFORE_IMAGE, 0)))
     schema = _plain_schema([("delta_num", LongType()), ("table_name", _string()), ("rows", LongType()),
                             ("upserts", LongType()), ("deletes", LongType()), ("increment_id", _string()),
                             ("delta_date_us", LongType()), ("provenance", _string()),
                             ("before_images", LongType())])
-    prov = json.dumps(dict(provenance or {}), sort_keys=True, default=str)
-    rows = [(delta_num, s.table, s.rows, s.upserts, s.deletes, increment_id, delta_date_us, prov, s.before_images)
-            for s in stats] or [(delta_num, None, 0, 0, 0, increment_id, delta_date_us, prov, 0)]
+    rows = []
+    for d in deltas:
+        n, prov = d.delta_num, json.dumps(dict(d.provenance), sort_keys=True, default=str)
+        rows += [(n, s.table, s.rows, s.upserts, s.deletes, ids[n], d.delta_date_us, prov, s.before_images)
+                 for s in stats[n]] or [(n, None, 0, 0, 0, ids[n], d.delta_date_us, prov, 0)]
     ident = layout.meta(source, "manifest")
     ensure_table(spark, ident, schema, partition_by=["delta_num"])
-    commit_delta(spark, ident, spark.createDataFrame(rows, schema), delta_num=delta_num, mode="replace_delta",
-                 tag=False)  # read by delta_num, never by tag
+    # read by delta_num, never by tag
+    replace_deltas(spark, ident, spark.createDataFrame(rows, schema), [d.delta_num for d in deltas])
     return stats
 
 

@@ -12,7 +12,8 @@ Layout, for datamart `dm` in catalog `lake`:
 - `lake.dm_meta.signal_events` the signal events of each delta.
 
 Guarantees: every write is one Iceberg commit (see resources/spark/iceberg.py), so a crash
-leaves each table at its old or its new state; the manifest row of a delta is written after
+leaves each table at its old or its new state; a range of deltas (a range run) lands in one
+commit per increment and meta table, and its snapshot commits stay one per delta; the manifest row of a delta is written after
 all its increment tables, so "increment N landed" is never claimed early; snapshots apply
 deltas strictly in order and never twice (each table's last applied delta is in its own
 commit summary); new tables and new columns appear without a code change.
@@ -43,7 +44,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import reduce
 
 from resources.codecs.backup import ChangelogRecord
 from resources.codecs.ddl import ColumnTransition, EntitySchema, column_transition, replay_changelog
@@ -55,6 +57,7 @@ from resources.spark.iceberg import (
     ensure_table,
     last_applied_delta,
     merge_upserts,
+    replace_deltas,
     table_exists,
 )
 from resources.spark.session import local_checkpoint
@@ -137,20 +140,28 @@ def _table_columns(frame, table_schema, extra: Sequence[str] = ()):
 def land_changelog(spark, layout: LakeLayout, datamart: str, delta_num: int, increment_id: str,
                    records: Sequence[ChangelogRecord]) -> dict[str, EntitySchema]:
     """Write increment N's changelog (one row per record) and return the schema it describes."""
+    return land_changelogs(spark, layout, datamart, [(delta_num, increment_id, records)])[delta_num]
+
+
+def land_changelogs(spark, layout: LakeLayout, datamart: str,
+                    deltas: Sequence[tuple[int, str, Sequence[ChangelogRecord]]]) -> dict[int, dict[str, EntitySchema]]:
+    """Write the changelogs of several deltas [(delta, increment id, records)] in one commit
+    (one row per record); returns {delta: the schema its changelog describes}."""
     from pyspark.sql.types import LongType, StringType
 
-    entities = replay_changelog(records)
-    by_name = {e.name: e for e in entities.values()}
-    rows = []
-    for r in sorted(records, key=lambda r: r.change_num):
-        rows.append((delta_num, increment_id, r.change_num, r.entity_name, r.change_query))
+    out, rows = {}, []
+    for delta_num, increment_id, records in deltas:
+        out[delta_num] = replay_changelog(records)
+        rows += [(delta_num, increment_id, r.change_num, r.entity_name, r.change_query)
+                 for r in sorted(records, key=lambda r: r.change_num)]
     schema = _plain_schema([("delta_num", LongType()), ("increment_id", StringType()), ("change_num", LongType()),
                             ("entity_name", StringType()), ("change_query", StringType())])
     ident = layout.meta(datamart, "changelog")
     ensure_table(spark, ident, schema, partition_by=["delta_num"])
-    commit_delta(spark, ident, spark.createDataFrame(rows, schema), delta_num=delta_num, mode="replace_delta",
-                 tag=False, extra_summary={"deltaport.entities": ",".join(sorted(by_name))})
-    return entities
+    last = max(out)
+    replace_deltas(spark, ident, spark.createDataFrame(rows, schema), list(out),
+                   extra_summary={"deltaport.entities": ",".join(sorted(e.name for e in out[last].values()))})
+    return out
 
 
 def changelog_history(spark, layout: LakeLayout, datamart: str) -> dict[int, list[ChangelogRecord]]:
@@ -172,69 +183,101 @@ def _plain_schema(fields):
 
 # --- increment ---------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class IncrementDelta:
+    """One delta for `land_increments`: its increment's identity, schema and row frames
+    ({table: DataFrame of data columns + sys_op + _kafka_partition + _kafka_offset})."""
+
+    delta_num: int
+    delta_date_us: int
+    increment_id: str
+    entities: Mapping[str, EntitySchema]
+    frames: Mapping[str, object]
+    provenance: Mapping[str, object] = field(default_factory=dict)
+
+
 def land_increment(spark, layout: LakeLayout, datamart: str, delta_num: int, delta_date_us: int,
                    increment_id: str, entities: Mapping[str, EntitySchema], frames: Mapping[str, object],
                    *, provenance: Mapping[str, object] | None = None) -> list[TableStats]:
-    """Replace delta N's rows in every increment table, then record N in the manifest.
+    """`land_increments` of one delta."""
+    one = IncrementDelta(delta_num, delta_date_us, increment_id, entities, frames, provenance or {})
+    return land_increments(spark, layout, datamart, [one])[delta_num]
 
-    `frames`: {table: DataFrame of data columns + sys_op + _kafka_partition + _kafka_offset}; a table of the
-    schema with no frame had no change in delta N and still gets an (empty) commit, so its
-    history says N was seen. A table in `frames` but not in `entities` is refused: data whose
-    schema the changelog does not describe must not land.
+
+def land_increments(spark, layout: LakeLayout, datamart: str,
+                    deltas: Sequence[IncrementDelta]) -> dict[int, list[TableStats]]:
+    """Replace the rows of every given delta in every increment table, one commit per table for
+    all of them, then record the deltas in the manifest (one commit, after every table: so
+    "increment N landed" is never claimed early). Returns {delta: stats per table}.
+
+    A table of a delta's schema with no frame had no change in that delta and is still part of
+    the table's commit, so its history says the delta was seen. A table in a delta's `frames`
+    but not in its `entities` is refused: data whose schema the changelog does not describe
+    must not land. A table's columns evolve in delta order (a range may hold schema changes).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType, LongType, TimestampNTZType
 
-    tables = data_tables(entities)
-    unknown = sorted(set(frames) - set(tables))
-    if unknown:
-        raise DeltaportError(f"datamart {datamart!r} delta {delta_num}: data for table(s) {unknown} "
-                             f"that the increment's changelog does not define")
+    deltas = sorted(deltas, key=lambda d: d.delta_num)
+    for d in deltas:
+        unknown = sorted(set(d.frames) - set(data_tables(d.entities)))
+        if unknown:
+            raise DeltaportError(f"datamart {datamart!r} delta {d.delta_num}: data for table(s) {unknown} "
+                                 f"that the increment's changelog does not define")
     extra = [("sys_op", IntegerType()), ("_kafka_partition", IntegerType()), ("_kafka_offset", LongType()),
              ("delta_num", LongType()), ("delta_date", TimestampNTZType())]
-    stats = []
-    for name, entity in sorted(tables.items()):
-        struct = _struct(entity.columns, extra)
-        frame = frames.get(name)
-        if frame is None:
-            frame = spark.createDataFrame([], _struct(entity.columns, extra[:3]))
-        frame = (frame.withColumn("delta_num", F.lit(delta_num).cast("long"))
-                 .withColumn("delta_date", F.timestamp_micros(F.lit(delta_date_us)).cast("timestamp_ntz"))
-                 .select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in struct.fields]))
+    stats: dict[int, list[TableStats]] = {d.delta_num: [] for d in deltas}
+    for name in sorted({n for d in deltas for n in data_tables(d.entities)}):
         ident = layout.increment(datamart, name)
-        ensure_table(spark, ident, struct, partition_by=["delta_num"])
+        seen = [d for d in deltas if name in data_tables(d.entities)]
+        struct = None
+        for d in seen:  # in delta order: the table's columns evolve as the DDL did
+            if _struct(d.entities[name].columns, extra) != struct:
+                struct = _struct(d.entities[name].columns, extra)
+                ensure_table(spark, ident, struct, partition_by=["delta_num"])
         # Columns dropped from (or renamed in) the DDL stay in the table: NULL in this delta.
-        # Persisted: counting and writing must not read the delta from Kafka twice.
-        frame = _table_columns(frame, spark.table(ident).schema).persist()
+        table_schema = spark.table(ident).schema
+        parts = [_table_columns(d.frames[name].withColumn("delta_num", F.lit(d.delta_num).cast("long"))
+                                .withColumn("delta_date", F.timestamp_micros(F.lit(d.delta_date_us))
+                                            .cast("timestamp_ntz")), table_schema)
+                 for d in seen if d.frames.get(name) is not None]
+        frame = reduce(lambda x, y: x.unionByName(y), parts) if parts else spark.createDataFrame([], table_schema)
+        # Persisted: counting and writing must not read the deltas from Kafka twice.
+        frame = frame.persist()
         try:
-            counts = frame.groupBy("sys_op").count().collect()
-            by_op = {r.sys_op: r["count"] for r in counts}
-            # No tag: increments are read by their delta_num column, never by time travel.
-            commit_delta(spark, ident, frame, delta_num=delta_num, mode="replace_delta", tag=False,
-                         extra_summary={"deltaport.increment-id": increment_id})
+            by_op: dict[int, dict[int, int]] = {}
+            for r in frame.groupBy("delta_num", "sys_op").count().collect():
+                by_op.setdefault(r.delta_num, {})[r.sys_op] = r["count"]
+            ids = ",".join(dict.fromkeys(d.increment_id for d in seen))
+            replace_deltas(spark, ident, frame, [d.delta_num for d in seen],
+                           extra_summary={"deltaport.increment-id": ids})
         finally:
             frame.unpersist()
-        stats.append(TableStats(name, sum(by_op.values()), sum(v for k, v in by_op.items() if k != 1),
-                                by_op.get(1, 0)))
-    _write_manifest(spark, layout, datamart, delta_num, delta_date_us, increment_id, stats, provenance or {})
+        for d in seen:
+            ops = by_op.get(d.delta_num, {})
+            stats[d.delta_num].append(TableStats(name, sum(ops.values()), sum(v for k, v in ops.items() if k != 1),
+                                                 ops.get(1, 0)))
+    _write_manifest(spark, layout, datamart, deltas, stats)
     return stats
 
 
-def _write_manifest(spark, layout, datamart, delta_num, delta_date_us, increment_id, stats, provenance):
+def _write_manifest(spark, layout, datamart, deltas: Sequence[IncrementDelta], stats):
     from pyspark.sql.types import LongType, StringType
 
     schema = _plain_schema([("delta_num", LongType()), ("table_name", StringType()), ("rows", LongType()),
                             ("upserts", LongType()), ("deletes", LongType()), ("increment_id", StringType()),
                             ("delta_date_us", LongType()), ("provenance", StringType())])
-    prov = json.dumps(provenance, sort_keys=True, default=str)
-    rows = [(delta_num, s.table, s.rows, s.upserts, s.deletes, increment_id, delta_date_us, prov) for s in stats]
-    # A delta with no data table still needs its manifest row: "landed" must be recordable.
-    rows = rows or [(delta_num, None, 0, 0, 0, increment_id, delta_date_us, prov)]
+    rows = []
+    for d in deltas:
+        prov = json.dumps(dict(d.provenance), sort_keys=True, default=str)
+        mine = [(d.delta_num, s.table, s.rows, s.upserts, s.deletes, d.increment_id, d.delta_date_us, prov)
+                for s in stats[d.delta_num]]
+        # A delta with no data table still needs its manifest row: "landed" must be recordable.
+        rows += mine or [(d.delta_num, None, 0, 0, 0, d.increment_id, d.delta_date_us, prov)]
     ident = layout.meta(datamart, "manifest")
     ensure_table(spark, ident, schema, partition_by=["delta_num"])
     # Meta tables are read by delta_num, never by tag: one commit, no tag commit.
-    commit_delta(spark, ident, spark.createDataFrame(rows, schema), delta_num=delta_num, mode="replace_delta",
-                 tag=False)
+    replace_deltas(spark, ident, spark.createDataFrame(rows, schema), [d.delta_num for d in deltas])
 
 
 def landed_deltas(spark, layout: LakeLayout, datamart: str) -> dict[int, dict[str, TableStats]]:

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from resources.codecs.cdc import Change, Record, SchemaChange, TableSchema
 from resources.lake.prostore import LakeLayout
-from resources.spark.iceberg import commit_delta, ensure_table, table_exists
+from resources.spark.iceberg import ensure_table, replace_deltas, table_exists
 
 SCHEMA, DDL, KEYS = "schema", "ddl", "keys"
 
@@ -84,14 +84,20 @@ def _schema():
 def land_stream_changelog(spark, layout: LakeLayout, source: str, delta_num: int,
                           entries: Sequence[ChangelogEntry]) -> str:
     """Replace delta N's rows of the source's changelog table with `entries`; returns its name."""
-    rows = [(delta_num, e.kind, e.table, e.namespace, e.source_table,
+    return land_stream_changelogs(spark, layout, source, {delta_num: entries})
+
+
+def land_stream_changelogs(spark, layout: LakeLayout, source: str,
+                           entries: Mapping[int, Sequence[ChangelogEntry]]) -> str:
+    """Replace the rows of every delta in `entries` ({delta: its entries}) of the source's
+    changelog table, in one commit; returns the table's name."""
+    rows = [(n, e.kind, e.table, e.namespace, e.source_table,
              None if e.key_columns is None else list(e.key_columns),
              None if e.columns is None else json.dumps([list(c) for c in e.columns], ensure_ascii=False),
-             e.version, e.text, e.partition, e.offset) for e in entries]
+             e.version, e.text, e.partition, e.offset) for n, es in sorted(entries.items()) for e in es]
     ident = layout.meta(source, "changelog")
     ensure_table(spark, ident, _schema(), partition_by=["delta_num"])
-    commit_delta(spark, ident, spark.createDataFrame(rows, _schema()), delta_num=delta_num, mode="replace_delta",
-                 tag=False)
+    replace_deltas(spark, ident, spark.createDataFrame(rows, _schema()), list(entries))
     return ident
 
 

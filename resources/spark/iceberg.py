@@ -18,7 +18,8 @@ What this module guarantees:
   tag). Tagging is a second, metadata-only commit; if a process dies between the two,
   `repair_delta_tags` re-creates missing tags from the summaries.
 * ``replace_delta`` replaces exactly the rows whose delta column equals N (overwrite by filter:
-  delete + insert in one commit), so re-running N is idempotent. Rows of another delta in the
+  delete + insert in one commit), so re-running N is idempotent; `replace_deltas` does the
+  same for a range of deltas in one commit (a range run's increment and meta tables). Rows of another delta in the
   DataFrame fail the write (nothing is committed). Partition such tables by the delta column:
   the filter then drops whole partitions. Unpartitioned works while every data file holds one
   delta (Iceberg proves it from column statistics, kept for the first 100 columns by default);
@@ -69,12 +70,14 @@ __all__ = [
     "merge_upserts",
     "read_as_of_delta",
     "repair_delta_tags",
+    "replace_deltas",
     "spark_schema",
     "table_exists",
 ]
 
 DELTA_PROPERTY = "deltaport.delta"
 COMMIT_ID_PROPERTY = "deltaport.commit-id"
+DELTAS_PROPERTY = "deltaport.deltas"  # every delta a range commit replaced, e.g. "3-7"
 TIME_COMMENT = "Prostore TIME: microseconds since midnight"
 WriteMode = Literal["replace_delta", "append", "overwrite"]
 _WRITE_MODES = ("replace_delta", "append", "overwrite")
@@ -354,15 +357,57 @@ def commit_delta(
     with another value fails the write (nothing is committed, `IcebergTableError`).
     Columns are matched by name.
     """
+    if mode not in _WRITE_MODES:
+        raise IcebergTableError(f"mode must be one of {_WRITE_MODES}, got {mode!r}")
+    commit_id = _write(spark, ident, df, [int(delta_num)], mode, extra_summary, delta_column)
+    return _tag_commit(spark, ident, delta_num, commit_id) if tag else None
+
+
+def replace_deltas(
+    spark: SparkSession,
+    ident: str,
+    df: DataFrame,
+    deltas: Sequence[int],
+    *,
+    extra_summary: Mapping[str, str] | None = None,
+    delta_column: str = "delta_num",
+) -> None:
+    """Replace the rows of every delta in `deltas` with `df` in ONE commit (a range run lands
+    its deltas of an increment or meta table at once). `df` must carry `delta_column`; a row of
+    a delta not in `deltas` fails the write (nothing is committed). The summary records the
+    last delta as ``deltaport.delta`` and the whole set as ``deltaport.deltas``; no tag: such
+    tables are read by their delta column, never by time travel."""
+    deltas = sorted({int(d) for d in deltas})
+    if not deltas:
+        raise IcebergTableError(f"{ident}: replace_deltas needs at least one delta")
+    if delta_column.lower() not in {c.lower() for c in df.columns}:
+        raise IcebergTableError(f"{ident}: the rows lack the {delta_column!r} column replace_deltas needs")
+    summary = {**(extra_summary or {}), DELTAS_PROPERTY: _ranges_text(deltas)}
+    _write(spark, ident, df, deltas, "replace_delta", summary, delta_column)
+
+
+def _ranges_text(deltas: Sequence[int]) -> str:
+    """[3, 4, 5, 9] -> "3-5,9": the deltas of one commit, short however long the range."""
+    spans: list[list[int]] = []
+    for d in deltas:
+        if spans and d == spans[-1][1] + 1:
+            spans[-1][1] = d
+        else:
+            spans.append([d, d])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def _write(spark: SparkSession, ident: str, df: DataFrame, deltas: Sequence[int], mode: WriteMode,
+           extra_summary: Mapping[str, str] | None, delta_column: str) -> str:
+    """One commit of `df` recording the last of `deltas`; returns its commit id."""
     from pyspark.errors import PySparkException
     from pyspark.sql import functions as F
 
-    if mode not in _WRITE_MODES:
-        raise IcebergTableError(f"mode must be one of {_WRITE_MODES}, got {mode!r}")
     table = _table_schema(spark, ident)
     commit_id = uuid.uuid4().hex
-    options = {f"snapshot-property.{k}": v for k, v in _summary(delta_num, commit_id, extra_summary).items()}
-    marker = f"deltaport: replace_delta {delta_num} of {ident} got a row of another delta"
+    options = {f"snapshot-property.{k}": v for k, v in _summary(deltas[-1], commit_id, extra_summary).items()}
+    which = _ranges_text(deltas)
+    marker = f"deltaport: replace_delta {which} of {ident} got a row of another delta"
     if mode == "replace_delta":
         have = {f.name.lower(): f for f in table.fields}
         if delta_column.lower() not in have:
@@ -371,10 +416,10 @@ def commit_delta(
         present = [c for c in df.columns if c.lower() == delta_column.lower()]
         if present:  # checked row by row inside the write: no extra pass over the data
             c = F.col(_col(present[0]))
-            checked = F.when(c == F.lit(delta_num), c).otherwise(F.raise_error(F.lit(marker)))
+            checked = F.when(c.isin(*deltas), c).otherwise(F.raise_error(F.lit(marker)))
             df = df.withColumn(present[0], checked)
         else:
-            df = df.withColumn(delta_column, F.lit(delta_num).cast(delta_type))
+            df = df.withColumn(delta_column, F.lit(deltas[0]).cast(delta_type))
     writer = df.writeTo(ident).options(**options)
     try:
         if mode == "append":
@@ -382,12 +427,12 @@ def commit_delta(
         elif mode == "overwrite":
             writer.overwrite(F.lit(True))
         else:
-            writer.overwrite(F.col(_col(delta_column)) == F.lit(delta_num))
+            writer.overwrite(F.col(_col(delta_column)).isin(*deltas))
     except PySparkException as exc:
         if marker in str(exc):
             raise IcebergTableError(f"{marker}; nothing was committed") from None
         raise
-    return _tag_commit(spark, ident, delta_num, commit_id) if tag else None
+    return commit_id
 
 
 @contextlib.contextmanager

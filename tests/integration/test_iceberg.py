@@ -29,6 +29,7 @@ from resources.spark.iceberg import (
     merge_upserts,
     read_as_of_delta,
     repair_delta_tags,
+    replace_deltas,
     table_exists,
 )
 from resources.spark.resource import SparkResource
@@ -104,6 +105,31 @@ def test_replace_delta_is_idempotent_and_one_commit(spark, lake_ns):
         commit_delta(spark, ident, wrong, delta_num=2, mode="replace_delta")
     assert len(_snapshots(spark, ident)) == before
     assert _rows(spark.table(ident)) == expected
+
+
+def test_replace_deltas_lands_a_range_in_one_commit_and_is_idempotent(spark, lake_ns):
+    ident = f"{lake_ns}.ranged"
+    ensure_table(spark, ident, spark.createDataFrame([], INCREMENT).schema, partition_by=["delta_num"])
+    replace_deltas(spark, ident, spark.createDataFrame([(1, "a", 1), (2, "old", 2)], INCREMENT), [1, 2])
+    before = len(_snapshots(spark, ident))
+    rng = spark.createDataFrame([(2, "b", 2), (3, "c", 3), (4, "d", 4)], INCREMENT)
+    replace_deltas(spark, ident, rng, [2, 3, 4], extra_summary={"deltaport.source": "t"})
+    snaps = _snapshots(spark, ident)
+    assert len(snaps) == before + 1, "one commit for the whole range"
+    expected = [(1, "a", 1), (2, "b", 2), (3, "c", 3), (4, "d", 4)]
+    assert _rows(spark.table(ident)) == expected  # delta 1 untouched, 2 replaced, 3-4 added
+    summary = spark.sql(f"SELECT summary FROM {ident}.snapshots ORDER BY committed_at DESC LIMIT 1").first()[0]
+    assert (summary[DELTA_PROPERTY], summary["deltaport.deltas"], summary["deltaport.source"]) == ("4", "2-4", "t")
+    replace_deltas(spark, ident, rng, [2, 3, 4])  # re-running the range: the same table
+    assert _rows(spark.table(ident)) == expected
+    # A delta of the range with no row is emptied (its rows were replaced by none) ...
+    replace_deltas(spark, ident, spark.createDataFrame([(3, "c", 3)], INCREMENT), [3, 4])
+    assert _rows(spark.table(ident)) == expected[:3]
+    # ... and a row outside the range fails the write; nothing is committed.
+    count = len(_snapshots(spark, ident))
+    with pytest.raises(IcebergTableError, match="got a row of another delta"):
+        replace_deltas(spark, ident, spark.createDataFrame([(5, "e", 5)], INCREMENT), [3, 4])
+    assert len(_snapshots(spark, ident)) == count and _rows(spark.table(ident)) == expected[:3]
 
 
 def test_append_and_overwrite_modes(spark, lake_ns):

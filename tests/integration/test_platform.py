@@ -3,8 +3,9 @@
 Real broker, real Spark, real Iceberg; the Dagster instance is `dg.instance_for_test()`; sensor
 ticks go through `build_sensor_context` and the requested runs are executed in process. The
 emulated story has duplicates, a re-export, a lagging backup, a cancelled delta and DDL changes.
-At every delta each snapshot table equals the emulator's truth row for row; a backfill from an
-empty lake equals it too; re-materializing a partition changes nothing.
+At every delta each snapshot table equals the emulator's truth row for row, whether it landed
+in a single-delta run or inside a range run; a backfill (range runs) from an empty lake equals
+it too; re-materializing a range changes nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 from platform_assets.config import parse_config
 from platform_assets.definitions import build_definitions
 from platform_assets.prostore.partitions import partition_key
+from platform_assets.prostore.sensors import range_request, ranges, request_deltas
 from resources.emulator.outgoing import BACKUP, SIGNAL
 from resources.emulator.publish import publish
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
@@ -47,7 +49,8 @@ def make_platform(kafka_bootstrap, tmp_path, name, topics):
         "kafka": {"bootstrap_servers": kafka_bootstrap},
         "lake": {"catalog": name, "warehouse": str(tmp_path / name)},
         "state_dir": str(tmp_path / f"{name}-state"),
-        "sensor": {"max_messages_per_tick": 150},
+        # Small ranges, so the story lands in single and range runs alike.
+        "sensor": {"max_messages_per_tick": 150, "max_deltas_per_run": 4},
     })
     return cfg, build_definitions(cfg)
 
@@ -60,6 +63,12 @@ def tick(defs, instance, dm, cursor):
     for req in result.dynamic_partitions_requests or []:
         instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
     return result
+
+
+def execute(defs, instance, req: dg.RunRequest):
+    """Run a sensor's request (one delta, or a range) in process, as the daemon would launch it."""
+    job = defs.resolve_job_def(req.run_key.split(":")[0] + "_delta_job")
+    return job.execute_in_process(partition_key=req.partition_key, instance=instance, tags=req.tags)
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +104,7 @@ def test_sensor_runs_land_every_delta_equal_to_the_truth(spark_remote, kafka_boo
     send_up_to(story, kafka_bootstrap, split)
     cursors = {dm: None for dm in DATAMARTS}
     landed = {dm: [] for dm in DATAMARTS}
+    runs = {False: 0, True: 0}  # single-delta runs, range runs
     skip_reasons = []
     with dg.instance_for_test() as instance:
         for round_ in range(2):
@@ -107,19 +117,23 @@ def test_sensor_runs_land_every_delta_equal_to_the_truth(spark_remote, kafka_boo
                     if result.skip_reason:
                         skip_reasons.append(str(result.skip_reason))
                     for req in result.run_requests:
-                        n = int(req.partition_key)
-                        assert req.run_key == f"{dm}:{n}"
-                        res = defs.resolve_job_def(f"{dm}_delta_job").execute_in_process(
-                            partition_key=req.partition_key, instance=instance, tags=req.tags)
-                        assert res.success
-                        check_against_truth(spark, layout, sc, dm, n)
-                        landed[dm].append(n)
+                        deltas = request_deltas(req)
+                        assert len(deltas) <= 4
+                        assert req.run_key == f"{dm}:" + "-".join(map(str, sorted({deltas[0], deltas[-1]})))
+                        assert execute(defs, instance, req).success
+                        for n in deltas:  # exact as of every delta of a range
+                            check_against_truth(spark, layout, sc, dm, n)
+                        landed[dm] += deltas
+                        runs[len(deltas) > 1] += 1
                         progressed = True
                 idle = 0 if progressed else idle + 1
             send_up_to(story, kafka_bootstrap, len(sc.messages))
         for dm in DATAMARTS:
             assert landed[dm] == sorted(sc.truth[dm]), f"{dm}: every closed delta lands once, in order"
         assert any("backup is not complete" in r or "not closed" in r for r in skip_reasons)
+        assert runs[True], f"the backlog behind the lagging delta lands in range runs: {runs}"
+        for dm in DATAMARTS:  # a lost cursor resumes after what landed: nothing is requested again
+            assert not tick(defs, instance, dm, None).run_requests
         # the checks ran and passed
         for dm in DATAMARTS:
             key = dg.AssetKey([dm, "increment"])
@@ -127,12 +141,12 @@ def test_sensor_runs_land_every_delta_equal_to_the_truth(spark_remote, kafka_boo
                 ev = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(key, name))
                 assert ev is not None and ev.evaluation.passed, (dm, name)
 
-        # re-materializing a partition changes nothing
-        dm, n = "marketing", sorted(sc.truth["marketing"])[2]
+        # re-materializing a range of partitions (as a UI backfill would) changes nothing
+        dm, first = "marketing", sorted(sc.truth["marketing"])[2]
         before = {t: rows_as_of(spark, layout, dm, t, max(sc.truth[dm])) for t in sc.truth[dm][max(sc.truth[dm])]}
-        res = defs.resolve_job_def(f"{dm}_delta_job").execute_in_process(partition_key=partition_key(n), instance=instance)
-        assert res.success
-        check_against_truth(spark, layout, sc, dm, n)
+        assert execute(defs, instance, range_request(dm, first, first + 2)).success
+        for n in range(first, first + 3):
+            check_against_truth(spark, layout, sc, dm, n)
         after = {t: rows_as_of(spark, layout, dm, t, max(sc.truth[dm])) for t in before}
         assert after == before
 
@@ -152,7 +166,8 @@ def test_backfill_from_an_empty_lake_equals_the_truth(spark_remote, kafka_bootst
                 idle = 0 if result.run_requests else idle + 1
             keys = instance.get_dynamic_partitions(f"{dm}_deltas")
             assert keys == [partition_key(n) for n in sorted(sc.truth[dm])]
-            for key in keys:  # what a UI backfill of the whole range runs, in order
-                assert defs.resolve_job_def(f"{dm}_delta_job").execute_in_process(partition_key=key, instance=instance).success
+            # What a UI backfill of every partition runs with the assets' BackfillPolicy: ranges.
+            for first, last in ranges(sorted(sc.truth[dm]), cfg.sensor.max_deltas_per_run):
+                assert execute(defs, instance, range_request(dm, first, last)).success
             for n in sorted(sc.truth[dm]):
                 check_against_truth(spark, layout, sc, dm, n)

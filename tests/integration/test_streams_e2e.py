@@ -23,6 +23,7 @@ import pytest
 from platform_assets.config import parse_config
 from platform_assets.definitions import build_definitions
 from platform_assets.prostore.partitions import partition_key
+from platform_assets.prostore.sensors import request_deltas
 from resources.cdc_ledger import CdcLedger
 from resources.emulator.datastream import DATASTREAM, DatastreamConfig, build_datastream_story
 from resources.emulator.dataworks import ROLE as DATAWORKS, DataWorksConfig, build_dataworks_story
@@ -88,7 +89,7 @@ def platform(kafka_bootstrap, tmp_path, fmt, topic, limits, idle):
         "kafka": {"bootstrap_servers": kafka_bootstrap},
         "lake": {"catalog": f"streams_{fmt}", "warehouse": str(tmp_path / "lake")},
         "state_dir": str(tmp_path / "state"),
-        "sensor": {"max_messages_per_tick": 60},
+        "sensor": {"max_messages_per_tick": 60, "max_deltas_per_run": 3},  # single and range runs
     })
     return cfg, build_definitions(cfg)
 
@@ -135,23 +136,24 @@ def test_snapshots_equal_the_oracle_at_every_sealed_delta(spark_remote, kafka_bo
                 cursor = result.cursor
                 quiet = 0 if result.run_requests else quiet + 1
                 for req in result.run_requests:
-                    n = int(req.partition_key)
-                    assert req.run_key == f"{SOURCE}:{n}" and n == len(landed)
+                    deltas = request_deltas(req)
+                    assert deltas[0] == len(landed) and len(deltas) <= 3, (req.run_key, landed)
                     assert job.execute_in_process(partition_key=req.partition_key, instance=instance,
                                                   tags=req.tags).success
-                    landed.append(n)
-                    delta = ledger.delta(SOURCE, n)
-                    records += [r for _, rs in read_delta(kafka_bootstrap, ledger, SOURCE, n, fmt, timeout=20)
-                                if not isinstance(rs, DecodeError) for r in rs]
-                    truth = truth_after(fmt, story, records, delta.watermark_us)
-                    if truth is None:
-                        continue
-                    got = lake_state(spark, layout, n, [t for t, rows in truth.items() if rows])
-                    for table, rows in truth.items():
-                        if rows or table in got:
-                            diff = row_diff(got.get(table, []), rows)
-                            assert not any(diff.values()), f"{fmt} {table} as of delta {n}: {diff}"
-                    compared += 1
+                    for n in deltas:  # exact as of every delta, single or inside a range run
+                        landed.append(n)
+                        delta = ledger.delta(SOURCE, n)
+                        records += [r for _, rs in read_delta(kafka_bootstrap, ledger, SOURCE, n, fmt, timeout=20)
+                                    if not isinstance(rs, DecodeError) for r in rs]
+                        truth = truth_after(fmt, story, records, delta.watermark_us)
+                        if truth is None:
+                            continue
+                        got = lake_state(spark, layout, n, [t for t, rows in truth.items() if rows])
+                        for table, rows in truth.items():
+                            if rows or table in got:
+                                diff = row_diff(got.get(table, []), rows)
+                                assert not any(diff.values()), f"{fmt} {table} as of delta {n}: {diff}"
+                        compared += 1
             if life == 0:
                 assert landed, "the first half seals and lands deltas"
                 publish(messages[half:], kafka_bootstrap, {role: topic})

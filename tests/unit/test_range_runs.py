@@ -1,0 +1,50 @@
+"""How due deltas become runs: ranges of consecutive deltas, capped, named by their whole span."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+from platform_assets.config import parse_config
+from platform_assets.definitions import build_definitions
+from platform_assets.prostore.sensors import RANGE_END_TAG, RANGE_START_TAG, range_request, ranges, request_deltas
+from resources.spark.iceberg import _ranges_text
+
+
+@pytest.mark.parametrize("due, cap, want", [
+    ([], 5, []),
+    ([7], 5, [(7, 7)]),
+    (list(range(0, 12)), 5, [(0, 4), (5, 9), (10, 11)]),
+    (list(range(3, 8)), 1, [(n, n) for n in range(3, 8)]),
+    ([1, 2, 3, 7, 8], 10, [(1, 3), (7, 8)]),  # a gap is never inside a range
+])
+def test_due_deltas_are_cut_into_capped_ranges_of_consecutive_deltas(due, cap, want):
+    assert ranges(due, cap) == want
+
+
+def test_a_single_delta_is_a_partition_run_and_several_a_range_run():
+    one = range_request("sales", 4, 4)
+    assert one.partition_key == "00000004" and one.run_key == "sales:4" and RANGE_START_TAG not in one.tags
+    assert request_deltas(one) == [4]
+    many = range_request("sales", 4, 9)
+    assert many.partition_key is None and many.run_key == "sales:4-9"
+    assert (many.tags[RANGE_START_TAG], many.tags[RANGE_END_TAG]) == ("00000004", "00000009")
+    assert many.tags["deltaport/datamart"] == "sales"  # one run at a time per source still holds
+    assert request_deltas(many) == [4, 5, 6, 7, 8, 9]
+
+
+def test_a_commit_names_its_deltas_compactly():
+    assert _ranges_text([3]) == "3"
+    assert _ranges_text([3, 4, 5, 9, 11, 12]) == "3-5,9,11-12"
+
+
+def test_every_asset_backfills_in_ranges_of_the_configured_size():
+    cfg = parse_config({"sources": [{"name": "dm", "signal_topic": "s", "backup_topic": "b"},
+                                    {"name": "q", "format": "qlik", "topic": "t"}],
+                        "sensor": {"max_deltas_per_run": 7}})
+    defs = build_definitions(cfg)
+    policies = {node.key.to_user_string(): node.backfill_policy
+                for node in defs.resolve_asset_graph().asset_nodes if node.is_partitioned}
+    assert set(policies) == {"dm/signal_events", "dm/changelog", "dm/increment", "dm/snapshot",
+                             "q/changelog", "q/increment", "q/snapshot"}
+    assert all(p == dg.BackfillPolicy.multi_run(7) for p in policies.values()), policies
