@@ -10,6 +10,8 @@ by the Kafka IO managers; Spark, Kafka, the delta index and the CDC ledger as re
 
 from __future__ import annotations
 
+import warnings
+
 import dagster as dg
 
 from platform_assets.config import ConfigError, PlatformConfig, load_config
@@ -60,6 +62,14 @@ def resources_for(cfg: PlatformConfig) -> dict:
 
 
 def build_definitions(cfg: PlatformConfig) -> dg.Definitions:
+    with warnings.catch_warnings():
+        # `backfill_policy` is marked beta; range runs are what it is for, and the warning would
+        # repeat on every code-location load and `sync`.
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        return _build_definitions(cfg)
+
+
+def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
     layout = LakeLayout(cfg.lake.catalog)
     assets: list = list(_topic_specs(cfg))
     jobs, sensors = [], []

@@ -53,6 +53,7 @@ from resources.codecs.types import Column, spark_type
 from resources.errors import DeltaportError
 from resources.spark.iceberg import (
     TableNotFoundError,
+    check_changes,
     commit_delta,
     ensure_table,
     last_applied_delta,
@@ -336,7 +337,7 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int) -> li
     missing = [n for n in range(max(start, first), target + 1) if n not in landed]
     if missing:
         raise MissingDeltasError(datamart, target, missing)
-    applied = []
+    plan = []  # (delta, entity, stats, transition), in the order they are applied
     for n in range(max(start, first), target + 1):
         for name, entity in sorted(schema_at(n).items()):
             if name not in last:  # a table dropped by `target`: its own progress, not a guess
@@ -344,20 +345,54 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int) -> li
             if last[name] >= n:
                 continue
             before = schema_at(last[name]).get(name) if last[name] in history else None
-            stats = landed[n].get(name, TableStats(name, 0, 0, 0))
-            _apply_delta(spark, layout, datamart, n, entity, stats,
-                         column_transition(before, entity) if before is not None else None)
+            plan.append((n, entity, landed[n].get(name, TableStats(name, 0, 0, 0)),
+                         column_transition(before, entity) if before is not None else None))
             last[name] = n
-            applied.append(Applied(n, name, stats.upserts, stats.deletes))
+    prepared = _prepare_ranges(spark, layout, datamart, plan)
+    applied = []
+    for n, entity, stats, transition in plan:
+        _apply_delta(spark, layout, datamart, n, entity, stats, transition, prepared.get(entity.name))
+        applied.append(Applied(n, entity.name, stats.upserts, stats.deletes))
     return applied
 
 
+def _plain(transition: ColumnTransition | None) -> bool:
+    """A delta whose columns did not change since the table's last one: its MERGE needs only its rows."""
+    return transition is None or not (transition.recreated or transition.renamed or transition.added)
+
+
+def _prepare_ranges(spark, layout: LakeLayout, datamart: str, plan) -> dict[str, object]:
+    """{table: its changes of every planned delta, checkpointed}, for tables with rows in two or
+    more planned deltas under one primary key: read from the increment table and materialized
+    once, exact duplicates dropped and keys checked per delta in one job, before any commit.
+    A range run's MERGEs then cost no job besides their own (per delta: two jobs saved per table)."""
+    from pyspark.sql import functions as F
+
+    by_table: dict[str, list] = {}
+    for n, entity, stats, transition in plan:
+        if stats.rows and _plain(transition):
+            by_table.setdefault(entity.name, []).append((n, tuple(entity.primary_key)))
+    out = {}
+    for name, items in sorted(by_table.items()):
+        if len(items) < 2 or len({key for _, key in items}) != 1:
+            continue  # one delta, or a key that changed: the delta's own MERGE checks it
+        deltas = [n for n, _ in items]
+        changes = (spark.table(layout.increment(datamart, name)).where(F.col("delta_num").isin(*deltas))
+                   .drop("delta_date", "_kafka_partition", "_kafka_offset").dropDuplicates())
+        changes = local_checkpoint(changes)
+        check_changes(layout.snapshot(datamart, name), changes, list(items[0][1]), deltas=deltas,
+                      delta_column="delta_num")
+        out[name] = changes
+    return out
+
+
 def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: EntitySchema, stats: TableStats,
-                 transition: ColumnTransition | None) -> None:
+                 transition: ColumnTransition | None, prepared=None) -> None:
     """One commit taking one snapshot table from its state after the previous delta to delta n.
 
     `transition`: how the table's columns changed since the delta last applied (None: not
-    known, nothing to carry over)."""
+    known, nothing to carry over). `prepared`: the table's checked changes of a range
+    (`_prepare_ranges`), used when the delta's columns did not change."""
     from pyspark.sql import functions as F
 
     ident = layout.snapshot(datamart, entity.name)
@@ -379,6 +414,11 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         _empty_commit(spark, ident, table.schema, n)
         return
     keys = list(entity.primary_key)
+    if prepared is not None and _plain(transition):
+        changes = _table_columns(prepared.where(F.col("delta_num") == n).drop("delta_num"), table.schema,
+                                 extra=["sys_op"])
+        merge_upserts(spark, ident, changes, keys, delta_num=n, checked=True)
+        return
     changes = (spark.table(layout.increment(datamart, entity.name)).where(F.col("delta_num") == n)
                .drop("delta_num", "delta_date", "_kafka_partition", "_kafka_offset"))
     changes = _table_columns(changes, table.schema, extra=["sys_op"])

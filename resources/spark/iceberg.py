@@ -62,6 +62,7 @@ __all__ = [
     "TIME_COMMENT",
     "TableNotFoundError",
     "WriteMode",
+    "check_changes",
     "commit_delta",
     "delta_tag",
     "delta_tags",
@@ -463,6 +464,7 @@ def merge_upserts(
     delta_num: int,
     op_column: str = "sys_op",
     extra_summary: Mapping[str, str] | None = None,
+    checked: bool = False,
 ) -> DeltaCommit:
     """Apply one delta's changes to the state table `ident` in ONE commit (MERGE INTO) that
     records delta `delta_num`, then tag it ``delta_<N>``.
@@ -471,7 +473,9 @@ def merge_upserts(
     missing. Every table column is assigned from the change of the same name (changes may carry
     more columns, such as `op_column`; a table column missing from the changes is an error).
     Exact duplicate changes are dropped (Kafka retries); a NULL key, or two different changes
-    of one key, raise `KeyViolationError` before anything is written.
+    of one key, raise `KeyViolationError` before anything is written. `checked=True`: the
+    caller has already done both on stable data (`check_changes`, e.g. for a whole range of
+    deltas in one job), so this costs no job of its own.
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -490,21 +494,11 @@ def merge_upserts(
     if not_in_table:
         raise IcebergTableError(f"{ident}: key column(s) {not_in_table} are not in the table {target}")
 
-    changes = changes_df.dropDuplicates().persist(StorageLevel.MEMORY_AND_DISK)
+    changes = changes_df if checked else changes_df.dropDuplicates().persist(StorageLevel.MEMORY_AND_DISK)
     view = f"deltaport_changes_{uuid.uuid4().hex}"
     try:
-        null_key = F.lit(False)
-        for k in keys:
-            null_key = null_key | F.col(_col(source[k.lower()])).isNull()
-        bad = (changes.groupBy(*[F.col(_col(source[k.lower()])) for k in keys]).count()
-               .where((F.col("count") > 1) | null_key).limit(5).collect())
-        if bad:
-            sample = "; ".join(", ".join(f"{k}={r[i]!r}" for i, k in enumerate(keys)) + f" ({r['count']}x)"
-                               for r in bad)
-            raise KeyViolationError(
-                f"{ident}: delta {delta_num} has NULL keys or several different changes of one key "
-                f"(key {keys}; e.g. {sample}); nothing was written"
-            )
+        if not checked:
+            check_changes(ident, changes, [source[k.lower()] for k in keys], deltas=[delta_num])
         changes.createOrReplaceTempView(view)
         op = f"s.{_col(source[op_column.lower()])}"
         on = " AND ".join(f"t.{_col(k)} = s.{_col(source[k.lower()])}" for k in keys)
@@ -522,8 +516,32 @@ def merge_upserts(
             spark.sql(sql)
     finally:
         spark.catalog.dropTempView(view)
-        changes.unpersist()
+        if not checked:
+            changes.unpersist()
     return _tag_commit(spark, ident, delta_num, commit_id)
+
+
+def check_changes(ident: str, changes: DataFrame, key_columns: Sequence[str], *, deltas: Sequence[int],
+                  delta_column: str | None = None) -> None:
+    """Raise `KeyViolationError` if a change has a NULL key or a key has several changes within
+    one delta (`changes` already without exact duplicates). One job, however many deltas:
+    with `delta_column`, keys are counted per delta, so a range is checked at once."""
+    from pyspark.sql import functions as F
+
+    keys = list(key_columns)
+    null_key = F.lit(False)
+    for k in keys:
+        null_key = null_key | F.col(_col(k)).isNull()
+    group = [F.col(_col(k)) for k in keys] + ([F.col(_col(delta_column))] if delta_column else [])
+    bad = changes.groupBy(*group).count().where((F.col("count") > 1) | null_key).limit(5).collect()
+    if bad:
+        sample = "; ".join(", ".join(f"{k}={r[i]!r}" for i, k in enumerate(keys)) + f" ({r['count']}x)"
+                           for r in bad)
+        which = ", ".join(map(str, sorted({int(r[delta_column]) for r in bad}) if delta_column else deltas))
+        raise KeyViolationError(
+            f"{ident}: delta {which} has NULL keys or several different changes of one key "
+            f"(key {keys}; e.g. {sample}); nothing was written"
+        )
 
 
 # --------------------------------------------------------------------------------------------
