@@ -185,11 +185,13 @@ def run(args) -> dict:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     warm = [e for e in res["steady"][1:]] or res["steady"]
+    with_rows = [e for e in warm if e["rows"]]  # a ratio of rows/s needs rows
     res["summary"] = {
         "median_seconds_per_delta_warm": statistics.median(e["seconds"] for e in warm) if warm else None,
         "median_commits_per_delta": statistics.median(sum(e["commits"].values()) for e in warm) if warm else None,
         # same rows, so the rows/s ratio is the inverse ratio of the times
-        "median_steady_ratio_vs_plain": statistics.median(e["plain_seconds"] / e["seconds"] for e in warm) if warm else None,
+        "median_steady_ratio_vs_plain": statistics.median(
+            e["plain_seconds"] / e["seconds"] for e in with_rows) if with_rows else None,
         "backlog_ratio_vs_plain": res["backlog"].get("rows_per_s_ratio_vs_plain"),
         "all_equal": all(e["equal"] for e in res["steady"]) and res["backlog"].get("equal", True),
     }
