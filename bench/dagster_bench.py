@@ -135,7 +135,8 @@ def run(args) -> dict:
                                 "kafka": {"bootstrap_servers": bootstrap},
                                 "spark": {"remote": engine.url},
                                 "lake": {"catalog": "lake", "warehouse": str(work / "lake")},
-                                "state_dir": str(work / "state")})
+                                "state_dir": str(work / "state"),
+                                "sensor": {"max_deltas_per_run": args.max_per_run}})
             layout = LakeLayout("lake")
             # The platform's own session: Iceberg caches table metadata per session's catalog.
             spark = resources_for(cfg)["spark"].get_session()
@@ -177,6 +178,8 @@ def run(args) -> dict:
                         "commits": sum(after.values()) - sum(before.get(t, 0) for t in after),
                         "equal": landed == [n for n, _ in backlog] and all(check(spark, layout, sc, n) for n in landed)}
                     res["backlog"]["runs"] = len(out.outcomes)
+                    runs = [r.run_id for r in instance.get_runs(limit=len(out.outcomes))]
+                    res["backlog"]["steps"] = {k: round(v, 2) for k, v in step_seconds(instance, runs).items()}
                     plain_rows, plain_s = plain_script(bootstrap, topics[BACKUP], index, landed, work)
                     res["backlog"]["plain_script"] = {"rows": plain_rows, "seconds": round(plain_s, 2)}
                     res["backlog"]["rows_per_s_ratio_vs_plain"] = round(
@@ -204,6 +207,7 @@ def main(argv=None) -> int:
     ap.add_argument("--backlog", type=int, default=6, help="deltas then landed by one sync")
     ap.add_argument("--rows", type=int, default=2000, help="row changes per delta")
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--max-per-run", type=int, default=20, help="sensor.max_deltas_per_run (1: a run per delta)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-results" / "dagster.json")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
