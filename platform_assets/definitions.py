@@ -6,6 +6,10 @@ location loads, not when this module is imported: per Prostore datamart, one ass
 DELTA_CLOSE sensor; per Qlik / DataWorks / Datastream source, one asset group (changelog,
 increment, snapshot), one job and one sealing sensor; the Kafka topics as source assets loaded
 by the Kafka IO managers; Spark, Kafka, the delta index and the CDC ledger as resources.
+
+The delta jobs run their steps in the run's own process (in_process_executor): the steps are a
+chain that waits on the Spark server, so a process per step (Dagster's default, ~4 s each on 2
+cores) bought no parallelism, only start-up time; one process keeps one Connect session.
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
         assets += build_datamart_assets(datamart=dm, layout=layout, max_deltas_per_run=cfg.sensor.max_deltas_per_run)
         job = dg.define_asset_job(f"{dm.name}_delta_job", selection=dg.AssetSelection.groups(dm.name),
                                   tags=datamart_tags(dm.name),
+                                  executor_def=dg.in_process_executor,
                                   description=f"Lands a delta (or a range of deltas) of {dm.name}: signal events, changelog, "
                                               "increment, snapshot.")
         jobs.append(job)
@@ -85,6 +90,7 @@ def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
         assets += build_stream_assets(stream=stream, layout=layout, max_deltas_per_run=cfg.sensor.max_deltas_per_run)
         job = dg.define_asset_job(f"{stream.name}_delta_job", selection=dg.AssetSelection.groups(stream.name),
                                   tags=datamart_tags(stream.name),
+                                  executor_def=dg.in_process_executor,
                                   description=f"Lands a sealed delta (or a range) of {stream.name} ({stream.format}): "
                                               "changelog, increment, snapshot.")
         jobs.append(job)

@@ -1,4 +1,5 @@
-"""How due deltas become runs: ranges of consecutive deltas, capped, named by their whole span."""
+"""How due deltas become runs: ranges of consecutive deltas, capped, named by their whole span,
+run in one process each."""
 
 from __future__ import annotations
 
@@ -48,3 +49,9 @@ def test_every_asset_backfills_in_ranges_of_the_configured_size():
     assert set(policies) == {"dm/signal_events", "dm/changelog", "dm/increment", "dm/snapshot",
                              "q/changelog", "q/increment", "q/snapshot"}
     assert all(p == dg.BackfillPolicy.multi_run(7) for p in policies.values()), policies
+
+
+def test_a_delta_job_runs_its_steps_in_the_run_process():
+    defs = build_definitions(parse_config({"sources": [{"name": "dm", "signal_topic": "s", "backup_topic": "b"},
+                                                       {"name": "q", "format": "qlik", "topic": "t"}]}))
+    assert {defs.resolve_job_def(f"{s}_delta_job").executor_def.name for s in ("dm", "q")} == {"in_process"}
