@@ -13,8 +13,8 @@ them over (`StreamSlice`) and each asset reads them itself.
   delta were quarantined by the sensor when it sealed it: they are counted and named here, the
   good ones land.
 - snapshot[N]: every table brought to delta N by the format's own order, duplicates and late
-  changes dropped, one commit per table per delta tagged delta_<N>; every missing delta up to N
-  is applied in order.
+  changes dropped, one commit per table per delta that changes it, every delta tagged
+  delta_<N>; every missing delta up to N is applied in order.
 
 A run covers one delta or a range: changelog, increment and manifest take the range in one
 commit per table; the snapshot applies it delta by delta (exact as of every N).

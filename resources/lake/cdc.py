@@ -27,8 +27,9 @@ order (`_order`, `order_key_text` of `Change.order_key`) and the snapshot applie
   a late change never overwrites a newer value, not even in one column;
 - one MERGE = one Iceberg commit records delta N (summary `deltaport.delta`, tag `delta_<N>`);
   a snapshot already at N or later skips N (re-running is a no-op), one behind an earlier
-  delta refuses (`MissingDeltasError`). A delta with no change of the table still commits, so
-  every table has every `delta_<N>` tag from its first delta on.
+  delta refuses (`MissingDeltasError`). A delta with no change of the table is recorded by its
+  tag alone on the current snapshot (no data commit), so every table has every `delta_<N>` tag
+  from its first delta on.
 
 Convergence (why arrival order does not matter): for whole-row changes (Datastream, DataWorks,
 Qlik INSERT and full load) max order per key with tombstones is a last-writer-wins register:
@@ -66,11 +67,12 @@ from resources.errors import DeltaportError
 from resources.lake.prostore import LakeLayout, MissingDeltasError
 from resources.spark.iceberg import (
     commit_delta,
-    replace_deltas,
     ensure_table,
     last_applied_delta,
     read_as_of_delta,
+    replace_deltas,
     table_exists,
+    tag_unchanged,
 )
 
 # The process-wide MERGE machinery of iceberg.py (one session-wide snapshot-property block at a
@@ -571,7 +573,7 @@ def apply_cdc_snapshot(spark, layout: LakeLayout, source: str, delta_num: int, t
                        key_columns: Sequence[str], columns: Sequence[tuple[str, Any]] | None = None) -> CdcApplied:
     """Take `lake.<source>.<table>` from state N-1 to state N in ONE Iceberg commit (module
     docstring: dedupe, drop before-images, drop stale changes, fold per key, MERGE), recording
-    delta N in the summary and tagging it `delta_<N>`.
+    delta N in the summary and tagging it `delta_<N>` (no change: the tag alone).
 
     `columns`: the snapshot's data columns [(name, Spark DataType)] (default: the increment
     table's); new ones are added to an existing snapshot. Skips (returns `skipped=True`) when
@@ -719,7 +721,10 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
 
 
 def _empty_commit(spark, ident: str, schema, delta_num: int, table: str) -> CdcApplied:
-    commit_delta(spark, ident, spark.createDataFrame([], schema), delta_num=delta_num, mode="append")
+    """Record the delta in a snapshot it leaves as is: its tag on the current snapshot, or an
+    empty commit when the table has no snapshot yet."""
+    if not tag_unchanged(spark, ident, delta_num):
+        commit_delta(spark, ident, spark.createDataFrame([], schema), delta_num=delta_num, mode="append")
     return CdcApplied(delta_num, table, skipped=False)
 
 

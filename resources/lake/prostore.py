@@ -1,8 +1,9 @@
 """A Prostore datamart in the Iceberg lake: where each delta's tables go and how they are written.
 
 Layout, for datamart `dm` in catalog `lake`:
-- `lake.dm.<table>`            snapshot: the table's state, one commit per applied delta,
-                                tagged `delta_<N>`, summary `deltaport.delta=N`;
+- `lake.dm.<table>`            snapshot: the table's state, one commit per applied delta that
+                                changes it (summary `deltaport.delta=N`), every delta tagged
+                                `delta_<N>` (a delta that changes nothing: the tag alone);
 - `lake.dm_increment.<table>`  increment: the raw changes of every delta, with `sys_op`,
                                 `delta_num`, `delta_date`, `_kafka_partition`, `_kafka_offset`; partitioned by
                                 `delta_num`; re-landing delta N replaces exactly N's rows;
@@ -13,10 +14,11 @@ Layout, for datamart `dm` in catalog `lake`:
 
 Guarantees: every write is one Iceberg commit (see resources/spark/iceberg.py), so a crash
 leaves each table at its old or its new state; a range of deltas (a range run) lands in one
-commit per increment and meta table, and its snapshot commits stay one per delta; the manifest row of a delta is written after
-all its increment tables, so "increment N landed" is never claimed early; snapshots apply
-deltas strictly in order and never twice (each table's last applied delta is in its own
-commit summary); new tables and new columns appear without a code change.
+commit per increment and meta table, and its snapshot commits stay one per delta; the
+manifest row of a delta is written after all its increment tables, so "increment N landed"
+is never claimed early; snapshots apply deltas strictly in order and never twice (each
+table's last applied delta is in its own commit summary or tag); new tables and new columns
+appear without a code change.
 
 Schema changes (the changelog's DDL is the authority; `resources/codecs/ddl.py`). The lake
 never drops or renames an Iceberg column, so no value that ever landed is lost:
@@ -60,6 +62,7 @@ from resources.spark.iceberg import (
     merge_upserts,
     replace_deltas,
     table_exists,
+    tag_unchanged,
 )
 from resources.spark.session import local_checkpoint
 
@@ -410,7 +413,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         carry.update({c: None for c in transition.added if c.lower() in had})
     table = spark.table(ident)
     if stats.rows == 0 and not carry:
-        # Nothing changed: an empty commit still records (and tags) delta n, cheaply.
+        # Nothing changed: the tag alone records delta n, cheaply.
         _empty_commit(spark, ident, table.schema, n)
         return
     keys = list(entity.primary_key)
@@ -441,4 +444,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
 
 
 def _empty_commit(spark, ident: str, schema, n: int) -> None:
-    commit_delta(spark, ident, spark.createDataFrame([], schema), delta_num=n, mode="append")
+    """Record delta n in a table it leaves as is: its tag on the current snapshot (one metadata
+    commit), or an empty commit when the table has no snapshot yet."""
+    if not tag_unchanged(spark, ident, n):
+        commit_delta(spark, ident, spark.createDataFrame([], schema), delta_num=n, mode="append")

@@ -16,7 +16,10 @@ What this module guarantees:
 * After the commit, the snapshot found by its commit id (not "the current one", which another
   writer may have moved) is tagged ``delta_<N>`` (CREATE OR REPLACE: re-running N moves the
   tag). Tagging is a second, metadata-only commit; if a process dies between the two,
-  `repair_delta_tags` re-creates missing tags from the summaries.
+  `repair_delta_tags` re-creates missing tags from the summaries. A delta that leaves a state
+  table unchanged costs no data commit: `tag_unchanged` tags the current snapshot (one commit,
+  so the delta is recorded or not), and `last_applied_delta` counts tags on the current
+  snapshot too.
 * ``replace_delta`` replaces exactly the rows whose delta column equals N (overwrite by filter:
   delete + insert in one commit), so re-running N is idempotent; `replace_deltas` does the
   same for a range of deltas in one commit (a range run's increment and meta tables). Rows of another delta in the
@@ -74,6 +77,7 @@ __all__ = [
     "replace_deltas",
     "spark_schema",
     "table_exists",
+    "tag_unchanged",
 ]
 
 DELTA_PROPERTY = "deltaport.delta"
@@ -556,13 +560,34 @@ def last_applied_delta(spark: SparkSession, ident: str) -> int | None:
     if not table_exists(spark, ident):
         raise TableNotFoundError(f"Iceberg table {ident} does not exist")
     spark.catalog.refreshTable(ident)  # another process may have committed since we cached it
-    rows = spark.sql(
-        f"SELECT s.summary[{_sql_str(DELTA_PROPERTY)}] AS delta FROM {quoted}.`history` h "
+    # The newest delta in a commit summary, and the newest `delta_<N>` tag on the current snapshot
+    # (a delta that left the table unchanged is recorded by its tag alone: `tag_unchanged`).
+    row = spark.sql(
+        f"SELECT (SELECT CAST(s.summary[{_sql_str(DELTA_PROPERTY)}] AS BIGINT) FROM {quoted}.`history` h "
         f"JOIN {quoted}.`snapshots` s ON h.snapshot_id = s.snapshot_id "
         f"WHERE h.is_current_ancestor AND s.summary[{_sql_str(DELTA_PROPERTY)}] IS NOT NULL "
-        "ORDER BY h.made_current_at DESC LIMIT 1"
-    ).collect()
-    return int(rows[0]["delta"]) if rows else None
+        "ORDER BY h.made_current_at DESC LIMIT 1) AS committed, "
+        f"(SELECT max(CAST(substring(r.name, 7) AS BIGINT)) FROM {quoted}.`refs` r "
+        f"WHERE r.type = 'TAG' AND r.name RLIKE '^delta_[0-9]+$' AND r.snapshot_id = "
+        f"(SELECT h2.snapshot_id FROM {quoted}.`history` h2 WHERE h2.is_current_ancestor "
+        "ORDER BY h2.made_current_at DESC LIMIT 1)) AS tagged"
+    ).first()
+    found = [int(v) for v in (row["committed"], row["tagged"]) if v is not None]
+    return max(found) if found else None
+
+
+def tag_unchanged(spark: SparkSession, ident: str, delta_num: int) -> bool:
+    """Record delta N for a table it leaves as it is: the tag ``delta_<N>`` on the current
+    snapshot, one metadata commit and no data commit (`last_applied_delta` reads it back).
+    False, with nothing done, when the table has no snapshot yet (the caller commits instead)."""
+    quoted = _quote(ident)
+    spark.catalog.refreshTable(ident)
+    rows = spark.sql(f"SELECT snapshot_id FROM {quoted}.`history` WHERE is_current_ancestor "
+                     "ORDER BY made_current_at DESC LIMIT 1").collect()
+    if not rows:
+        return False
+    spark.sql(f"ALTER TABLE {quoted} CREATE OR REPLACE TAG `{delta_tag(delta_num)}` AS OF VERSION {int(rows[0][0])}")
+    return True
 
 
 def delta_tags(spark: SparkSession, ident: str) -> dict[int, int]:

@@ -31,6 +31,7 @@ from resources.spark.iceberg import (
     repair_delta_tags,
     replace_deltas,
     table_exists,
+    tag_unchanged,
 )
 from resources.spark.resource import SparkResource
 from resources.spark.session import ICEBERG_EXTENSIONS, CatalogConfig, connect
@@ -130,6 +131,21 @@ def test_replace_deltas_lands_a_range_in_one_commit_and_is_idempotent(spark, lak
     with pytest.raises(IcebergTableError, match="got a row of another delta"):
         replace_deltas(spark, ident, spark.createDataFrame([(5, "e", 5)], INCREMENT), [3, 4])
     assert len(_snapshots(spark, ident)) == count and _rows(spark.table(ident)) == expected[:3]
+
+
+def test_a_delta_that_changes_nothing_is_recorded_by_its_tag_alone(spark, lake_ns):
+    ident = f"{lake_ns}.quiet"
+    ensure_table(spark, ident, spark.createDataFrame([], INCREMENT).schema)
+    assert not tag_unchanged(spark, ident, 0)  # no snapshot yet: nothing to tag, nothing done
+    commit_delta(spark, ident, spark.createDataFrame([(1, "a", 1)], INCREMENT), delta_num=1, mode="append")
+    before = len(_snapshots(spark, ident))
+    assert tag_unchanged(spark, ident, 2) and tag_unchanged(spark, ident, 3)
+    assert len(_snapshots(spark, ident)) == before  # no data commit
+    assert last_applied_delta(spark, ident) == 3
+    assert _rows(read_as_of_delta(spark, ident, 3)) == _rows(read_as_of_delta(spark, ident, 1))
+    commit_delta(spark, ident, spark.createDataFrame([(2, "b", 4)], INCREMENT), delta_num=4, mode="append")
+    assert last_applied_delta(spark, ident) == 4  # tags on older snapshots do not count
+    assert tag_unchanged(spark, ident, 5) and last_applied_delta(spark, ident) == 5
 
 
 def test_append_and_overwrite_modes(spark, lake_ns):

@@ -12,7 +12,7 @@ import pytest
 from resources.codecs.backup import ChangelogRecord
 from resources.lake.prostore import IncrementDelta, LakeLayout, apply_snapshots, land_changelogs, land_increments
 from resources.lake.read import rows_as_of
-from resources.spark.iceberg import KeyViolationError, TableNotFoundError, last_applied_delta
+from resources.spark.iceberg import KeyViolationError, TableNotFoundError, delta_tags, last_applied_delta
 from resources.spark.kafka_reader import output_spark_schema
 from resources.spark.session import CatalogConfig, connect
 
@@ -58,7 +58,10 @@ def test_a_range_lands_in_one_commit_per_increment_table_and_reads_exact_at_ever
 
     applied = apply_snapshots(session, layout, "dm", 3)
     assert [a.delta_num for a in applied] == [0, 1, 2, 3]
-    assert commits(session, layout.snapshot("dm", "t")) == 4  # one per delta (plus its tag)
+    # One commit per delta that changes the table (plus its tag); delta 2 changed nothing: its tag alone.
+    assert commits(session, layout.snapshot("dm", "t")) == 3
+    assert list(delta_tags(session, layout.snapshot("dm", "t"))) == [0, 1, 2, 3]
+    assert last_applied_delta(session, layout.snapshot("dm", "t")) == 3
     for n, want in EXPECTED.items():
         got = [(r["id"], r["a"]) for r in rows_as_of(session, layout, "dm", "t", n)]
         assert got == want, f"as of delta {n}"
