@@ -1,8 +1,8 @@
 """deltaport's one config file (`deltaport.yaml`): sources, Kafka, Spark, the Iceberg catalog.
 
 What flows through: a YAML file -> a frozen `PlatformConfig`. Sources are listed under `sources:`,
-each with a `format`: `prostore` (a datamart: signal topic + backup topic; the older `datamarts:`
-list means the same) or `qlik`, `dataworks`, `datastream` (one change topic whose deltas the
+each with a `format`: `prostore` (a datamart: backup topic + signal topic, or backup topic alone;
+the older `datamarts:` list means the same) or `qlik`, `dataworks`, `datastream` (one change topic whose deltas the
 platform seals, with the sealing limits). `PlatformConfig.datamarts` holds the Prostore ones,
 `PlatformConfig.streams` the others.
 
@@ -69,9 +69,17 @@ class SensorConfig:
 
 @dataclass(frozen=True)
 class DatamartConfig:
+    """A Prostore datamart: its BACKUP_TO_KAFKA topic and, usually, its signal topic. Without
+    `signal_topic` the source is backup-only: a delta lands once its backup increment is complete,
+    in order (no signal_events asset)."""
+
     name: str
-    signal_topic: str
     backup_topic: str
+    signal_topic: str | None = None
+
+    @property
+    def backup_only(self) -> bool:
+        return self.signal_topic is None
 
 
 PROSTORE = "prostore"

@@ -2,8 +2,8 @@
 
 Built from the config file (`deltaport.yaml`, or $DELTAPORT_CONFIG), read when the code
 location loads, not when this module is imported: per Prostore datamart, one asset group
-(signal_events, changelog, increment, snapshot, partitioned by delta), one job and one
-DELTA_CLOSE sensor; per Qlik / DataWorks / Datastream source, one asset group (changelog,
+(signal_events, changelog, increment, snapshot, partitioned by delta; no signal_events for a
+backup-only datamart), one job and one delta sensor; per Qlik / DataWorks / Datastream source, one asset group (changelog,
 increment, snapshot), one job and one sealing sensor; the Kafka topics as source assets loaded
 by the Kafka IO managers; Spark, Kafka, the delta index and the CDC ledger as resources.
 
@@ -33,8 +33,8 @@ from resources.spark.resource import SparkResource
 
 
 def _topic_specs(cfg: PlatformConfig) -> list[dg.AssetSpec]:
-    uses = [use for dm in cfg.datamarts for use in ((dm.signal_topic, SIGNAL_IO, "Prostore signal events"),
-                                                    (dm.backup_topic, BACKUP_IO, "BACKUP_TO_KAFKA increments"))]
+    uses = [(dm.backup_topic, BACKUP_IO, "BACKUP_TO_KAFKA increments") for dm in cfg.datamarts]
+    uses += [(dm.signal_topic, SIGNAL_IO, "Prostore signal events") for dm in cfg.datamarts if not dm.backup_only]
     uses += [(s.topic, STREAM_IO, f"{s.format} change events") for s in cfg.streams]
     roles: dict[str, tuple[str, str]] = {}  # topic -> (IO manager key, what it carries)
     for topic, io_key, what in uses:
@@ -82,8 +82,8 @@ def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
         job = dg.define_asset_job(f"{dm.name}_delta_job", selection=dg.AssetSelection.groups(dm.name),
                                   tags=datamart_tags(dm.name),
                                   executor_def=dg.in_process_executor,
-                                  description=f"Lands a delta (or a range of deltas) of {dm.name}: signal events, changelog, "
-                                              "increment, snapshot.")
+                                  description=f"Lands a delta (or a range of deltas) of {dm.name}: "
+                                              f"{'' if dm.backup_only else 'signal events, '}changelog, increment, snapshot.")
         jobs.append(job)
         sensors.append(build_delta_sensor(datamart=dm, job=job, settings=cfg.sensor))
     for stream in cfg.streams:

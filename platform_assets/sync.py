@@ -98,8 +98,9 @@ def sync(cfg: PlatformConfig, instance: dg.DagsterInstance, *, max_ticks: int = 
             if failed:
                 break  # the cursor stays before the failed delta: the next sync retries it
             cursors[name] = result.cursor
-            idle = 0 if result.run_requests else idle + 1
-            if idle >= 2:  # two ticks with nothing to run: the topics are read up to their end
+            unread = json.loads(result.cursor or "{}").get("unread", 0)
+            idle = 0 if result.run_requests or unread else idle + 1
+            if idle >= 2:  # two ticks with nothing to run and nothing left unread
                 break
         cursor_file.parent.mkdir(parents=True, exist_ok=True)
         cursor_file.write_text(json.dumps(cursors))

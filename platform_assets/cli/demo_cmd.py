@@ -1,8 +1,9 @@
 """`deltaport demo`: the platform end to end on embedded defaults.
 
 Starts a real Kafka broker (or uses $KAFKA_BOOTSTRAP_SERVERS), an emulated Prostore closing
-deltas over time (duplicates, a re-export, a lagging backup and malformed messages included)
-beside one Qlik Replicate, one DataWorks and one Datastream source (their changes arrive over
+deltas over time (duplicates, a re-export, a lagging backup and malformed messages included) in
+two datamarts, `marketing` landed on its DELTA_CLOSE signals and `sourcedb` backup-only (from its
+backup increments alone), beside one Qlik Replicate, one DataWorks and one Datastream source (their changes arrive over
 the same time; the platform seals their deltas), and `dagster dev` with the daemon and the
 sensors on: the UI at http://127.0.0.1:3000 shows the deltas landing. Ctrl-C stops everything.
 
@@ -64,8 +65,11 @@ def _workspace(bootstrap: str, spark_remote: str, streams: list[DemoStream], idl
     if project_yaml.exists():
         shutil.copy(project_yaml, paths["dagster_home"] / "dagster.yaml")
     paths["config"].write_text(yaml.safe_dump({
-        "sources": [*({"name": dm, "format": "prostore", "signal_topic": TOPICS[SIGNAL],
-                       "backup_topic": TOPICS[BACKUP]} for dm in ("marketing", "sourcedb")),
+        # marketing is signal-driven; sourcedb is backup-only (its deltas land once complete in the
+        # backup topic, in order; the signal topic's events of sourcedb are not read).
+        "sources": [{"name": "marketing", "format": "prostore", "signal_topic": TOPICS[SIGNAL],
+                     "backup_topic": TOPICS[BACKUP]},
+                    {"name": "sourcedb", "format": "prostore", "backup_topic": TOPICS[BACKUP]},
                     *(s.config(idle_seconds) for s in streams)],
         "kafka": {"bootstrap_servers": bootstrap},
         "spark": {"remote": spark_remote},

@@ -1,7 +1,8 @@
 """The assets of one Prostore datamart, all partitioned by delta.
 
 Lineage: kafka/<signal topic> -> signal_events[N]; kafka/<backup topic> -> changelog[N] ->
-increment[N] -> snapshot[N] (increment also reads the backup topic). Topic slices come in
+increment[N] -> snapshot[N] (increment also reads the backup topic). A backup-only datamart (no
+signal topic) has no signal_events. Topic slices come in
 through the Kafka IO managers (the delta's offsets, from the delta index); each asset writes
 its Iceberg tables itself (resources/lake/prostore.py) and reports what it wrote as metadata.
 
@@ -69,25 +70,10 @@ def _changelog_records(backup: BackupSlice):
 def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_deltas_per_run: int = 1) -> list:
     dm = datamart.name
     parts = delta_partitions(dm)
-    signal_in = dg.AssetIn(key=topic_key(datamart.signal_topic), metadata={"datamart": dm})
     backup_in = dg.AssetIn(key=topic_key(datamart.backup_topic), metadata={"datamart": dm})
     common = dict(group_name=dm, partitions_def=parts, pool=f"deltaport_{dm}",
                   backfill_policy=dg.BackfillPolicy.multi_run(max_deltas_per_run))
     changelog_key, increment_key = dg.AssetKey([dm, "changelog"]), dg.AssetKey([dm, "increment"])
-
-    @dg.asset(key=[dm, "signal_events"], ins={"signal": signal_in}, kinds={"kafka", "spark", "iceberg"},
-              description=f"Signal events of each delta of {dm} (DELTA_OPEN .. DELTA_CLOSE, WRITE_*, DDL), "
-                          f"de-duplicated by eventLogId, in {layout.meta(dm, 'signal_events')}.", **common)
-    def signal_events(context: dg.AssetExecutionContext, signal: list[SignalSlice], spark: SparkResource):
-        session = spark.get_session()
-        frame = signal_frame(session, signal)
-        ident = layout.meta(dm, "signal_events")
-        ensure_table(session, ident, frame.schema, partition_by=["delta_num"])
-        replace_deltas(session, ident, frame, [s.delta_num for s in signal])
-        events = [e for s in signal for e in s.events]
-        return dg.MaterializeResult(metadata={"events": len(events), "by_code": dict(Counter(e["code"] for e in events)),
-                                              "table": ident, "deltas": delta_span(signal),
-                                              "attempts": max((e["attempt"] or 0 for e in events), default=0)})
 
     @dg.asset(key=changelog_key, ins={"backup": backup_in}, kinds={"kafka", "spark", "iceberg"},
               description=f"The schema changelog shipped with each increment of {dm}, parsed into entity "
@@ -160,7 +146,31 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
             check_results=results,
         )
 
-    return [signal_events, changelog, increment, snapshot]
+    landing = [changelog, increment, snapshot]
+    if datamart.backup_only:  # no signal topic: nothing to land as signal events
+        return landing
+    return [_signal_events_asset(datamart, layout, common), *landing]
+
+
+def _signal_events_asset(datamart: DatamartConfig, layout: LakeLayout, common: dict):
+    dm = datamart.name
+    signal_in = dg.AssetIn(key=topic_key(datamart.signal_topic), metadata={"datamart": dm})
+
+    @dg.asset(key=[dm, "signal_events"], ins={"signal": signal_in}, kinds={"kafka", "spark", "iceberg"},
+              description=f"Signal events of each delta of {dm} (DELTA_OPEN .. DELTA_CLOSE, WRITE_*, DDL), "
+                          f"de-duplicated by eventLogId, in {layout.meta(dm, 'signal_events')}.", **common)
+    def signal_events(context: dg.AssetExecutionContext, signal: list[SignalSlice], spark: SparkResource):
+        session = spark.get_session()
+        frame = signal_frame(session, signal)
+        ident = layout.meta(dm, "signal_events")
+        ensure_table(session, ident, frame.schema, partition_by=["delta_num"])
+        replace_deltas(session, ident, frame, [s.delta_num for s in signal])
+        events = [e for s in signal for e in s.events]
+        return dg.MaterializeResult(metadata={"events": len(events), "by_code": dict(Counter(e["code"] for e in events)),
+                                              "table": ident, "deltas": delta_span(signal),
+                                              "attempts": max((e["attempt"] or 0 for e in events), default=0)})
+
+    return signal_events
 
 
 def _increment_delta(session, backup: BackupSlice) -> IncrementDelta:

@@ -1,4 +1,4 @@
-"""The DELTA_CLOSE sensor of one datamart: new closed deltas whose backup is complete -> runs.
+"""The delta sensor of one datamart: new closed deltas whose backup is complete -> runs.
 
 Each tick: index what is new in the signal topic and the backup topic (bounded by
 `max_messages` each, so a tick stays far inside the sensor timeout), then walk the closed
@@ -7,8 +7,12 @@ gets its dynamic partition; the due deltas go in runs of at most `max_deltas_per
 consecutive ones (`run_key "<datamart>:<N>"`, or `"<datamart>:<first>-<last>"` for a range run);
 the first delta whose backup is missing or incomplete stops the walk, so a range never crosses
 a lagging delta, snapshots always advance in order, and the tick's skip reason and log say
-which delta waits and why. DELTA_CANCEL needs no action: a cancelled number is never closed
-unless reopened and closed again, so a range never holds one.
+which delta waits and why. A backup-only datamart (no signal topic) walks the deltas its backup
+topic holds instead of the closed ones: a number missing from the topic holds the ones after
+it, visibly, as a lagging backup does (the seed lets "all new deltas" exports leave gaps that
+are never filled; landing past one would skip its changes in every snapshot after it).
+DELTA_CANCEL needs no action: a cancelled number is never closed unless reopened and closed
+again, so a range never holds one.
 
 Restart safety: what was read lives in the delta index (durable, idempotent); the cursor holds
 only `next`, the first delta not yet requested, and moves only past requested deltas. A lost
@@ -45,25 +49,44 @@ def evaluate(datamart: DatamartConfig, index, kafka: KafkaResource, cursor: dict
     ingestion stats). Shared by the sensor and `deltaport sync`."""
     bootstrap, conf = kafka.bootstrap(), kafka.client_config()
     stats = {}
-    for topic, kind in ((datamart.signal_topic, SIGNAL), (datamart.backup_topic, BACKUP)):
+    topics = [(datamart.backup_topic, BACKUP)]
+    if not datamart.backup_only:
+        topics.insert(0, (datamart.signal_topic, SIGNAL))
+    for topic, kind in topics:
         res = ingest_topic(bootstrap, topic, index, kind, max_messages=max_messages, consumer_config=conf,
                            timeout=kafka.timeout_seconds)
         stats[kind] = res
         for err in res.errors:
             if log:
                 log.warning(f"quarantined: {err}")
-    closed = index.deltas(datamart.name, CLOSED)
-    nxt = int(cursor.get("next", min(closed, default=0)))
+    if datamart.backup_only:
+        # The deltas the backup topic holds; where a source starts is chosen only once the topic
+        # has been read through (its first delta may sit behind this tick's reading budget).
+        candidates = index.backup_deltas(datamart.backup_topic, datamart.name)
+        if "next" not in cursor and stats[BACKUP].remaining:
+            return [], (f"reading {datamart.backup_topic} before choosing the first delta of {datamart.name}: "
+                        f"{stats[BACKUP].remaining} messages left"), _unread({}, stats), stats
+
+        def gap(nxt: int, n: int) -> str:
+            return (f"delta {nxt} of {datamart.name} is not in {datamart.backup_topic} yet (delta {n} is): "
+                    "a backup-only source lands its deltas in order")
+    else:
+        candidates = list(index.deltas(datamart.name, CLOSED))
+
+        def gap(nxt: int, n: int) -> str:
+            return f"delta {nxt} of {datamart.name} is not closed in the signal topic yet (delta {n} is)"
+    nxt = int(cursor.get("next", min(candidates, default=0)))
     due, waiting = [], None
-    for n in sorted(d for d in closed if d >= nxt):
+    for n in sorted(d for d in candidates if d >= nxt):
         if n != nxt:
-            waiting = f"delta {nxt} of {datamart.name} is not closed in the signal topic yet (delta {n} is)"
+            waiting = gap(nxt, n)
             break
         report = index.delta_report(datamart.backup_topic, datamart.name, n)
         if report is None or not report.complete:
             why = "no message in the backup topic yet" if report is None else "; ".join(
                 f"export {i.increment_id}: {', '.join(i.reasons)}" for i in report.increments)
-            waiting = f"delta {n} of {datamart.name} is closed, its backup is not complete: {why}"
+            state = "is in the backup topic" if datamart.backup_only else "is closed"
+            waiting = f"delta {n} of {datamart.name} {state}, its backup is not complete: {why}"
             break
         due.append(n)
         nxt = n + 1
@@ -71,17 +94,29 @@ def evaluate(datamart: DatamartConfig, index, kafka: KafkaResource, cursor: dict
             break
     if waiting and log:
         log.info(waiting)
-    return due, waiting, {"next": nxt}, stats
+    return due, waiting, _unread({"next": nxt}, stats), stats
+
+
+def _unread(cursor: dict, stats: dict) -> dict:
+    """The cursor, saying how many messages the tick left unread (`sync` keeps ticking while
+    there are: a tick with nothing due is idle only when the topics are read through)."""
+    left = sum(r.remaining for r in stats.values())
+    return {**cursor, "unread": left} if left else cursor
 
 
 def build_delta_sensor(*, datamart: DatamartConfig, job,
                        settings: SensorConfig) -> dg.SensorDefinition:
     parts = delta_partitions(datamart.name)
 
+    if datamart.backup_only:
+        what = f"once its increment is complete in {datamart.backup_topic} (backup-only: in order, no signal topic)."
+    else:
+        what = (f"once DELTA_CLOSE N is in {datamart.signal_topic} and its increment is complete in "
+                f"{datamart.backup_topic}.")
+
     @dg.sensor(name=f"{datamart.name}_delta_close_sensor", job=job, minimum_interval_seconds=settings.interval_seconds,
                default_status=dg.DefaultSensorStatus.RUNNING,
-               description=f"Requests delta N of {datamart.name} once DELTA_CLOSE N is in {datamart.signal_topic} "
-                           f"and its increment is complete in {datamart.backup_topic}.")
+               description=f"Requests delta N of {datamart.name} {what}")
     def delta_close_sensor(context: dg.SensorEvaluationContext, kafka: KafkaResource, index: DeltaIndexResource):
         cursor = resume_cursor(context, datamart.name)
         try:

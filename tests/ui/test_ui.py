@@ -85,6 +85,10 @@ def test_ui_shows_lineage_and_partitions(tmp_path: Path) -> None:
     assert {"marketing/changelog", "kafka/prostore.backup"} <= lineage["marketing/increment"]
     assert "kafka/prostore.backup" in lineage["marketing/changelog"]
     assert "kafka/prostore.signal" in lineage["marketing/signal_events"]
+    # sourcedb is backup-only: the same assets from the backup topic alone, no signal_events.
+    assert {"sourcedb/changelog", "kafka/prostore.backup"} <= lineage["sourcedb/increment"]
+    assert "sourcedb/signal_events" not in lineage
+    assert re.search(r"^sourcedb\s+\d+\s+\w+\s+\d+\s+\d+\s+yes$", (tmp_path / "demo.log").read_text(encoding="utf-8"), re.M)
     # ... and beside it one change-stream source of each format, with the same shape.
     for source, topic in (("sales_qlik", "qlik.sales"), ("shop_dataworks", "dataworks.shop"),
                           ("shop_datastream", "datastream.shop")):

@@ -63,6 +63,12 @@ def test_sources_of_every_format():
     assert both.source_names == ["marketing", "crm"]
 
 
+def test_a_datamart_without_signal_topic_is_backup_only():
+    cfg = parse_config({"sources": [DM, {"name": "archive", "format": "prostore", "backup_topic": "b"}]})
+    assert [d.backup_only for d in cfg.datamarts] == [False, True]
+    assert cfg.datamarts[1].signal_topic is None
+
+
 def test_a_missing_file_and_broken_yaml_are_clear(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "nope.yaml")
