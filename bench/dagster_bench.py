@@ -4,7 +4,9 @@ An emulated Prostore datamart (resources/emulator) closes deltas one at a time; 
 close and its backup reach the broker, one `sync` pass (the sensor's code, then the delta's
 run, in process, on a Dagster instance) lands it. Measured per delta: wall time from the
 close being in Kafka to the snapshot landed, each step's seconds (from the run's events), and
-the Iceberg commits each table took (its metadata log grows by one per commit, tags included).
+the Iceberg commits each table took (its metadata log grows by one per commit, tags included),
+and the peak memory of this process (sync and the in-process runs), the Spark Connect server's
+JVM and its Python workers (bench/peak_memory.py).
 Then a backlog: `--backlog` closed deltas published at once, landed by one `sync` (in range runs
 of up to `sensor.max_deltas_per_run`). Each is set against the plain script (bench/plain_script.py:
 consume + fastavro + Parquet, the same deltas' tables from the same offsets) run in the same
@@ -36,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 import dagster as dg  # noqa: E402
 
 from bench.engine import bench_engine  # noqa: E402
+from bench.peak_memory import PeakMemory, max_peak  # noqa: E402
 from bench.plain_script import user_script  # noqa: E402
 from platform_assets.config import parse_config  # noqa: E402
 from platform_assets.definitions import resources_for  # noqa: E402
@@ -126,6 +129,7 @@ def run(args) -> dict:
                                        faults=Faults()))
     batches = delta_batches(sc.messages)
     res: dict = {"config": vars(args), "steady": [], "backlog": {}}
+    peaks = []  # per steady delta: this process (sync + in-process runs), the Spark server, its workers
     try:
         with kafka_bootstrap() as bootstrap, bench_engine(work) as engine:
             create_topic(bootstrap, topics[SIGNAL])
@@ -147,9 +151,11 @@ def run(args) -> dict:
                 for n, msgs in steady:
                     before = commit_counts(spark, "lake")
                     publish(msgs, bootstrap, topics)
-                    t0 = time.perf_counter()
-                    out = sync(cfg, instance, echo=lambda line: None)
-                    seconds = time.perf_counter() - t0
+                    with PeakMemory(engine.server_pid) as mem:
+                        t0 = time.perf_counter()
+                        out = sync(cfg, instance, echo=lambda line: None)
+                        seconds = time.perf_counter() - t0
+                    peaks.append(mem.peak)
                     landed = [n for _, n in out.landed()]
                     after = commit_counts(spark, "lake")
                     rows = sum(sum(o.rows.values()) for o in out.outcomes)
@@ -157,7 +163,8 @@ def run(args) -> dict:
                     entry = {"delta": n, "landed": landed, "seconds": round(seconds, 2), "rows": rows,
                              "steps": {k: round(v, 2) for k, v in step_seconds(instance, runs).items()},
                              "commits": {t: after[t] - before.get(t, 0) for t in after},
-                             "equal": landed == [n] and check(spark, layout, sc, n)}
+                             "equal": landed == [n] and check(spark, layout, sc, n),
+                             "peak_memory_mib": mem.peak.to_dict()}
                     _, entry["plain_seconds"] = plain_script(bootstrap, topics[BACKUP], index, landed, work)
                     entry["plain_seconds"] = round(entry["plain_seconds"], 3)
                     res["steady"].append(entry)
@@ -166,9 +173,11 @@ def run(args) -> dict:
                 if backlog:
                     before = commit_counts(spark, "lake")
                     publish([m for _, msgs in backlog for m in msgs], bootstrap, topics)
-                    t0 = time.perf_counter()
-                    out = sync(cfg, instance, echo=lambda line: None)
-                    seconds = time.perf_counter() - t0
+                    with PeakMemory(engine.server_pid) as mem:
+                        t0 = time.perf_counter()
+                        out = sync(cfg, instance, echo=lambda line: None)
+                        seconds = time.perf_counter() - t0
+                    backlog_peak = mem.peak
                     after = commit_counts(spark, "lake")
                     landed = [n for _, n in out.landed()]
                     res["backlog"] = {
@@ -178,6 +187,7 @@ def run(args) -> dict:
                         "commits": sum(after.values()) - sum(before.get(t, 0) for t in after),
                         "equal": landed == [n for n, _ in backlog] and all(check(spark, layout, sc, n) for n in landed)}
                     res["backlog"]["runs"] = len(out.outcomes)
+                    res["backlog"]["peak_memory_mib"] = backlog_peak.to_dict()
                     runs = [r.run_id for r in instance.get_runs(limit=len(out.outcomes))]
                     res["backlog"]["steps"] = {k: round(v, 2) for k, v in step_seconds(instance, runs).items()}
                     plain_rows, plain_s = plain_script(bootstrap, topics[BACKUP], index, landed, work)
@@ -197,6 +207,8 @@ def run(args) -> dict:
             e["plain_seconds"] / e["seconds"] for e in with_rows) if with_rows else None,
         "backlog_ratio_vs_plain": res["backlog"].get("rows_per_s_ratio_vs_plain"),
         "all_equal": all(e["equal"] for e in res["steady"]) and res["backlog"].get("equal", True),
+        "steady_peak_memory_mib": (max_peak(peaks).to_dict() if peaks else None),
+        "backlog_peak_memory_mib": res["backlog"].get("peak_memory_mib"),
     }
     return res
 
