@@ -27,15 +27,7 @@ import uuid
 import zlib
 from dataclasses import dataclass, field
 
-from resources.codecs.backup import (
-    MESSAGE_TYPE_CHANGELOG,
-    MESSAGE_TYPE_DATA,
-    BackupKey,
-    ChangelogRecord,
-    encode_backup_key,
-    encode_changelog,
-    encode_rows,
-)
+from resources.codecs.backup_writer import BackupWriteOptions, TableChanges, encode_increment
 from resources.codecs.signal import (
     DeltaCancel,
     DeltaClose,
@@ -143,49 +135,20 @@ class _Writer:
         cfg = self.cfg
         increment_id = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
         date_us = int((date - dt.datetime(1970, 1, 1)).total_seconds()) * 1_000_000 + date.microsecond
-        bodies: list[tuple[str | None, bytes]] = [(None, encode_changelog(db.changelog, codec=cfg.codec, sync_marker=self.sync()))]
         by_table: dict[str, list[Row]] = {}
         for ch in changes:
             # Data written before a later ALTER is exported in the columns the table has now.
             row = db.conform(ch.table, ch.row, ch.ddl_version)
             by_table.setdefault(ch.table, []).append({**row, "sys_op": ch.sys_op})
-        for table in sorted(by_table):
-            cols = db.tables[table].columns if table in db.tables else None
-            rows = by_table[table]
-            for i in range(0, len(rows), cfg.chunk_size):
-                chunk = rows[i : i + cfg.chunk_size]
-                bodies.append((table, encode_rows(cols, chunk, logical_types=cfg.logical_types, codec=cfg.codec,
-                                                   sync_marker=self.sync())))
-        total = min(cfg.streams, len(bodies))
-        streams: dict[int, list[tuple[str | None, bytes]]] = {}
-        for i, body in enumerate(bodies):
-            streams.setdefault(i % total + 1, []).append(body)
-        per_stream: list[list[tuple[str | None, Outgoing]]] = []
-        for stream, items in streams.items():
-            counters: dict[str, int] = {}
-            msgs = []
-            for j, (table, body) in enumerate(items):
-                group = (table or "<changelog>") if cfg.numbering == "table" else "*"
-                counters[group] = counters.get(group, 0) + 1
-                key = BackupKey(
-                    increment_id=increment_id,
-                    message_type=MESSAGE_TYPE_CHANGELOG if table is None else MESSAGE_TYPE_DATA,
-                    datamart=db.name, delta_num=delta, delta_date=date_us, table_name=table,
-                    stream_number=stream, stream_total=total, chunk_number=counters[group],
-                    is_last_chunk=j == len(items) - 1,
-                )
-                note = f"{db.name}:{delta}:{increment_id}:{table or '<changelog>'}:s{stream}c{counters[group]}"
-                msgs.append((table, Outgoing(BACKUP, (stream - 1) % cfg.backup_partitions,
-                                             encode_backup_key(key, sync_marker=self.sync()), body, note)))
-            per_stream.append(msgs)
-        # Interleave the streams as parallel writers would.
-        tagged = [m for j in range(max(map(len, per_stream))) for msgs in per_stream if j < len(msgs) for m in [msgs[j]]]
+        tables = {t: TableChanges(db.tables[t].columns if t in db.tables else None, rows) for t, rows in by_table.items()}
+        options = BackupWriteOptions(chunk_size=cfg.chunk_size, streams=cfg.streams, partitions=cfg.backup_partitions,
+                                     numbering=cfg.numbering, logical_types=cfg.logical_types, codec=cfg.codec)
+        msgs = encode_increment(db.name, delta, date_us, increment_id, db.changelog, tables, options, sync=self.sync)
         if lose_one:
-            data = [i for i, (table, _) in enumerate(tagged) if table is not None] or list(range(len(tagged)))
-            _, lost = tagged.pop(self.rng.choice(data))
+            data = [i for i, m in enumerate(msgs) if m.table is not None] or list(range(len(msgs)))
+            lost = msgs.pop(self.rng.choice(data))
             self.s.record("lost_chunk", db.name, delta, increment_id, lost.note)
-        out = [m for _, m in tagged]
-        return out
+        return [Outgoing(BACKUP, m.partition, m.key, m.value, m.note) for m in msgs]
 
 
 def build_scenario(config: EmulatorConfig) -> Scenario:
