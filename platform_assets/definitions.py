@@ -47,12 +47,17 @@ def _topic_specs(cfg: PlatformConfig) -> list[dg.AssetSpec]:
     ]
 
 
+def kafka_resource(cfg: PlatformConfig) -> KafkaResource:
+    """The config's Kafka settings (secrets as environment variable names, read when a client is built)."""
+    return KafkaResource(bootstrap_servers=cfg.kafka.bootstrap_servers,
+                         properties={k: str(v) for k, v in cfg.kafka.properties.items() if not isinstance(v, dict)},
+                         secret_properties={k: v["env"] for k, v in cfg.kafka.properties.items() if isinstance(v, dict)},
+                         timeout_seconds=cfg.kafka.timeout_seconds, state_dir=str(cfg.resolve_path(cfg.state_dir)))
+
+
 def resources_for(cfg: PlatformConfig) -> dict:
     state = cfg.resolve_path(cfg.state_dir)
-    kafka = KafkaResource(bootstrap_servers=cfg.kafka.bootstrap_servers,
-                          properties={k: str(v) for k, v in cfg.kafka.properties.items() if not isinstance(v, dict)},
-                          secret_properties={k: v["env"] for k, v in cfg.kafka.properties.items() if isinstance(v, dict)},
-                          timeout_seconds=cfg.kafka.timeout_seconds, state_dir=str(state))
+    kafka = kafka_resource(cfg)
     index = DeltaIndexResource(path=str(state / "index.sqlite"))
     ledger = CdcLedgerResource(path=str(state / "ledger.sqlite"))
     engine = engine_for(cfg)
