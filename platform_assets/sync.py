@@ -97,7 +97,8 @@ def sync(cfg: PlatformConfig, instance: dg.DagsterInstance, *, max_ticks: int = 
                     break
             if failed:
                 break  # the cursor stays before the failed delta: the next sync retries it
-            cursors[name] = result.cursor
+            if result.cursor is not None:  # None: unchanged, as the daemon reads it (e.g. a tick that failed)
+                cursors[name] = result.cursor
             unread = json.loads(result.cursor or "{}").get("unread", 0)
             idle = 0 if result.run_requests or unread else idle + 1
             if idle >= 2:  # two ticks with nothing to run and nothing left unread
