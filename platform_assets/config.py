@@ -68,14 +68,25 @@ class SensorConfig:
 
 
 @dataclass(frozen=True)
+class BootstrapConfig:
+    """A snapshot backup (BACKUP_TO_KAFKA --snapshotDepth) to start a datamart's lake from: its
+    topic, and the source delta its last delta corresponds to (the snapshot renumbers from 0)."""
+
+    topic: str
+    last_delta: int
+
+
+@dataclass(frozen=True)
 class DatamartConfig:
     """A Prostore datamart: its BACKUP_TO_KAFKA topic and, usually, its signal topic. Without
     `signal_topic` the source is backup-only: a delta lands once its backup increment is complete,
-    in order (no signal_events asset)."""
+    in order (no signal_events asset). With `bootstrap`, the lake starts from a snapshot backup:
+    its deltas land as source deltas last_delta - depth .. last_delta, then the live ones follow."""
 
     name: str
     backup_topic: str
     signal_topic: str | None = None
+    bootstrap: BootstrapConfig | None = None
 
     @property
     def backup_only(self) -> bool:
@@ -125,7 +136,8 @@ class PlatformConfig:
 
 
 _LAKE_TYPES = ("hadoop", "rest", "jdbc", "hive")
-_ZERO_ALLOWED = ("lateness_seconds", "idle_seconds")  # 0 means "no lateness" / "seal at once"
+# 0 means "no lateness" / "seal at once" / "the snapshot ends at source delta 0"
+_ZERO_ALLOWED = ("lateness_seconds", "idle_seconds", "last_delta")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")  # a source names Iceberg namespaces and Dagster assets
 
 
@@ -152,6 +164,8 @@ def _value(typ: str, raw: Any, path: str, file: str | None):
               "SensorConfig": SensorConfig}
     if typ in nested:
         return _build(nested[typ], raw, path, file)
+    if typ == "BootstrapConfig | None":
+        return None if raw is None else _build(BootstrapConfig, raw, path, file)
     if typ == "tuple[DatamartConfig, ...]":
         if not isinstance(raw, list):
             raise ConfigError(path, "must be a list of datamarts", file)

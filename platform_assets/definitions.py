@@ -35,6 +35,7 @@ from resources.spark.resource import SparkResource
 def _topic_specs(cfg: PlatformConfig) -> list[dg.AssetSpec]:
     uses = [(dm.backup_topic, BACKUP_IO, "BACKUP_TO_KAFKA increments") for dm in cfg.datamarts]
     uses += [(dm.signal_topic, SIGNAL_IO, "Prostore signal events") for dm in cfg.datamarts if not dm.backup_only]
+    uses += [(dm.bootstrap.topic, BACKUP_IO, "a BACKUP_TO_KAFKA snapshot") for dm in cfg.datamarts if dm.bootstrap]
     uses += [(s.topic, STREAM_IO, f"{s.format} change events") for s in cfg.streams]
     roles: dict[str, tuple[str, str]] = {}  # topic -> (IO manager key, what it carries)
     for topic, io_key, what in uses:

@@ -217,6 +217,16 @@ class DeltaIndex:
                               "ORDER BY delta_num", (topic, datamart))
             return [r[0] for r in rows]
 
+    def export_runs(self, topic: str, datamart: str) -> dict[int, list[str]]:
+        """{delta: the incrementIds (export runs) seen for it in the topic}, in one query."""
+        with self._connect() as db:
+            rows = db.execute("SELECT DISTINCT delta_num, increment_id FROM backup_messages WHERE topic = ? "
+                              "AND datamart = ? ORDER BY delta_num, increment_id", (topic, datamart))
+            out: dict[int, list[str]] = {}
+            for n, inc in rows:
+                out.setdefault(n, []).append(inc)
+            return out
+
     def _keys(self, topic: str, datamart: str, delta_num: int):
         with self._connect() as db:
             rows = db.execute(

@@ -70,12 +70,16 @@ def _changelog_records(backup: BackupSlice):
 def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_deltas_per_run: int = 1) -> list:
     dm = datamart.name
     parts = delta_partitions(dm)
-    backup_in = dg.AssetIn(key=topic_key(datamart.backup_topic), metadata={"datamart": dm})
+    boot = datamart.bootstrap
+    # With a bootstrap, the IO manager serves the deltas the snapshot covers from its topic.
+    backup_in = dg.AssetIn(key=topic_key(datamart.backup_topic), metadata={
+        "datamart": dm, **({"bootstrap_topic": boot.topic, "bootstrap_last_delta": boot.last_delta} if boot else {})})
+    snapshot_deps = [topic_key(boot.topic)] if boot else []  # lineage: the snapshot topic feeds them too
     common = dict(group_name=dm, partitions_def=parts, pool=f"deltaport_{dm}",
                   backfill_policy=dg.BackfillPolicy.multi_run(max_deltas_per_run))
     changelog_key, increment_key = dg.AssetKey([dm, "changelog"]), dg.AssetKey([dm, "increment"])
 
-    @dg.asset(key=changelog_key, ins={"backup": backup_in}, kinds={"kafka", "spark", "iceberg"},
+    @dg.asset(key=changelog_key, ins={"backup": backup_in}, deps=snapshot_deps, kinds={"kafka", "spark", "iceberg"},
               description=f"The schema changelog shipped with each increment of {dm}, parsed into entity "
                           f"schemas, in {layout.meta(dm, 'changelog')}.", **common)
     def changelog(context: dg.AssetExecutionContext, backup: list[BackupSlice], spark: SparkResource):
@@ -91,7 +95,8 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
             "views": sorted(n for n, e in entities.items() if e.kind != "table"), "deltas": delta_span(backup),
             "increment_id": backup[-1].report.chosen})
 
-    @dg.asset(key=increment_key, ins={"backup": backup_in}, deps=[changelog_key], kinds={"kafka", "spark", "iceberg"},
+    @dg.asset(key=increment_key, ins={"backup": backup_in}, deps=[changelog_key, *snapshot_deps],
+              kinds={"kafka", "spark", "iceberg"},
               check_specs=checks.increment_check_specs(increment_key),
               description=f"Raw changes of each delta of {dm}, one Iceberg table per logical table "
                           f"({layout.increment(dm, '<table>')}), with sys_op, delta_num and delta_date.", **common)

@@ -11,6 +11,10 @@ which delta waits and why. A backup-only datamart (no signal topic) walks the de
 topic holds instead of the closed ones: a number missing from the topic holds the ones after
 it, visibly, as a lagging backup does (the seed lets "all new deltas" exports leave gaps that
 are never filled; landing past one would skip its changes in every snapshot after it).
+A source with a `bootstrap` also reads its snapshot topic: once that is read through and holds
+one whole snapshot (resources/snapshot_bootstrap.py), the walk starts at its base delta
+B = last_delta - depth and takes B..last_delta from the snapshot, then the live deltas; a second
+snapshot in the topic fails the tick loudly and lands nothing of the source.
 DELTA_CANCEL needs no action: a cancelled number is never closed unless reopened and closed
 again, so a range never holds one.
 
@@ -32,7 +36,9 @@ from resources.errors import DeltaportError
 from resources.index_resource import DeltaIndexResource
 from resources.ingest import BACKUP, SIGNAL, ingest_topic
 from resources.kafka.resource import KafkaResource
+from resources.snapshot_bootstrap import Bootstrap, plan_bootstrap
 
+SNAPSHOT = "snapshot"  # the role of a bootstrap's snapshot topic in a tick's ingestion stats
 MAX_DELTAS_PER_TICK = 200  # requested per tick, in range runs; the rest on the next tick
 # Dagster's tags of a partition-range run (what a backfill with a multi-run BackfillPolicy sets).
 RANGE_START_TAG, RANGE_END_TAG = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
@@ -49,21 +55,29 @@ def evaluate(datamart: DatamartConfig, index, kafka: KafkaResource, cursor: dict
     ingestion stats). Shared by the sensor and `deltaport sync`."""
     bootstrap, conf = kafka.bootstrap(), kafka.client_config()
     stats = {}
-    topics = [(datamart.backup_topic, BACKUP)]
+    topics = [(datamart.backup_topic, BACKUP, BACKUP)]
     if not datamart.backup_only:
-        topics.insert(0, (datamart.signal_topic, SIGNAL))
-    for topic, kind in topics:
+        topics.insert(0, (datamart.signal_topic, SIGNAL, SIGNAL))
+    if datamart.bootstrap:
+        topics.append((datamart.bootstrap.topic, BACKUP, SNAPSHOT))
+    for topic, kind, role in topics:
         res = ingest_topic(bootstrap, topic, index, kind, max_messages=max_messages, consumer_config=conf,
                            timeout=kafka.timeout_seconds)
-        stats[kind] = res
+        stats[role] = res
         for err in res.errors:
             if log:
                 log.warning(f"quarantined: {err}")
+    boot, keep = None, {}
+    if datamart.bootstrap:
+        boot, why = _bootstrap(datamart, index, cursor, stats[SNAPSHOT])
+        if boot is None:
+            return [], why, _unread({k: v for k, v in cursor.items() if k != "unread"}, stats), stats
+        keep = {"bootstrap_depth": boot.depth}
     if datamart.backup_only:
         # The deltas the backup topic holds; where a source starts is chosen only once the topic
         # has been read through (its first delta may sit behind this tick's reading budget).
         candidates = index.backup_deltas(datamart.backup_topic, datamart.name)
-        if "next" not in cursor and stats[BACKUP].remaining:
+        if "next" not in cursor and stats[BACKUP].remaining and boot is None:
             return [], (f"reading {datamart.backup_topic} before choosing the first delta of {datamart.name}: "
                         f"{stats[BACKUP].remaining} messages left"), _unread({}, stats), stats
 
@@ -75,17 +89,25 @@ def evaluate(datamart: DatamartConfig, index, kafka: KafkaResource, cursor: dict
 
         def gap(nxt: int, n: int) -> str:
             return f"delta {nxt} of {datamart.name} is not closed in the signal topic yet (delta {n} is)"
+    if boot is not None:
+        # The snapshot's deltas are the source's base..M; the live ones go on after M.
+        candidates = [*range(boot.base, boot.last_delta + 1), *(n for n in candidates if n > boot.last_delta)]
     nxt = int(cursor.get("next", min(candidates, default=0)))
     due, waiting = [], None
     for n in sorted(d for d in candidates if d >= nxt):
         if n != nxt:
             waiting = gap(nxt, n)
             break
-        report = index.delta_report(datamart.backup_topic, datamart.name, n)
-        if report is None or not report.complete:
-            why = "no message in the backup topic yet" if report is None else "; ".join(
-                f"export {i.increment_id}: {', '.join(i.reasons)}" for i in report.increments)
+        if boot is not None and boot.covers(n):
+            topic, number = boot.topic, boot.snapshot_delta(n)
+            state = f"is delta {number} of the snapshot in {topic}"
+        else:
+            topic, number = datamart.backup_topic, n
             state = "is in the backup topic" if datamart.backup_only else "is closed"
+        report = index.delta_report(topic, datamart.name, number)
+        if report is None or not report.complete:
+            why = f"no message in {topic} yet" if report is None else "; ".join(
+                f"export {i.increment_id}: {', '.join(i.reasons)}" for i in report.increments)
             waiting = f"delta {n} of {datamart.name} {state}, its backup is not complete: {why}"
             break
         due.append(n)
@@ -94,7 +116,26 @@ def evaluate(datamart: DatamartConfig, index, kafka: KafkaResource, cursor: dict
             break
     if waiting and log:
         log.info(waiting)
-    return due, waiting, _unread({"next": nxt}, stats), stats
+    return due, waiting, _unread({"next": nxt, **keep}, stats), stats
+
+
+def _bootstrap(datamart: DatamartConfig, index, cursor: dict, read) -> tuple[Bootstrap | None, str | None]:
+    """The source's bootstrap, or (None, why its deltas wait). A snapshot topic that holds a
+    second snapshot, or one that contradicts the config, raises BootstrapError (a DeltaportError:
+    the tick fails loudly and lands nothing of this source until the topic or the config is fixed)."""
+    cfg = datamart.bootstrap
+    started = int(cursor.get("next", -1)) > cfg.last_delta  # the snapshot's deltas are all requested
+    if read.remaining and not started:  # its depth is known only once it is read through
+        return None, f"reading the snapshot topic {cfg.topic} of {datamart.name}: {read.remaining} messages left"
+    runs = index.export_runs(cfg.topic, datamart.name)
+    depth = cursor.get("bootstrap_depth")
+    boot = plan_bootstrap(cfg.topic, datamart.name, cfg.last_delta, runs,
+                          known_depth=None if depth is None else int(depth))
+    if boot is None:
+        have = sorted(runs)
+        return None, (f"the snapshot of {datamart.name} in {cfg.topic} is not all there yet: it holds deltas "
+                      f"{', '.join(map(str, have)) or 'none'}")
+    return boot, None
 
 
 def _unread(cursor: dict, stats: dict) -> dict:
@@ -113,6 +154,9 @@ def build_delta_sensor(*, datamart: DatamartConfig, job,
     else:
         what = (f"once DELTA_CLOSE N is in {datamart.signal_topic} and its increment is complete in "
                 f"{datamart.backup_topic}.")
+    if datamart.bootstrap:
+        what += (f" Deltas up to {datamart.bootstrap.last_delta} come from the snapshot backup in "
+                 f"{datamart.bootstrap.topic} (bootstrap), once it is all there.")
 
     @dg.sensor(name=f"{datamart.name}_delta_close_sensor", job=job, minimum_interval_seconds=settings.interval_seconds,
                default_status=dg.DefaultSensorStatus.RUNNING,

@@ -269,19 +269,27 @@ def _write_op(w: _Writer, db: LogicalDatabase, st: dict, when: dt.datetime, cfg:
     return changes
 
 
-def snapshot_export(sc: Scenario, datamart: str, depth: int = 0) -> tuple[list[Outgoing], dict[int, int]]:
+def snapshot_export(sc: Scenario, datamart: str, depth: int = 0, *,
+                    as_of: int | None = None) -> tuple[list[Outgoing], dict[int, int]]:
     """A snapshot backup (`--snapshotDepth depth`) of `datamart`, for a topic of its own.
 
-    Delta 0 holds the full state as of the source delta `depth` deltas before the last closed
-    one (every row with sys_op 0); deltas 1..depth then replay the later increments, renumbered
-    as the seed says. Returns the messages and {snapshot delta: source delta}, so the oracle
-    for snapshot delta i is `sc.truth[datamart][mapping[i]]`.
+    Delta 0 holds the full state as of the source delta `depth` deltas before `as_of` (default:
+    the last closed delta; every row with sys_op 0); deltas 1..depth then replay the later
+    increments up to `as_of`, renumbered as the seed says. Returns the messages and
+    {snapshot delta: source delta}, so the oracle for snapshot delta i is
+    `sc.truth[datamart][mapping[i]]`. (`as_of` lets a test bootstrap a lake at a past delta and
+    go on with the live increments after it.)
     """
     closed = sorted(sc.truth[datamart])
     if not closed:
         raise ValueError(f"datamart {datamart!r} has no closed delta to snapshot")
+    if as_of is not None:
+        if as_of not in sc.truth[datamart]:
+            raise ValueError(f"delta {as_of} of {datamart!r} was not closed (closed: {closed})")
+        closed = [d for d in closed if d <= as_of]
     base = closed[max(0, len(closed) - 1 - depth)]
-    w = _Writer(sc, random.Random(sc.config.seed + 1))
+    # Seeded by what is exported: each snapshot run gets its own incrementIds, as in Prostore.
+    w = _Writer(sc, random.Random(f"{sc.config.seed}:snapshot:{depth}:{as_of}"))
     db = sc.databases[datamart]
     version = sc.ddl_versions[datamart][base]
     state = [Change(t, dict(r), 0, version) for t, rows in sorted(sc.truth[datamart][base].items()) for r in rows.values()]

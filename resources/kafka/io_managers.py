@@ -19,6 +19,7 @@ from resources.completeness import DeltaReport
 from resources.delta_index import MessageRef
 from resources.index_resource import DeltaIndexResource
 from resources.kafka.resource import KafkaResource
+from resources.snapshot_bootstrap import Bootstrap, BootstrapError, plan_bootstrap
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class BackupSlice:
     bootstrap: str
     consumer_config: dict
     timeout: float
+    # Delta 0 of a snapshot backup: the state as of this delta, not its changes (a bootstrap).
+    snapshot_state: bool = False
 
     @property
     def value_bytes(self) -> int:
@@ -95,9 +98,27 @@ class BackupTopicIOManager(dg.ConfigurableIOManager):
 
     def load_input(self, context: dg.InputContext) -> list[BackupSlice]:
         topic, datamart, deltas = _target(context)
-        return [self._slice(topic, datamart, n) for n in deltas]
+        boot = self._bootstrap(context, datamart)
+        return [self._slice(boot.topic, datamart, boot.snapshot_delta(n), as_delta=n, state=n == boot.base)
+                if boot is not None and boot.covers(n) else self._slice(topic, datamart, n) for n in deltas]
 
-    def _slice(self, topic: str, datamart: str, delta: int) -> BackupSlice:
+    def _bootstrap(self, context: dg.InputContext, datamart: str) -> Bootstrap | None:
+        """The source's bootstrap (which deltas come from its snapshot topic), if it has one."""
+        meta = context.definition_metadata or {}
+        if not meta.get("bootstrap_topic"):
+            return None
+        topic, last = meta["bootstrap_topic"], int(meta["bootstrap_last_delta"])
+        try:
+            boot = plan_bootstrap(topic, datamart, last, self.index.get().export_runs(topic, datamart))
+        except BootstrapError as exc:
+            raise dg.Failure(description=str(exc), metadata={"topic": topic}) from exc
+        if boot is None:
+            raise dg.Failure(description=f"the snapshot of {datamart!r} in {topic!r} is not all in the index yet "
+                                         "(has the sensor read it through?)", metadata={"topic": topic})
+        return boot
+
+    def _slice(self, topic: str, datamart: str, delta: int, *, as_delta: int | None = None,
+               state: bool = False) -> BackupSlice:
         report, refs = self.index.get().chosen_messages(topic, datamart, delta)
         if report is None:
             raise dg.Failure(description=f"no backup of datamart {datamart!r} delta {delta} in topic {topic!r} "
@@ -107,8 +128,8 @@ class BackupTopicIOManager(dg.ConfigurableIOManager):
             why = "; ".join(f"{i.increment_id}: {', '.join(i.reasons)}" for i in report.increments)
             raise dg.Failure(description=f"datamart {datamart!r} delta {delta}: no complete increment in topic "
                                          f"{topic!r} ({why})", metadata={"topic": topic, "delta": delta})
-        return BackupSlice(topic, datamart, delta, report, tuple(refs), self.kafka.bootstrap(),
-                           self.kafka.client_config(), self.kafka.timeout_seconds)
+        return BackupSlice(topic, datamart, delta if as_delta is None else as_delta, report, tuple(refs),
+                           self.kafka.bootstrap(), self.kafka.client_config(), self.kafka.timeout_seconds, state)
 
 
 class SignalTopicIOManager(dg.ConfigurableIOManager):

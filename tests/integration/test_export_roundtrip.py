@@ -5,8 +5,8 @@ a new table, a view, a column added, renamed and dropped) from signal and backup
 datamart is exported (2 streams, 2 partitions, small chunks) to a topic of its own; `inspect`
 finds every delta complete and no bad message; lake B lands those topics alone (backup-only
 sources) and equals A, and the emulator's truth, as of every delta. A snapshot export of depth 2
-lands as lake C whose delta i is A as of delta last - 2 + i; a second snapshot into the same
-topic is refused.
+bootstraps lake C, whose deltas last-2..last equal A's; a second snapshot into the same topic
+is refused.
 """
 
 from __future__ import annotations
@@ -108,10 +108,12 @@ def test_an_exported_lake_lands_again_as_the_same_tables(spark_remote, kafka_boo
     assert main(["export", dm, "--topic", snap, "--snapshot-depth", "1", "-c", file_a]) == 2
     assert "a snapshot goes to a topic of its own" in capsys.readouterr().err
 
-    cfg_c, _ = _config(tmp_path, "rt_c", kafka_bootstrap, [{"name": dm, "format": "prostore", "backup_topic": snap}])
-    assert _landed(cfg_c) == [(dm, i) for i in range(3)]
+    # Lake C starts from that snapshot (bootstrap: its last delta is A's last) and goes on with
+    # the exported increments after it (none yet): deltas last-2..last, each equal to A's.
+    cfg_c, _ = _config(tmp_path, "rt_c", kafka_bootstrap, [{
+        "name": dm, "format": "prostore", "backup_topic": exported[dm], "bootstrap": {"topic": snap, "last_delta": last}}])
+    assert _landed(cfg_c) == [(dm, n) for n in range(last - 2, last + 1)]
     lake_c, c = engine_for(cfg_c).session(), LakeLayout(cfg_c.lake.catalog)
-    for i in range(3):
-        for table in sc.truth[dm][last - 2 + i]:
-            assert rows_as_of(lake_c, c, dm, table, i) == _truth(sc, dm, last - 2 + i, table), \
-                f"lake C {table} as of delta {i} (A's delta {last - 2 + i})"
+    for n in range(last - 2, last + 1):
+        for table in sc.truth[dm][n]:
+            assert rows_as_of(lake_c, c, dm, table, n) == _truth(sc, dm, n, table), f"lake C {table} as of delta {n}"
