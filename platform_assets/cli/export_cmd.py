@@ -7,7 +7,10 @@ deltas" (every delta the lake holds when the topic has none of this datamart's i
 only those after the greatest delta the topic has: run it again to append what landed since); `--snapshot-depth D` writes the state as of delta last - D as delta 0 and the D deltas
 after it as 1..D, to a topic of its own (a snapshot into a topic that has messages is refused:
 the seed says such a topic cannot be restored reliably). `--chunk-size`, `--streams` and
-`--partitions` are BACKUP_TO_KAFKA's own knobs. Progress per delta on stderr; the topic is
+`--partitions` are BACKUP_TO_KAFKA's own knobs. A change stream (Qlik, DataWorks, Datastream)
+exports as a Prostore datamart of the same name (`--as-datamart` to rename): each delta's
+difference of the stream's own states, its tables described as Prostore DDL
+(resources/lake/stream_export.py). Progress per delta on stderr; the topic is
 created when missing.
 """
 
@@ -26,7 +29,7 @@ from resources.errors import DeltaportError
 def register(sub) -> None:
     p = sub.add_parser("export", help="write a source's deltas from the lake to Kafka as BACKUP_TO_KAFKA",
                        description=__doc__)
-    p.add_argument("source", help="a datamart of the config")
+    p.add_argument("source", help="a source of the config: a datamart, or a Qlik/DataWorks/Datastream stream")
     p.add_argument("--topic", required=True, help="the Kafka topic to write")
     p.add_argument("--from-delta", type=int, default=None, help="first delta (default: the lake's first)")
     p.add_argument("--to-delta", type=int, default=None, help="last delta (default: the lake's last)")
@@ -51,11 +54,13 @@ def run(args) -> int:
     from resources.lake.prostore import LakeLayout
 
     cfg = load_config(args.config)
-    datamarts = {d.name for d in cfg.datamarts}
-    if args.source not in datamarts:
-        kind = "a change stream" if args.source in cfg.source_names else "not a source"
-        raise DeltaportError(f"{args.source!r} is {kind} of {cfg.source_file}; export writes datamarts "
-                             f"({', '.join(sorted(datamarts)) or 'none configured'})")
+    if args.source not in cfg.source_names:
+        raise DeltaportError(f"{args.source!r} is not a source of {cfg.source_file} "
+                             f"(sources: {', '.join(cfg.source_names)})")
+    stream = args.source not in {d.name for d in cfg.datamarts}
+    if stream and args.snapshot_depth is not None:
+        raise DeltaportError(f"{args.source!r} is a change stream: --snapshot-depth exports datamarts only for now "
+                             "(a stream's deltas export as increments)")
     if args.snapshot_depth is not None and args.from_delta is not None:
         raise DeltaportError("--snapshot-depth takes the last delta from --to-delta (or the lake's last), "
                              "not --from-delta")
@@ -65,7 +70,15 @@ def run(args) -> int:
     bootstrap = kafka.bootstrap()
     spark = engine_for(cfg).session()
     layout = LakeLayout(cfg.lake.catalog)
-    landed = sorted(landed_increments(spark, layout, args.source))
+    if stream:
+        from resources.lake.cdc import cdc_landed_deltas
+        from resources.lake.stream_export import export_stream
+
+        landed = sorted(cdc_landed_deltas(spark, layout, args.source))
+    else:
+        landed = sorted(landed_increments(spark, layout, args.source))
+    if not landed:
+        raise DeltaportError(f"{args.source!r} has no delta in the lake")
     create_topic(bootstrap, args.topic, partitions=args.partitions, timeout=kafka.timeout_seconds)
     if args.snapshot_depth is None:
         first = args.from_delta
@@ -78,7 +91,10 @@ def run(args) -> int:
                           f"the lake's last is {landed[-1]}")
                     return 0
         chosen = choose_deltas(landed, args.source, first, args.to_delta)
-        deltas = export_increments(spark, layout, args.source, chosen, options, as_datamart=args.as_datamart)
+        if stream:
+            deltas = export_stream(spark, layout, args.source, chosen, options, as_datamart=args.as_datamart)
+        else:
+            deltas = export_increments(spark, layout, args.source, chosen, options, as_datamart=args.as_datamart)
         total = len(chosen)
     else:
         last = choose_deltas(landed, args.source, None, args.to_delta)[-1]

@@ -25,6 +25,8 @@ from platform_assets.sync import sync
 from resources.emulator.outgoing import BACKUP, SIGNAL
 from resources.emulator.publish import publish
 from resources.emulator.scenario import EmulatorConfig, build_scenario
+from resources.emulator.stream_oracle import row_diff, same_rows
+from resources.errors import DeltaportError
 from resources.kafka.admin import create_topic
 from resources.lake.prostore import LakeLayout
 from resources.lake.read import rows_as_of
@@ -117,3 +119,47 @@ def test_an_exported_lake_lands_again_as_the_same_tables(spark_remote, kafka_boo
     for n in range(last - 2, last + 1):
         for table in sc.truth[dm][n]:
             assert rows_as_of(lake_c, c, dm, table, n) == _truth(sc, dm, n, table), f"lake C {table} as of delta {n}"
+
+
+def test_an_exported_change_stream_lands_as_a_datamart_with_the_streams_states(spark_remote, kafka_bootstrap,
+                                                                               tmp_path, capsys):
+    """A Qlik stream (partial updates, duplicates, a rollback, a column added) landed, exported as
+    a Prostore datamart, landed again backup-only: every table as of every delta holds the
+    stream's own state, decimals as their exact text."""
+    from resources.emulator.qlik import QLIK, QlikConfig, build_qlik_story
+    from resources.lake.cdc import cdc_landed_deltas, cdc_rows_as_of
+    from resources.lake.stream_export import prostore_value
+
+    # 12 transactions: the rollback (5th) and the column added (10th) are in
+    story = build_qlik_story(QlikConfig(seed=11, transactions=12, duplicate_rate=0.15))
+    tag = os.getpid()
+    topic, exported = f"rt-qlik.{tag}", f"rt-qlik-export.{tag}"
+    create_topic(kafka_bootstrap, topic)
+    publish(story.messages, kafka_bootstrap, {QLIK: topic})
+    cfg_s, file_s = _config(tmp_path, "rt_s", kafka_bootstrap, [
+        {"name": "src", "format": "qlik", "topic": topic, "max_rows": 20, "max_seconds": 3600, "idle_seconds": 0}])
+    assert _landed(cfg_s)
+    assert main(["export", "src", "--topic", exported, "-c", file_s, "--chunk-size", "5"]) == 0
+    report = _inspect(exported, kafka_bootstrap, capsys)["backup"]["datamarts"][0]
+    stream_lake, s = engine_for(cfg_s).session(), LakeLayout(cfg_s.lake.catalog)
+    deltas = sorted(cdc_landed_deltas(stream_lake, s, "src"))
+    assert report["complete"] == deltas and report["incomplete"] == []
+
+    cfg_p, _ = _config(tmp_path, "rt_p", kafka_bootstrap, [{"name": "src", "format": "prostore",
+                                                            "backup_topic": exported}])
+    assert _landed(cfg_p) == [("src", n) for n in deltas]
+    prostore_lake, p = engine_for(cfg_p).session(), LakeLayout(cfg_p.lake.catalog)
+    tables = [t.tableName for t in stream_lake.sql(f"SHOW TABLES IN {s.catalog}.src").collect()]
+    compared = 0
+    for n in deltas:
+        for table in tables:
+            try:
+                want = cdc_rows_as_of(stream_lake, s, "src", table, n)
+            except DeltaportError:
+                continue  # the table has no state yet at delta n
+            types = {f.name: f.dataType for f in stream_lake.table(s.snapshot("src", table)).schema.fields}
+            want = [{c: prostore_value(types[c], v) for c, v in r.items()} for r in want]
+            got = rows_as_of(prostore_lake, p, "src", table, n)
+            assert same_rows(got, want), f"{table} as of delta {n}: {row_diff(got, want)}"
+            compared += 1
+    assert compared >= len(deltas) >= 3, deltas
