@@ -13,7 +13,9 @@ deltas 0..D without a gap, each written by one export run, and the same depth th
 bootstrapped with (`BootstrapError` otherwise, never a merge: seed 001 line 160, "a topic with
 several snapshots is not restorable reliably"); B < 0 (a mapping that puts the snapshot before
 delta 0) is refused. A snapshot still arriving (a gap, an incomplete delta) is "not yet", not
-an error. Pure logic: no Kafka, Spark or Dagster here.
+an error. When the live topic also holds source delta M, the snapshot's delta D must have the
+same row changes per table (`check_against_live`), else last_delta is wrong and is refused.
+Pure logic: no Kafka, Spark or Dagster here.
 """
 
 from __future__ import annotations
@@ -47,6 +49,20 @@ class Bootstrap:
         if not self.covers(delta):
             raise ValueError(f"source delta {delta} is outside the snapshot's {self.base}..{self.last_delta}")
         return delta - self.base
+
+
+def check_against_live(boot: Bootstrap, datamart: str, live_topic: str, snapshot_rows: Mapping[str, int],
+                       live_rows: Mapping[str, int]) -> None:
+    """Refuse a mapping that contradicts the live deltas: the snapshot's last delta D (an
+    increment, when D > 0) must hold the same row changes per table as the live increment of
+    source delta M. `*_rows`: {table: rows} of each chosen increment."""
+    mine = {t: n for t, n in snapshot_rows.items() if n}
+    theirs = {t: n for t, n in live_rows.items() if n}
+    if mine != theirs:
+        raise BootstrapError(
+            f"bootstrap of {datamart!r}: snapshot delta {boot.depth} in {boot.topic!r} holds rows {mine}, but the live "
+            f"increment of delta {boot.last_delta} in {live_topic!r} holds {theirs}: last_delta {boot.last_delta} is "
+            "not the source delta of the snapshot's last delta")
 
 
 def plan_bootstrap(topic: str, datamart: str, last_delta: int, exports: Mapping[int, Sequence[str]],

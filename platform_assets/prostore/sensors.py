@@ -31,12 +31,14 @@ import dagster as dg
 
 from platform_assets.config import DatamartConfig, SensorConfig
 from platform_assets.prostore.partitions import delta_partitions, partition_key
+from resources.codecs.backup import iter_rows
 from resources.delta_index import CLOSED
 from resources.errors import DeltaportError
 from resources.index_resource import DeltaIndexResource
 from resources.ingest import BACKUP, SIGNAL, ingest_topic
+from resources.kafka.fetch import fetch_values
 from resources.kafka.resource import KafkaResource
-from resources.snapshot_bootstrap import Bootstrap, plan_bootstrap
+from resources.snapshot_bootstrap import Bootstrap, check_against_live, plan_bootstrap
 
 SNAPSHOT = "snapshot"  # the role of a bootstrap's snapshot topic in a tick's ingestion stats
 MAX_DELTAS_PER_TICK = 200  # requested per tick, in range runs; the rest on the next tick
@@ -73,6 +75,10 @@ def evaluate(datamart: DatamartConfig, index, kafka: KafkaResource, cursor: dict
         if boot is None:
             return [], why, _unread({k: v for k, v in cursor.items() if k != "unread"}, stats), stats
         keep = {"bootstrap_depth": boot.depth}
+        if cursor.get("bootstrap_checked"):
+            keep["bootstrap_checked"] = True
+        elif boot.depth:
+            keep["bootstrap_checked"] = _check_live(datamart, index, kafka, boot, log)
     if datamart.backup_only:
         # The deltas the backup topic holds; where a source starts is chosen only once the topic
         # has been read through (its first delta may sit behind this tick's reading budget).
@@ -117,6 +123,31 @@ def evaluate(datamart: DatamartConfig, index, kafka: KafkaResource, cursor: dict
     if waiting and log:
         log.info(waiting)
     return due, waiting, _unread({"next": nxt, **keep}, stats), stats
+
+
+def _check_live(datamart: DatamartConfig, index, kafka: KafkaResource, boot: Bootstrap, log) -> bool:
+    """Compare the snapshot's last delta with the live increment of the same source delta, once
+    (True: compared, or nothing to compare with; a contradiction raises BootstrapError)."""
+    live = index.delta_report(datamart.backup_topic, datamart.name, boot.last_delta)
+    if live is None or not live.complete:
+        if log:
+            log.info(f"bootstrap of {datamart.name}: {datamart.backup_topic} has no complete delta {boot.last_delta} "
+                     "to check the snapshot against")
+        return True
+    counts = [_rows_per_table(kafka, topic, index.chosen_messages(topic, datamart.name, n)[1])
+              for topic, n in ((boot.topic, boot.depth), (datamart.backup_topic, boot.last_delta))]
+    check_against_live(boot, datamart.name, datamart.backup_topic, *counts)
+    return True
+
+
+def _rows_per_table(kafka: KafkaResource, topic: str, refs) -> dict[str, int]:
+    data = [r for r in refs if r.table_name is not None]
+    values = fetch_values(kafka.bootstrap(), topic, [(r.partition, r.offset) for r in data],
+                          config=kafka.client_config(), timeout=kafka.timeout_seconds)
+    out: dict[str, int] = {}
+    for r in data:
+        out[r.table_name] = out.get(r.table_name, 0) + sum(1 for _ in iter_rows(values[(r.partition, r.offset)]))
+    return out
 
 
 def _bootstrap(datamart: DatamartConfig, index, cursor: dict, read) -> tuple[Bootstrap | None, str | None]:

@@ -4,8 +4,9 @@ Real broker, real Spark, real Iceberg, through `sync`. The live topics (signal a
 every delta of the story; a snapshot backup of depth 2 as of source delta M = 3 sits in a topic
 of its own, renumbered from 0. With `bootstrap: {topic, last_delta: 3}` the lake's first delta
 is 1 (the snapshot's state), 2..3 come from the snapshot's history, 4..5 from the live topics;
-every one equals the emulator's truth and the live increments of 0..3 are not used. A second
-snapshot written into the snapshot topic stops the source with a clear reason, lands nothing.
+every one equals the emulator's truth and the live increments of 0..3 are not used. A
+last_delta that contradicts the live increment of that delta, and a second snapshot written into
+the snapshot topic, each stop the source with a clear reason; nothing lands.
 """
 
 from __future__ import annotations
@@ -52,12 +53,23 @@ def test_a_lake_bootstrapped_from_a_snapshot_goes_on_with_the_live_deltas(spark_
     publish(sc.messages, kafka_bootstrap, topics)
     publish(snapshot, kafka_bootstrap, {BACKUP: snap})
 
-    cfg = parse_config({
-        "sources": [{"name": DM, "signal_topic": topics[SIGNAL], "backup_topic": topics[BACKUP],
-                     "bootstrap": {"topic": snap, "last_delta": LAST}}],
-        "kafka": {"bootstrap_servers": kafka_bootstrap},
-        "lake": {"catalog": "boot", "warehouse": str(tmp_path / "lake")},
-        "state_dir": str(tmp_path / "state"), "sensor": {"max_deltas_per_run": 10}})
+    def config(last, name):
+        return parse_config({
+            "sources": [{"name": DM, "signal_topic": topics[SIGNAL], "backup_topic": topics[BACKUP],
+                         "bootstrap": {"topic": snap, "last_delta": last}}],
+            "kafka": {"bootstrap_servers": kafka_bootstrap},
+            "lake": {"catalog": name, "warehouse": str(tmp_path / name)},
+            "state_dir": str(tmp_path / f"{name}-state"), "sensor": {"max_deltas_per_run": 10}})
+
+    # A last_delta off by one contradicts the live increment of that delta: refused, nothing lands.
+    def per_table(n):
+        return {t: sum(1 for c in sc.increments[DM][n] if c.table == t) for t in sc.truth[DM][n]}
+    assert per_table(LAST) != per_table(LAST + 1)
+    with dg.instance_for_test() as instance:
+        wrong = sync(config(LAST + 1, "boot_wrong"), instance, echo=lambda line: None)
+        assert wrong.landed() == [] and "is not the source delta of the snapshot's last delta" in wrong.waiting[DM]
+
+    cfg = config(LAST, "boot")
     defs = build_definitions(cfg)
     graph = defs.resolve_asset_graph()
     assert topic_key(snap) in graph.get(dg.AssetKey([DM, "increment"])).parent_keys  # lineage shows the snapshot

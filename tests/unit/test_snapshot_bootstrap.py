@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from resources.snapshot_bootstrap import Bootstrap, BootstrapError, plan_bootstrap
+from resources.snapshot_bootstrap import Bootstrap, BootstrapError, check_against_live, plan_bootstrap
 
 
 def test_a_whole_snapshot_maps_its_deltas_onto_the_source():
@@ -33,3 +33,10 @@ def test_a_mapping_before_delta_zero_is_refused():
     with pytest.raises(BootstrapError, match="last_delta 1 with a snapshot of depth 2"):
         plan_bootstrap("snap", "dm", 1, {0: ["a"], 1: ["a"], 2: ["a"]})
     assert plan_bootstrap("snap", "dm", 0, {0: ["a"]}).base == 0
+
+
+def test_a_snapshot_that_contradicts_the_live_delta_is_refused():
+    boot = Bootstrap("snap", 7, 2)
+    check_against_live(boot, "dm", "live", {"a": 3, "b": 0}, {"a": 3})  # empty tables do not count
+    with pytest.raises(BootstrapError, match="last_delta 7 is not the source delta of the snapshot's last delta"):
+        check_against_live(boot, "dm", "live", {"a": 3}, {"a": 4})
