@@ -460,6 +460,11 @@ class _Parser:
             or_replace = self.accept_kw("or", "replace")
             if self.accept_kw("table"):
                 return self.create_table()
+            if self.accept_kw("proxy", "table"):
+                # Prostore's CREATE PROXY TABLE (public docs, "CREATE PROXY TABLE"): an unversioned
+                # logical table, same clauses; its data travels only in snapshot backups (seed 001
+                # line 32), and the lake keeps it like any table.
+                return self.create_table()
             if self.accept_kw("materialized", "view"):
                 return self.create_view("materialized_view", or_replace)
             if self.accept_kw("view"):

@@ -396,3 +396,13 @@ def test_emulated_column_changes_replay_to_the_truths_columns():
     written = {(c.row["id"],) for c in sc.increments["marketing"][4] if c.table == "stores"}
     kept = [k for k in rows[3]["stores"] if k not in written]
     assert kept and all(rows[4]["stores"][k]["town"] == rows[3]["stores"][k]["city"] for k in kept)
+
+
+def test_a_proxy_table_is_a_table_for_the_lake():
+    # Prostore's CREATE PROXY TABLE: in a snapshot backup's changelog its data follows (seed 001 line 32).
+    query = ("CREATE PROXY TABLE IF NOT EXISTS marketing.visits (id BIGINT NOT NULL, page VARCHAR(100), "
+             "PRIMARY KEY (id)) DISTRIBUTED BY (id) DATASOURCE_TYPE ('adp') LOGICAL_ONLY")
+    stmt = parse_ddl(query)
+    assert isinstance(stmt, CreateTable) and stmt.name == "visits" and stmt.primary_key == ("id",)
+    entity = replay_changelog([ChangelogRecord(0, "visits", query)])["visits"]
+    assert entity.kind == "table" and [c.name for c in entity.columns] == ["id", "page"]
