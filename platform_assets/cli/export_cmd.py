@@ -1,17 +1,17 @@
-"""`deltaport export SOURCE --topic T`: a datamart's deltas from the lake back to Kafka, in the
+"""`deltaport export SOURCE --topic T`: a source's deltas from the lake back to Kafka, in the
 BACKUP_TO_KAFKA format Prostore's RESTORE_FROM_KAFKA reads (and deltaport lands: a backup-only
 source on T gives the same tables as of every delta).
 
 Increments keep their numbers: `--from-delta/--to-delta` for a range, else the seed's "all new
 deltas" (every delta the lake holds when the topic has none of this datamart's increments, else
-only those after the greatest delta the topic has: run it again to append what landed since); `--snapshot-depth D` writes the state as of delta last - D as delta 0 and the D deltas
-after it as 1..D, to a topic of its own (a snapshot into a topic that has messages is refused:
-the seed says such a topic cannot be restored reliably). `--chunk-size`, `--streams` and
-`--partitions` are BACKUP_TO_KAFKA's own knobs. A change stream (Qlik, DataWorks, Datastream)
-exports as a Prostore datamart of the same name (`--as-datamart` to rename): each delta's
-difference of the stream's own states, its tables described as Prostore DDL
-(resources/lake/stream_export.py). Progress per delta on stderr; the topic is
-created when missing.
+only those after the greatest delta the topic has: run it again to append what landed since).
+`--snapshot-depth D` writes the state as of delta last - D as delta 0 and the D deltas after it
+as 1..D, to a topic of its own (a snapshot into a topic that has messages is refused: the seed
+says such a topic cannot be restored reliably). `--chunk-size`, `--streams` and `--partitions`
+are BACKUP_TO_KAFKA's own knobs. A change stream (Qlik, DataWorks, Datastream) exports as a
+Prostore datamart of the same name (`--as-datamart` to rename): each delta the difference of the
+stream's own states, its tables described as Prostore DDL (resources/lake/stream_export.py).
+Progress per delta on stderr; the topic is created when missing.
 """
 
 from __future__ import annotations
@@ -58,9 +58,6 @@ def run(args) -> int:
         raise DeltaportError(f"{args.source!r} is not a source of {cfg.source_file} "
                              f"(sources: {', '.join(cfg.source_names)})")
     stream = args.source not in {d.name for d in cfg.datamarts}
-    if stream and args.snapshot_depth is not None:
-        raise DeltaportError(f"{args.source!r} is a change stream: --snapshot-depth exports datamarts only for now "
-                             "(a stream's deltas export as increments)")
     if args.snapshot_depth is not None and args.from_delta is not None:
         raise DeltaportError("--snapshot-depth takes the last delta from --to-delta (or the lake's last), "
                              "not --from-delta")
@@ -98,8 +95,15 @@ def run(args) -> int:
         total = len(chosen)
     else:
         last = choose_deltas(landed, args.source, None, args.to_delta)[-1]
-        deltas = export_snapshot(spark, layout, args.source, args.snapshot_depth, last, options,
-                                 as_datamart=args.as_datamart)
+        if stream:
+            if args.snapshot_depth < 0:
+                raise DeltaportError(f"--snapshot-depth must be >= 0, got {args.snapshot_depth}")
+            chosen = choose_deltas(landed, args.source, last - args.snapshot_depth, last)
+            deltas = export_stream(spark, layout, args.source, chosen, options, as_datamart=args.as_datamart,
+                                   snapshot=True)
+        else:
+            deltas = export_snapshot(spark, layout, args.source, args.snapshot_depth, last, options,
+                                     as_datamart=args.as_datamart)
         total = args.snapshot_depth + 1
         held = sum(high - low for low, high in watermarks(bootstrap, args.topic, kafka.timeout_seconds).values())
         if held:

@@ -118,9 +118,13 @@ class StreamChangelog:
 
 def export_stream(spark, layout: LakeLayout, source: str, deltas: Sequence[int],
                   options: BackupWriteOptions = BackupWriteOptions(), *, as_datamart: str | None = None,
-                  new_id: Callable[[], str] = lambda: str(uuid.uuid4())) -> Iterator[ExportedDelta]:
+                  new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+                  snapshot: bool = False) -> Iterator[ExportedDelta]:
     """Each delta of `deltas` (landed and applied, in order) as a Prostore increment. The
-    changelog is built from the source's first delta, so it is the same whatever range is asked."""
+    changelog is built from the source's first delta, so it is the same whatever range is asked.
+
+    `snapshot`: a snapshot backup instead: the first of `deltas` as delta 0 holding its whole
+    state (sys_op 0), the others renumbered 1, 2, ... (seed 001 lines 118-124)."""
     name = as_datamart or source
     landed = cdc_landed_deltas(spark, layout, source)
     missing = [n for n in deltas if n not in landed]
@@ -142,16 +146,20 @@ def export_stream(spark, layout: LakeLayout, source: str, deltas: Sequence[int],
             columns = [Column(f.name, prostore_type(f.dataType), nullable=f.name not in keys[table]) for f in fields]
             changelog.describe(table, columns, keys[table])
             if n in wanted:
-                parts[table] = TableChanges(columns, _changes(spark, layout, source, table, n, tags[table], fields,
-                                                              keys[table]))
+                state = snapshot and n == min(deltas)
+                parts[table] = TableChanges(columns, _changes(spark, layout, source, table, n,
+                                                              [] if state else tags[table], fields, keys[table]))
         if n in wanted:
             parts = {t: p for t, p in parts.items() if p.rows}
-            yield ExportedDelta(n, n, encode_increment(name, n, date, new_id(), list(changelog.records), parts, options),
+            number = n - min(deltas) if snapshot else n
+            yield ExportedDelta(number, n, encode_increment(name, number, date, new_id(), list(changelog.records), parts,
+                                                            options),
                                 sum(len(p.rows) for p in parts.values()))
 
 
 def _changes(spark, layout, source, table, n, tags, fields, keys) -> list[dict]:
-    """Rows new or changed at delta n (sys_op 0) and keys gone since n - 1 (sys_op 1)."""
+    """Rows new or changed at delta n (sys_op 0) and keys gone since n - 1 (sys_op 1); with no
+    earlier tag given, the whole state at n."""
     from pyspark.sql import functions as F
 
     def live(delta):

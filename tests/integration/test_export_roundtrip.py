@@ -125,7 +125,8 @@ def test_an_exported_change_stream_lands_as_a_datamart_with_the_streams_states(s
                                                                                tmp_path, capsys):
     """A Qlik stream (partial updates, duplicates, a rollback, a column added) landed, exported as
     a Prostore datamart, landed again backup-only: every table as of every delta holds the
-    stream's own state, decimals as their exact text."""
+    stream's own state, decimals as their exact text; a snapshot export of it bootstraps a lake
+    at its last deltas."""
     from resources.emulator.qlik import QLIK, QlikConfig, build_qlik_story
     from resources.lake.cdc import cdc_landed_deltas, cdc_rows_as_of
     from resources.lake.stream_export import prostore_value
@@ -150,16 +151,30 @@ def test_an_exported_change_stream_lands_as_a_datamart_with_the_streams_states(s
     assert _landed(cfg_p) == [("src", n) for n in deltas]
     prostore_lake, p = engine_for(cfg_p).session(), LakeLayout(cfg_p.lake.catalog)
     tables = [t.tableName for t in stream_lake.sql(f"SHOW TABLES IN {s.catalog}.src").collect()]
-    compared = 0
-    for n in deltas:
-        for table in tables:
-            try:
-                want = cdc_rows_as_of(stream_lake, s, "src", table, n)
-            except DeltaportError:
-                continue  # the table has no state yet at delta n
-            types = {f.name: f.dataType for f in stream_lake.table(s.snapshot("src", table)).schema.fields}
-            want = [{c: prostore_value(types[c], v) for c, v in r.items()} for r in want]
-            got = rows_as_of(prostore_lake, p, "src", table, n)
-            assert same_rows(got, want), f"{table} as of delta {n}: {row_diff(got, want)}"
-            compared += 1
-    assert compared >= len(deltas) >= 3, deltas
+
+    def compare(lake, layout, numbers) -> int:
+        compared = 0
+        for n in numbers:
+            for table in tables:
+                try:
+                    want = cdc_rows_as_of(stream_lake, s, "src", table, n)
+                except DeltaportError:
+                    continue  # the table has no state yet at delta n
+                types = {f.name: f.dataType for f in stream_lake.table(s.snapshot("src", table)).schema.fields}
+                want = [{c: prostore_value(types[c], v) for c, v in r.items()} for r in want]
+                got = rows_as_of(lake, layout, "src", table, n)
+                assert same_rows(got, want), f"{layout.catalog} {table} as of delta {n}: {row_diff(got, want)}"
+                compared += 1
+        return compared
+
+    assert compare(prostore_lake, p, deltas) >= len(deltas) >= 3, deltas
+
+    # A snapshot export of the stream (depth 1) bootstraps a lake at its last two deltas.
+    snap, last = f"rt-qlik-snapshot.{tag}", deltas[-1]
+    assert main(["export", "src", "--topic", snap, "--snapshot-depth", "1", "-c", file_s]) == 0
+    assert _inspect(snap, kafka_bootstrap, capsys)["backup"]["datamarts"][0]["complete"] == [0, 1]
+    cfg_b, _ = _config(tmp_path, "rt_sb", kafka_bootstrap, [{"name": "src", "format": "prostore",
+                                                             "backup_topic": exported,
+                                                             "bootstrap": {"topic": snap, "last_delta": last}}])
+    assert _landed(cfg_b) == [("src", last - 1), ("src", last)]
+    assert compare(engine_for(cfg_b).session(), LakeLayout(cfg_b.lake.catalog), [last - 1, last]) >= 2
