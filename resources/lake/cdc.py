@@ -66,13 +66,12 @@ from resources.codecs.cdc import BEFORE_IMAGE, DELETE, UPSERT, Change
 from resources.errors import DeltaportError
 from resources.lake.prostore import LakeLayout, MissingDeltasError
 from resources.spark.iceberg import (
-    commit_delta,
     ensure_table,
     last_applied_delta,
     read_as_of_delta,
+    record_unchanged,
     replace_deltas,
     table_exists,
-    tag_unchanged,
 )
 
 # The process-wide MERGE machinery of iceberg.py (one session-wide snapshot-property block at a
@@ -635,7 +634,8 @@ def _apply(spark, layout: LakeLayout, source: str, delta_num: int, table: str, k
     types = {f.name: f.dataType for f in target.schema.fields}
 
     if not has_increment:  # no change of this table has landed yet
-        return _empty_commit(spark, ident, target.schema, delta_num, table)
+        record_unchanged(spark, ident, target.schema, delta_num)
+        return CdcApplied(delta_num, table, skipped=False)
     changes = spark.table(inc_ident).where(F.col("delta_num") == delta_num)
 
     have = set(changes.columns)
@@ -684,7 +684,8 @@ def _apply(spark, layout: LakeLayout, source: str, delta_num: int, table: str, k
     counts = {r["_op"]: (r["keys"], r["events"]) for r in
               folded.groupBy("_op").agg(F.count(F.lit(1)).alias("keys"), F.sum("__dp_events").alias("events")).collect()}
     if not counts:  # every change was a duplicate or late
-        return _empty_commit(spark, ident, target.schema, delta_num, table)
+        record_unchanged(spark, ident, target.schema, delta_num)
+        return CdcApplied(delta_num, table, skipped=False)
     _merge(spark, ident, folded, keys, data, delta_num)
     return CdcApplied(delta_num, table, skipped=False, events=sum(e for _, e in counts.values()),
                       upserts=counts.get(UPSERT, (0, 0))[0], deletes=counts.get(DELETE, (0, 0))[0])
@@ -718,14 +719,6 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
             out.append(_apply(spark, layout, source, n, table, tables[table], None, landed, last))
             last = n
     return out
-
-
-def _empty_commit(spark, ident: str, schema, delta_num: int, table: str) -> CdcApplied:
-    """Record the delta in a snapshot it leaves as is: its tag on the current snapshot, or an
-    empty commit when the table has no snapshot yet."""
-    if not tag_unchanged(spark, ident, delta_num):
-        commit_delta(spark, ident, spark.createDataFrame([], schema), delta_num=delta_num, mode="append")
-    return CdcApplied(delta_num, table, skipped=False)
 
 
 def _merge(spark, ident: str, folded, keys: list[str], data: list[str], delta_num: int) -> None:

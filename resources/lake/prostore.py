@@ -56,13 +56,12 @@ from resources.errors import DeltaportError
 from resources.spark.iceberg import (
     TableNotFoundError,
     check_changes,
-    commit_delta,
     ensure_table,
     last_applied_delta,
     merge_upserts,
     replace_deltas,
+    record_unchanged,
     table_exists,
-    tag_unchanged,
 )
 from resources.spark.session import local_checkpoint
 
@@ -414,7 +413,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
     table = spark.table(ident)
     if stats.rows == 0 and not carry:
         # Nothing changed: the tag alone records delta n, cheaply.
-        _empty_commit(spark, ident, table.schema, n)
+        record_unchanged(spark, ident, table.schema, n)
         return
     keys = list(entity.primary_key)
     if prepared is not None and _plain(transition):
@@ -438,13 +437,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
     # materialize on the executors first (a schema transition's rewrite is the whole table).
     changes = local_checkpoint(changes)
     if carry and changes.isEmpty():  # a rename in an empty table, with no change in the delta
-        _empty_commit(spark, ident, table.schema, n)
+        record_unchanged(spark, ident, table.schema, n)
         return
     merge_upserts(spark, ident, changes, keys, delta_num=n)
 
-
-def _empty_commit(spark, ident: str, schema, n: int) -> None:
-    """Record delta n in a table it leaves as is: its tag on the current snapshot (one metadata
-    commit), or an empty commit when the table has no snapshot yet."""
-    if not tag_unchanged(spark, ident, n):
-        commit_delta(spark, ident, spark.createDataFrame([], schema), delta_num=n, mode="append")

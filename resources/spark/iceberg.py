@@ -76,6 +76,7 @@ __all__ = [
     "repair_delta_tags",
     "replace_deltas",
     "spark_schema",
+    "record_unchanged",
     "table_exists",
     "tag_unchanged",
 ]
@@ -588,6 +589,13 @@ def tag_unchanged(spark: SparkSession, ident: str, delta_num: int) -> bool:
         return False
     spark.sql(f"ALTER TABLE {quoted} CREATE OR REPLACE TAG `{delta_tag(delta_num)}` AS OF VERSION {int(rows[0][0])}")
     return True
+
+
+def record_unchanged(spark: SparkSession, ident: str, schema: StructType, delta_num: int) -> None:
+    """Record delta N in a table it leaves as it is: `tag_unchanged`, or, when the table has no
+    snapshot yet, an empty commit (summary and tag, as `commit_delta` makes them)."""
+    if not tag_unchanged(spark, ident, delta_num):
+        commit_delta(spark, ident, spark.createDataFrame([], schema), delta_num=delta_num, mode="append")
 
 
 def delta_tags(spark: SparkSession, ident: str) -> dict[int, int]:
