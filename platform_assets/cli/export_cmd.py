@@ -71,9 +71,10 @@ def run(args) -> int:
         from resources.lake.cdc import cdc_landed_deltas
         from resources.lake.stream_export import export_stream
 
-        landed = sorted(cdc_landed_deltas(spark, layout, args.source))
+        manifest = cdc_landed_deltas(spark, layout, args.source)
     else:
-        landed = sorted(landed_increments(spark, layout, args.source))
+        manifest = landed_increments(spark, layout, args.source)
+    landed = sorted(manifest)
     if not landed:
         raise DeltaportError(f"{args.source!r} has no delta in the lake")
     create_topic(bootstrap, args.topic, partitions=args.partitions, timeout=kafka.timeout_seconds)
@@ -89,9 +90,11 @@ def run(args) -> int:
                     return 0
         chosen = choose_deltas(landed, args.source, first, args.to_delta)
         if stream:
-            deltas = export_stream(spark, layout, args.source, chosen, options, as_datamart=args.as_datamart)
+            deltas = export_stream(spark, layout, args.source, chosen, options, as_datamart=args.as_datamart,
+                                   landed=manifest)
         else:
-            deltas = export_increments(spark, layout, args.source, chosen, options, as_datamart=args.as_datamart)
+            deltas = export_increments(spark, layout, args.source, chosen, options, as_datamart=args.as_datamart,
+                                       landed=manifest)
         total = len(chosen)
     else:
         last = choose_deltas(landed, args.source, None, args.to_delta)[-1]
@@ -100,10 +103,10 @@ def run(args) -> int:
                 raise DeltaportError(f"--snapshot-depth must be >= 0, got {args.snapshot_depth}")
             chosen = choose_deltas(landed, args.source, last - args.snapshot_depth, last)
             deltas = export_stream(spark, layout, args.source, chosen, options, as_datamart=args.as_datamart,
-                                   snapshot=True)
+                                   snapshot=True, landed=manifest)
         else:
             deltas = export_snapshot(spark, layout, args.source, args.snapshot_depth, last, options,
-                                     as_datamart=args.as_datamart)
+                                     as_datamart=args.as_datamart, landed=manifest)
         total = args.snapshot_depth + 1
         held = sum(high - low for low, high in watermarks(bootstrap, args.topic, kafka.timeout_seconds).values())
         if held:

@@ -25,13 +25,13 @@ does not hold raises `ExportError` naming it before anything is produced.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from resources.codecs.backup_writer import BackupMessage, BackupWriteOptions, TableChanges, encode_increment
 from resources.codecs.ddl import EntitySchema, replay_changelog
 from resources.errors import DeltaportError
-from resources.lake.prostore import LakeLayout, changelog_history, data_tables, landed_deltas
+from resources.lake.prostore import LakeLayout, changelog_history, data_tables
 from resources.lake.read import rows_as_of
 from resources.spark.iceberg import table_exists
 
@@ -59,14 +59,16 @@ class _Landed:
 
 
 def landed_increments(spark, layout: LakeLayout, datamart: str) -> dict[int, _Landed]:
-    """{delta: what the manifest says of it} for every delta whose increment landed."""
+    """{delta: what the manifest says of it} for every delta whose increment landed (one read)."""
     ident = layout.meta(datamart, "manifest")
     if not table_exists(spark, ident):
         return {}
-    dates = {r.delta_num: r.delta_date_us
-             for r in spark.table(ident).select("delta_num", "delta_date_us").distinct().collect()}
-    return {n: _Landed(n, dates[n], {t: s.rows for t, s in tables.items() if s.rows})
-            for n, tables in sorted(landed_deltas(spark, layout, datamart).items())}
+    out: dict[int, _Landed] = {}
+    for r in spark.table(ident).select("delta_num", "table_name", "rows", "delta_date_us").collect():
+        landed = out.setdefault(r.delta_num, _Landed(r.delta_num, r.delta_date_us, {}))
+        if r.table_name is not None and r.rows:
+            landed.rows[r.table_name] = r.rows
+    return dict(sorted(out.items()))
 
 
 def choose_deltas(landed: Sequence[int], datamart: str, from_delta: int | None, to_delta: int | None) -> list[int]:
@@ -92,19 +94,23 @@ def _short(numbers: Sequence[int]) -> str:
 
 def export_increments(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int],
                       options: BackupWriteOptions = BackupWriteOptions(), *, as_datamart: str | None = None,
-                      new_id: Callable[[], str] = lambda: str(uuid.uuid4())) -> Iterator[ExportedDelta]:
-    """Each delta of `deltas` (landed, see `choose_deltas`) as an increment, in order."""
-    return _increments(spark, layout, datamart, {n: n for n in deltas}, options, as_datamart or datamart, new_id)
+                      new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+                      landed: Mapping[int, _Landed] | None = None) -> Iterator[ExportedDelta]:
+    """Each delta of `deltas` (landed, see `choose_deltas`) as an increment, in order.
+    `landed`: `landed_increments` when the caller has read it already."""
+    return _increments(spark, layout, datamart, {n: n for n in deltas}, options, as_datamart or datamart, new_id,
+                       landed=landed)
 
 
 def export_snapshot(spark, layout: LakeLayout, datamart: str, depth: int, last: int,
                     options: BackupWriteOptions = BackupWriteOptions(), *, as_datamart: str | None = None,
-                    new_id: Callable[[], str] = lambda: str(uuid.uuid4())) -> Iterator[ExportedDelta]:
+                    new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+                    landed: Mapping[int, _Landed] | None = None) -> Iterator[ExportedDelta]:
     """A snapshot backup of depth `depth` ending at the lake's delta `last`: the state as of
     `last - depth` as delta 0, then the increments after it renumbered 1..depth."""
     if depth < 0:
         raise ExportError(f"snapshot depth must be >= 0, got {depth}")
-    landed = landed_increments(spark, layout, datamart)
+    landed = landed_increments(spark, layout, datamart) if landed is None else landed
     base = last - depth
     chosen = choose_deltas(sorted(landed), datamart, base, last)
     history = changelog_history(spark, layout, datamart)

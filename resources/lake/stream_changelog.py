@@ -103,18 +103,30 @@ def land_stream_changelogs(spark, layout: LakeLayout, source: str,
 
 def table_keys(spark, layout: LakeLayout, source: str, upto: int) -> dict[str, tuple[str, ...]]:
     """{lake table: key columns} of every table with changes in deltas <= `upto` (latest wins)."""
+    return keys_as_of(key_rows(spark, layout, source, upto), upto)
+
+
+def key_rows(spark, layout: LakeLayout, source: str, upto: int | None = None) -> list[tuple[int, str, tuple[str, ...]]]:
+    """(delta, lake table, key columns) of every `keys` row of the changelog (at or before `upto`)."""
     from pyspark.sql import functions as F
 
     ident = layout.meta(source, "changelog")
     if not table_exists(spark, ident):
-        return {}
+        return []
     spark.catalog.refreshTable(ident)
-    rows = (spark.table(ident).where((F.col("kind") == KEYS) & (F.col("delta_num") <= upto))
-            .select("delta_num", "table_name", "key_columns").collect())
+    wanted = F.col("kind") == KEYS
+    if upto is not None:
+        wanted &= F.col("delta_num") <= upto
+    return [(r.delta_num, r.table_name, tuple(r.key_columns))
+            for r in spark.table(ident).where(wanted).select("delta_num", "table_name", "key_columns").collect()]
+
+
+def keys_as_of(rows: Iterable[tuple[int, str, tuple[str, ...]]], upto: int) -> dict[str, tuple[str, ...]]:
+    """{lake table: key columns} as of delta `upto`, from `key_rows` (the latest row <= upto wins)."""
     latest: dict[str, tuple[int, tuple[str, ...]]] = {}
-    for r in rows:
-        if r.table_name not in latest or r.delta_num > latest[r.table_name][0]:
-            latest[r.table_name] = (r.delta_num, tuple(r.key_columns))
+    for n, table, keys in rows:
+        if n <= upto and (table not in latest or n > latest[table][0]):
+            latest[table] = (n, keys)
     return {t: k for t, (_, k) in sorted(latest.items())}
 
 

@@ -29,7 +29,7 @@ import datetime as dt
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
 
 from resources.codecs.backup import ChangelogRecord
@@ -38,7 +38,7 @@ from resources.codecs.types import Column
 from resources.lake.cdc import SNAPSHOT_COLUMNS, cdc_landed_deltas
 from resources.lake.export import ExportedDelta, ExportError
 from resources.lake.prostore import LakeLayout
-from resources.lake.stream_changelog import table_keys
+from resources.lake.stream_changelog import key_rows, keys_as_of
 from resources.spark.iceberg import delta_tags, read_as_of_delta
 
 _PLAIN = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -119,24 +119,26 @@ class StreamChangelog:
 def export_stream(spark, layout: LakeLayout, source: str, deltas: Sequence[int],
                   options: BackupWriteOptions = BackupWriteOptions(), *, as_datamart: str | None = None,
                   new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
-                  snapshot: bool = False) -> Iterator[ExportedDelta]:
+                  snapshot: bool = False, landed: Mapping[int, object] | None = None) -> Iterator[ExportedDelta]:
     """Each delta of `deltas` (landed and applied, in order) as a Prostore increment. The
     changelog is built from the source's first delta, so it is the same whatever range is asked.
 
     `snapshot`: a snapshot backup instead: the first of `deltas` as delta 0 holding its whole
-    state (sys_op 0), the others renumbered 1, 2, ... (seed 001 lines 118-124)."""
+    state (sys_op 0), the others renumbered 1, 2, ... (seed 001 lines 118-124). `landed`:
+    `cdc_landed_deltas` when the caller has read it already."""
     name = as_datamart or source
-    landed = cdc_landed_deltas(spark, layout, source)
+    landed = cdc_landed_deltas(spark, layout, source) if landed is None else landed
     missing = [n for n in deltas if n not in landed]
     if missing:
         raise ExportError(f"stream {source!r}: delta(s) {missing} are not in the lake (landed: {sorted(landed)})")
     tables = [t.tableName for t in spark.sql(f"SHOW TABLES IN {layout.catalog}.{source}").collect()]
     tags = {t: delta_tags(spark, layout.snapshot(source, t)) for t in tables}
+    key_history = key_rows(spark, layout, source)
     changelog = StreamChangelog(name)
     wanted = set(deltas)
     date = int(time.time() * 1_000_000)  # a stream delta has no close time: the export's
     for n in sorted(d for d in landed if d <= max(deltas, default=-1)):
-        keys = table_keys(spark, layout, source, n)
+        keys = keys_as_of(key_history, n)
         parts = {}
         for table in sorted(t for t in tables if n in tags[t]):
             if table not in keys:
@@ -147,8 +149,9 @@ def export_stream(spark, layout: LakeLayout, source: str, deltas: Sequence[int],
             changelog.describe(table, columns, keys[table])
             if n in wanted:
                 state = snapshot and n == min(deltas)
-                parts[table] = TableChanges(columns, _changes(spark, layout, source, table, n,
-                                                              [] if state else tags[table], fields, keys[table]))
+                parts[table] = TableChanges(columns, _changes(spark, layout, source, table, now,
+                                                              None if state else _before(tags[table], n), fields,
+                                                              keys[table]))
         if n in wanted:
             parts = {t: p for t, p in parts.items() if p.rows}
             number = n - min(deltas) if snapshot else n
@@ -157,26 +160,29 @@ def export_stream(spark, layout: LakeLayout, source: str, deltas: Sequence[int],
                                 sum(len(p.rows) for p in parts.values()))
 
 
-def _changes(spark, layout, source, table, n, tags, fields, keys) -> list[dict]:
-    """Rows new or changed at delta n (sys_op 0) and keys gone since n - 1 (sys_op 1); with no
-    earlier tag given, the whole state at n."""
+def _before(tags, n: int) -> int | None:
+    """The table's delta before n (None: n is its first)."""
+    return max((d for d in tags if d < n), default=None)
+
+
+def _changes(spark, layout, source, table, now, before: int | None, fields, keys) -> list[dict]:
+    """Rows new or changed in the table's state `now` (sys_op 0) and keys gone since delta
+    `before` (sys_op 1); with no `before`, the whole state."""
     from pyspark.sql import functions as F
 
-    def live(delta):
-        df = read_as_of_delta(spark, layout.snapshot(source, table), delta)
+    def live(df):
         df = df.where(~F.coalesce(F.col("_tombstone"), F.lit(False)))
         have = set(df.columns)
         return df.select(*[(F.col(f"`{f.name}`") if f.name in have else F.lit(None).cast(f.dataType)).alias(f.name)
                            for f in fields])
 
-    now = live(n)
-    before = [d for d in tags if d < n]
-    if before:
-        prev = live(max(before))
-        upserts = now.exceptAll(prev)
-        deletes = prev.join(now.select(*[F.col(f"`{k}`") for k in keys]), on=list(keys), how="left_anti")
+    current = live(now)
+    if before is not None:
+        prev = live(read_as_of_delta(spark, layout.snapshot(source, table), before))
+        upserts = current.exceptAll(prev)
+        deletes = prev.join(current.select(*[F.col(f"`{k}`") for k in keys]), on=list(keys), how="left_anti")
     else:
-        upserts, deletes = now, None
+        upserts, deletes = current, None
     types = {f.name: f.dataType for f in fields}
 
     def rows(df, sys_op):
