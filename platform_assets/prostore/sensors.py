@@ -75,10 +75,10 @@ def evaluate(datamart: DatamartConfig, index, kafka: KafkaResource, cursor: dict
         if boot is None:
             return [], why, _unread({k: v for k, v in cursor.items() if k != "unread"}, stats), stats
         keep = {"bootstrap_depth": boot.depth}
-        if cursor.get("bootstrap_checked"):
+        if boot.depth and not cursor.get("bootstrap_checked"):
+            _check_live(datamart, index, kafka, boot, log)
+        if boot.depth:
             keep["bootstrap_checked"] = True
-        elif boot.depth:
-            keep["bootstrap_checked"] = _check_live(datamart, index, kafka, boot, log)
     if datamart.backup_only:
         # The deltas the backup topic holds; where a source starts is chosen only once the topic
         # has been read through (its first delta may sit behind this tick's reading budget).
@@ -125,19 +125,18 @@ def evaluate(datamart: DatamartConfig, index, kafka: KafkaResource, cursor: dict
     return due, waiting, _unread({"next": nxt, **keep}, stats), stats
 
 
-def _check_live(datamart: DatamartConfig, index, kafka: KafkaResource, boot: Bootstrap, log) -> bool:
-    """Compare the snapshot's last delta with the live increment of the same source delta, once
-    (True: compared, or nothing to compare with; a contradiction raises BootstrapError)."""
+def _check_live(datamart: DatamartConfig, index, kafka: KafkaResource, boot: Bootstrap, log) -> None:
+    """Compare the snapshot's last delta with the live increment of the same source delta (a
+    contradiction raises BootstrapError; no complete live delta: nothing to compare with)."""
     live = index.delta_report(datamart.backup_topic, datamart.name, boot.last_delta)
     if live is None or not live.complete:
         if log:
             log.info(f"bootstrap of {datamart.name}: {datamart.backup_topic} has no complete delta {boot.last_delta} "
                      "to check the snapshot against")
-        return True
+        return
     counts = [_rows_per_table(kafka, topic, index.chosen_messages(topic, datamart.name, n)[1])
               for topic, n in ((boot.topic, boot.depth), (datamart.backup_topic, boot.last_delta))]
     check_against_live(boot, datamart.name, datamart.backup_topic, *counts)
-    return True
 
 
 def _rows_per_table(kafka: KafkaResource, topic: str, refs) -> dict[str, int]:
