@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: install jars chromium test test-unit test-ui demo dev bench clean
+.PHONY: install jars chromium postgres test test-unit test-ui demo dev bench clean
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -29,7 +29,13 @@ jars: install
 chromium:
 	@command -v chromium >/dev/null 2>&1 || ($(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 
-test: jars chromium
+# Debian's PostgreSQL server binaries, for the tests' throwaway servers (the state store, the
+# Dagster instance and the Iceberg JDBC catalog on PostgreSQL); none is left running.
+# (Or DELTAPORT_TEST_POSTGRES_URL: an existing server the tests may create databases on.)
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ($(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql)
+
+test: jars chromium postgres
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test-unit: install

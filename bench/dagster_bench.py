@@ -41,12 +41,12 @@ from bench.engine import bench_engine  # noqa: E402
 from bench.peak_memory import PeakMemory, max_peak  # noqa: E402
 from bench.plain_script import user_script  # noqa: E402
 from platform_assets.config import parse_config  # noqa: E402
-from platform_assets.definitions import resources_for  # noqa: E402
+from platform_assets.definitions import index_resource, resources_for  # noqa: E402
 from platform_assets.sync import sync  # noqa: E402
 from resources.emulator.outgoing import BACKUP, SIGNAL  # noqa: E402
-from resources.emulator.publish import publish  # noqa: E402
+from resources.kafka.publish import publish  # noqa: E402
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario  # noqa: E402
-from resources.delta_index import DeltaIndex  # noqa: E402
+from resources.prostore.delta_index import DeltaIndex  # noqa: E402
 from resources.kafka.admin import create_topic  # noqa: E402
 from resources.kafka.broker import kafka_bootstrap  # noqa: E402
 from resources.lake.prostore import LakeLayout  # noqa: E402
@@ -145,7 +145,7 @@ def run(args) -> dict:
             # The platform's own session: Iceberg caches table metadata per session's catalog.
             spark = resources_for(cfg)["spark"].get_session()
             res["engine_start_s"] = round(engine.start_seconds, 2)
-            index = DeltaIndex(cfg.resolve_path(cfg.state_dir) / "index.sqlite")
+            index = index_resource(cfg).get()
             with dg.DagsterInstance.get() as instance:
                 steady, backlog = batches[:args.deltas], batches[args.deltas:]
                 for n, msgs in steady:

@@ -63,9 +63,9 @@ from bench.engine import bench_engine  # noqa: E402
 from bench.peak_memory import PeakMemory, cpu_count, max_peak  # noqa: E402
 from bench.plain_script import floor, user_script  # noqa: E402
 from resources.codecs.backup import MESSAGE_TYPE_DATA, iter_changelog  # noqa: E402
-from resources.delta_index import DeltaIndex  # noqa: E402
-from resources.emulator.publish import publish  # noqa: E402
-from resources.ingest import BACKUP, ingest_topic  # noqa: E402
+from resources.prostore.delta_index import DeltaIndex  # noqa: E402
+from resources.kafka.publish import publish  # noqa: E402
+from resources.prostore.ingest import BACKUP, ingest_topic  # noqa: E402
 from resources.kafka.admin import create_topic, delete_topic  # noqa: E402
 from resources.kafka.broker import kafka_bootstrap  # noqa: E402
 from resources.kafka.fetch import fetch_values  # noqa: E402

@@ -37,9 +37,9 @@ sys.path.insert(0, str(ROOT))
 from bench.engine import bench_engine  # noqa: E402
 from bench.peak_memory import PeakMemory  # noqa: E402
 from platform_assets.cli.emulate_cmd import stream_story  # noqa: E402
-from resources.cdc_ledger import CdcLedger  # noqa: E402
+from resources.changestream.ledger import CdcLedger  # noqa: E402
 from resources.codecs.cdc import BEFORE_IMAGE, Change  # noqa: E402
-from resources.emulator.publish import publish  # noqa: E402
+from resources.kafka.publish import publish  # noqa: E402
 from resources.emulator.stream_oracle import final_truth, same_rows  # noqa: E402
 from resources.errors import DecodeError  # noqa: E402
 from resources.kafka.admin import create_topic  # noqa: E402
@@ -60,7 +60,7 @@ from resources.lake.stream_changelog import (  # noqa: E402
     land_stream_changelog,
     table_keys,
 )
-from resources.sealing import SealPolicy, make_decoder, read_delta, seal_topic  # noqa: E402
+from resources.changestream.sealing import SealPolicy, make_decoder, read_delta, seal_topic  # noqa: E402
 
 log = logging.getLogger("bench")
 STEP = 5000  # messages per sealing call, as `sensor.max_messages_per_tick`

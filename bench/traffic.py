@@ -4,7 +4,7 @@ What flows out: per delta, the messages Prostore's BACKUP_TO_KAFKA would write f
 (a changelog message first in stream 1, then table-data chunks of `chunk_rows` rows, spread
 over `streams` writing streams, stream s on partition (s - 1) mod partitions, chunk numbers
 counted per stream, isLastChunk on each stream's last message), as `Outgoing` ready for
-`resources.emulator.publish.publish`. Rows are the seed's row schema (TIMESTAMP as a plain
+`resources.kafka.publish.publish`. Rows are the seed's row schema (TIMESTAMP as a plain
 long, every field `["null", T]`), written by the project's own codec (`encode_rows`).
 
 A `DeltaPlanner` draws each delta's changes: mostly inserts of new keys, some updates and

@@ -101,7 +101,7 @@ FORMATS = (PROSTORE, *STREAM_FORMATS)
 @dataclass(frozen=True)
 class StreamConfig:
     """A Qlik Replicate, DataWorks or Datastream change topic; the platform seals its deltas
-    (resources/sealing.py): a delta ends at a boundary of the format once it holds more than
+    (resources/changestream/sealing.py): a delta ends at a boundary of the format once it holds more than
     `max_rows` rows or spans more than `max_seconds` of event time."""
 
     name: str
@@ -114,6 +114,16 @@ class StreamConfig:
 
 
 @dataclass(frozen=True)
+class StateConfig:
+    """Where the delta index, the ledger of sealed deltas and `sync`'s cursors live: by default
+    SQLite files in `state_dir` (one machine); a PostgreSQL URL for a deployment whose sensor,
+    runs and CLI run on several hosts. The password only as {env: NAME}."""
+
+    url: str | None = None
+    password: dict | None = None
+
+
+@dataclass(frozen=True)
 class PlatformConfig:
     datamarts: tuple[DatamartConfig, ...] = ()
     streams: tuple[StreamConfig, ...] = ()
@@ -121,12 +131,21 @@ class PlatformConfig:
     spark: SparkConfig = field(default_factory=SparkConfig)
     lake: LakeConfig = field(default_factory=LakeConfig)
     sensor: SensorConfig = field(default_factory=SensorConfig)
-    state_dir: str = ".deltaport"  # the delta index (SQLite) and other local state
+    state_dir: str = ".deltaport"  # local state: SQLite stores (unless `state.url`), server addresses, logs
+    state: StateConfig = field(default_factory=StateConfig)
     source_file: str | None = None
 
     @property
     def source_names(self) -> list[str]:
         return [d.name for d in self.datamarts] + [s.name for s in self.streams]
+
+    def state_url(self, name: str) -> str:
+        """Where the store `name` (index, ledger) is: `state.url`, else <state_dir>/<name>.sqlite."""
+        return self.state.url or str(self.resolve_path(self.state_dir) / f"{name}.sqlite")
+
+    @property
+    def state_password_env(self) -> str | None:
+        return self.state.password["env"] if self.state.password else None
 
     def resolve_path(self, value: str) -> Path:
         """Relative paths in the file are relative to the file's folder, not the cwd."""
@@ -161,7 +180,7 @@ def _build(cls, raw: Any, path: str, file: str | None):
 
 def _value(typ: str, raw: Any, path: str, file: str | None):
     nested = {"KafkaConfig": KafkaConfig, "SparkConfig": SparkConfig, "LakeConfig": LakeConfig,
-              "SensorConfig": SensorConfig}
+              "SensorConfig": SensorConfig, "StateConfig": StateConfig}
     if typ in nested:
         return _build(nested[typ], raw, path, file)
     if typ == "BootstrapConfig | None":
@@ -170,7 +189,9 @@ def _value(typ: str, raw: Any, path: str, file: str | None):
         if not isinstance(raw, list):
             raise ConfigError(path, "must be a list of datamarts", file)
         return tuple(_build(DatamartConfig, item, f"{path}[{i}]", file) for i, item in enumerate(raw))
-    if typ == "dict":
+    if typ == "dict | None" and raw is None:
+        return None
+    if typ in ("dict", "dict | None"):
         if not isinstance(raw, dict):
             raise ConfigError(path, "must be a mapping", file)
         return dict(raw)
@@ -235,6 +256,15 @@ def parse_config(raw: Any, file: str | None = None) -> PlatformConfig:
     if cfg.spark.remote is not None and not str(cfg.spark.remote).startswith("sc://"):
         raise ConfigError("spark.remote", f"must be a Spark Connect address sc://host:port, got {cfg.spark.remote!r}",
                           file)
+    url = cfg.state.url
+    if url is not None and not url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError("state.url", f"must be a PostgreSQL URL postgresql://user@host:port/db (leave it out for "
+                                       f"SQLite files in state_dir), got {url!r}", file)
+    if url is not None and ":" in url.split("://", 1)[1].split("@", 1)[0] and "@" in url:
+        raise ConfigError("state.url", "must not hold the password: give it as `password: {env: NAME}`", file)
+    pw = cfg.state.password
+    if pw is not None and (set(pw) != {"env"} or not isinstance(pw["env"], str)):
+        raise ConfigError("state.password", f"must be {{env: NAME}} (the variable holding it), got {pw!r}", file)
     return PlatformConfig(**{**cfg.__dict__, "source_file": file})
 
 

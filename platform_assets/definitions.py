@@ -24,7 +24,8 @@ from platform_assets.prostore.assets import BACKUP_IO, SIGNAL_IO, build_datamart
 from platform_assets.prostore.sensors import build_delta_sensor, datamart_tags
 from platform_assets.streams.assets import STREAM_IO, build_stream_assets
 from platform_assets.streams.sensors import build_seal_sensor
-from resources.index_resource import CdcLedgerResource, DeltaIndexResource
+from resources.changestream.resource import CdcLedgerResource
+from resources.prostore.resource import DeltaIndexResource
 from resources.kafka.io_managers import BackupTopicIOManager, SignalTopicIOManager
 from resources.kafka.stream_io_manager import StreamTopicIOManager
 from resources.kafka.resource import KafkaResource
@@ -56,16 +57,24 @@ def kafka_resource(cfg: PlatformConfig) -> KafkaResource:
                          timeout_seconds=cfg.kafka.timeout_seconds, state_dir=str(cfg.resolve_path(cfg.state_dir)))
 
 
+def index_resource(cfg: PlatformConfig) -> DeltaIndexResource:
+    return DeltaIndexResource(url=cfg.state_url("index"), password_env=cfg.state_password_env)
+
+
+def ledger_resource(cfg: PlatformConfig) -> CdcLedgerResource:
+    return CdcLedgerResource(url=cfg.state_url("ledger"), password_env=cfg.state_password_env)
+
+
 def resources_for(cfg: PlatformConfig) -> dict:
-    state = cfg.resolve_path(cfg.state_dir)
     kafka = kafka_resource(cfg)
-    index = DeltaIndexResource(path=str(state / "index.sqlite"))
-    ledger = CdcLedgerResource(path=str(state / "ledger.sqlite"))
+    index = index_resource(cfg)
+    ledger = ledger_resource(cfg)
     engine = engine_for(cfg)
     spark = SparkResource(remote=engine.remote, master=engine.master, state_dir=engine.state_dir,
                           catalog_name=engine.catalog.name, catalog_type=engine.catalog.type,
                           warehouse=engine.catalog.warehouse, catalog_uri=engine.catalog.uri,
-                          catalog_properties=dict(engine.catalog.properties), spark_conf=dict(engine.conf))
+                          catalog_properties=dict(engine.catalog.properties),
+                          catalog_secret_properties=dict(engine.catalog.secret_properties), spark_conf=dict(engine.conf))
     return {"kafka": kafka, "index": index, "ledger": ledger, "spark": spark,
             BACKUP_IO: BackupTopicIOManager(kafka=kafka, index=index), SIGNAL_IO: SignalTopicIOManager(index=index),
             STREAM_IO: StreamTopicIOManager(kafka=kafka, ledger=ledger)}

@@ -6,20 +6,23 @@ in order, in process, on the Dagster instance of DAGSTER_HOME (runs, materializa
 checks show in the UI afterwards): one delta, or a range of up to `sensor.max_deltas_per_run`
 when a backlog is due. Repeats while the sensor has work (reading is bounded per tick). A
 failed run stops its source: later deltas would fail to advance the snapshot anyway. The
-sensors' cursors are kept in <state_dir>/sync-cursors.json.
+sensors' cursors are kept in the state store (`resources.state.cursors`), beside the index, so a
+`sync` on another host goes on from them; one `sync` at a time works on a source (another one,
+on any host sharing the store, reports the source busy and leaves it).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import dagster as dg
 
 from platform_assets.config import PlatformConfig
 from platform_assets.definitions import build_definitions
 from platform_assets.prostore.sensors import request_deltas
+from resources.state.cursors import SyncCursors
+from resources.state.store import state_store
 
 
 # The runs' event logs stay in the instance (and the UI); the terminal gets one line per delta.
@@ -62,50 +65,56 @@ def _rows(result, key: dg.AssetKey) -> dict[str, int]:
 
 def sync(cfg: PlatformConfig, instance: dg.DagsterInstance, *, max_ticks: int = 100, echo=print) -> SyncResult:
     defs = build_definitions(cfg)
-    cursor_file = cfg.resolve_path(cfg.state_dir) / "sync-cursors.json"
-    cursors = json.loads(cursor_file.read_text()) if cursor_file.exists() else {}
+    cursors = SyncCursors(state_store(cfg.state_url("index"), cfg.state_password_env),
+                          legacy_file=cfg.resolve_path(cfg.state_dir) / "sync-cursors.json")
     out = SyncResult()
     sensors = [(d.name, f"{d.name}_delta_close_sensor") for d in cfg.datamarts]
     sensors += [(s.name, f"{s.name}_seal_sensor") for s in cfg.streams]
     for name, sensor_name in sensors:
-        sensor = defs.resolve_sensor_def(sensor_name)
-        job = defs.resolve_job_def(f"{name}_delta_job")
-        failed = False
-        idle = 0
-        for _ in range(max_ticks):
-            with dg.build_sensor_context(instance=instance, cursor=cursors.get(name), definitions=defs,
-                                         resources=defs.resources) as ctx:
-                result = sensor(ctx)
-            for req in result.dynamic_partitions_requests or []:
-                instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
-            if result.skip_reason:
-                out.waiting[name] = result.skip_reason.skip_message
-            for req in result.run_requests:
-                run = job.execute_in_process(partition_key=req.partition_key, instance=instance,
-                                             tags={**req.tags, "deltaport/run_key": req.run_key}, raise_on_error=False,
-                                             run_config=QUIET)
-                outcome = DeltaOutcome(name, request_deltas(req), run.success,
-                                       _rows(run, dg.AssetKey([name, "increment"])),
-                                       _rows(run, dg.AssetKey([name, "snapshot"])))
-                if not run.success:
-                    failure = next((e for e in run.all_events if e.is_step_failure), None)
-                    outcome.error = failure.event_specific_data.error.message.strip() if failure else "run failed"
-                out.outcomes.append(outcome)
-                echo(render(outcome))
-                if not run.success:
-                    failed = True
-                    break
-            if failed:
-                break  # the cursor stays before the failed delta: the next sync retries it
-            if result.cursor is not None:  # None: unchanged, as the daemon reads it (e.g. a tick that failed)
-                cursors[name] = result.cursor
-            unread = json.loads(result.cursor or "{}").get("unread", 0)
-            idle = 0 if result.run_requests or unread else idle + 1
-            if idle >= 2:  # two ticks with nothing to run and nothing left unread
-                break
-        cursor_file.parent.mkdir(parents=True, exist_ok=True)
-        cursor_file.write_text(json.dumps(cursors))
+        with cursors.hold(name) as held:
+            if not held:
+                out.waiting[name] = "another `deltaport sync` is landing this source; left to it"
+                echo(f"{name}: {out.waiting[name]}")
+                continue
+            _sync_source(instance, defs, name, sensor_name, cursors, out, max_ticks, echo)
     return out
+
+
+def _sync_source(instance: dg.DagsterInstance, defs: dg.Definitions, name: str,
+                 sensor_name: str, cursors: SyncCursors, out: SyncResult, max_ticks: int, echo) -> None:
+    cursor = cursors.get(name)
+    sensor = defs.resolve_sensor_def(sensor_name)
+    job = defs.resolve_job_def(f"{name}_delta_job")
+    idle = 0
+    for _ in range(max_ticks):
+        with dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
+                                     resources=defs.resources) as ctx:
+            result = sensor(ctx)
+        for req in result.dynamic_partitions_requests or []:
+            instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+        if result.skip_reason:
+            out.waiting[name] = result.skip_reason.skip_message
+        for req in result.run_requests:
+            run = job.execute_in_process(partition_key=req.partition_key, instance=instance,
+                                         tags={**req.tags, "deltaport/run_key": req.run_key}, raise_on_error=False,
+                                         run_config=QUIET)
+            outcome = DeltaOutcome(name, request_deltas(req), run.success,
+                                   _rows(run, dg.AssetKey([name, "increment"])),
+                                   _rows(run, dg.AssetKey([name, "snapshot"])))
+            if not run.success:
+                failure = next((e for e in run.all_events if e.is_step_failure), None)
+                outcome.error = failure.event_specific_data.error.message.strip() if failure else "run failed"
+            out.outcomes.append(outcome)
+            echo(render(outcome))
+            if not run.success:
+                return  # the cursor stays before the failed delta: the next sync retries it
+        if result.cursor is not None:  # None: unchanged, as the daemon reads it (e.g. a tick that failed)
+            cursor = result.cursor
+            cursors.put(name, cursor)
+        unread = json.loads(result.cursor or "{}").get("unread", 0)
+        idle = 0 if result.run_requests or unread else idle + 1
+        if idle >= 2:  # two ticks with nothing to run and nothing left unread
+            break
 
 
 def render(o: DeltaOutcome) -> str:

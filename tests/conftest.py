@@ -3,10 +3,14 @@
 `kafka_bootstrap` is one real Kafka broker for the whole session: the one named by
 KAFKA_BOOTSTRAP_SERVERS if set, else an embedded Apache Kafka (resources/kafka/broker.py) that
 is started on first use and stopped at the end of the session.
+`postgres` is one real PostgreSQL server for the session (tests/support/postgres.py): a
+throwaway local cluster, or the one of DELTAPORT_TEST_POSTGRES_URL; its password is exported in
+DELTAPORT_TEST_PG_PASSWORD, the variable the tests' state stores name as `password_env`.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Iterator
@@ -14,6 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 from resources.kafka import broker
+from tests.support.postgres import PASSWORD_ENV, PostgresServer, start_postgres
 
 
 @pytest.fixture(scope="session")
@@ -28,3 +33,14 @@ def topic_name(request: pytest.FixtureRequest) -> str:
     """A topic name unique to this test (and this run): legal, at most ~90 characters."""
     test = re.sub(r"[^A-Za-z0-9_-]+", "-", request.node.name).strip("-")[:60]
     return f"test-{test}-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A running PostgreSQL server; `postgres.database()` makes an empty database on it."""
+    server = start_postgres()
+    os.environ[PASSWORD_ENV] = server.password or ""
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -34,7 +34,7 @@ from platform_assets.cli.common import state_dir
 from platform_assets.cli.demo_streams import DemoStream, compare, demo_streams
 from platform_assets.cli.spark_cmd import engine_for_demo
 from resources.emulator.outgoing import BACKUP, SIGNAL
-from resources.emulator.publish import publish
+from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
 from resources.kafka.broker import kafka_bootstrap
@@ -107,9 +107,8 @@ def _once(sc, streams: list[DemoStream], bootstrap: str, paths: dict[str, Path],
     import dagster as dg
 
     from platform_assets.config import load_config
-    from platform_assets.definitions import resources_for
+    from platform_assets.definitions import ledger_resource, resources_for
     from platform_assets.sync import sync
-    from resources.cdc_ledger import CdcLedger
     from resources.lake.prostore import LakeLayout
     from resources.lake.read import rows_as_of
 
@@ -140,7 +139,7 @@ def _once(sc, streams: list[DemoStream], bootstrap: str, paths: dict[str, Path],
                 all_equal &= equal
                 print(f"{dm:10} {n:>5} {table:14} {count:>9} {len(rows):>10}  {'yes' if equal else 'NO'}")
     print(f"\n{'source':16} {'delta':>5} {'table':18} {'lake rows':>9} {'truth rows':>10}  equal")
-    ledger = CdcLedger(cfg.resolve_path(cfg.state_dir) / "ledger.sqlite")
+    ledger = ledger_resource(cfg).get()
     streams_equal, compared, stream_deltas = compare(streams, spark, layout, bootstrap, ledger, landed)
     all_equal &= streams_equal
     prostore = sum(1 for source, _ in landed if source in sc.truth)

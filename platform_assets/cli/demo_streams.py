@@ -51,7 +51,7 @@ def compare(streams: list[DemoStream], spark, layout, bootstrap: str, ledger, la
     from resources.emulator.stream_oracle import same_rows, truth_after
     from resources.errors import DecodeError
     from resources.lake.cdc import cdc_rows_as_of
-    from resources.sealing import read_delta
+    from resources.changestream.sealing import read_delta
     from resources.spark.iceberg import delta_tags, table_exists
 
     all_equal, compared, total = True, 0, 0

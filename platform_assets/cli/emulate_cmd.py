@@ -17,7 +17,7 @@ from pathlib import Path
 from platform_assets.cli.common import Progress, add_bootstrap_option, resolve_bootstrap
 from resources.emulator.oracle import truth_document
 from resources.emulator.outgoing import BACKUP, SIGNAL
-from resources.emulator.publish import publish
+from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario, snapshot_export
 from resources.kafka.admin import create_topic
 

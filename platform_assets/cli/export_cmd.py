@@ -48,7 +48,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from platform_assets.definitions import kafka_resource
     from resources.emulator.outgoing import BACKUP, Outgoing
-    from resources.emulator.publish import publish
+    from resources.kafka.publish import publish
     from resources.kafka.admin import create_topic, watermarks
     from resources.lake.export import choose_deltas, export_increments, export_snapshot, landed_increments
     from resources.lake.prostore import LakeLayout

@@ -9,7 +9,7 @@ import json
 import time
 
 from platform_assets.cli.common import Progress, add_bootstrap_option, resolve_bootstrap
-from resources.inspect import InspectReport, TopicInspector
+from resources.prostore.inspect import InspectReport, TopicInspector
 from resources.kafka.scan import scan, topic_ranges
 
 

@@ -29,7 +29,7 @@ from platform_assets.prostore.signal_rows import signal_frame
 from resources.codecs.backup import iter_changelog
 from resources.codecs.ddl import replay_changelog
 from resources.errors import DeltaportError
-from resources.index_resource import DeltaIndexResource
+from resources.prostore.resource import DeltaIndexResource
 from resources.kafka.fetch import fetch_values
 from resources.kafka.io_managers import BackupSlice, SignalSlice
 from resources.lake.prostore import (

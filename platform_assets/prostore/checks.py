@@ -18,7 +18,7 @@ import dagster as dg
 
 from resources.codecs.ddl import replay_changelog
 from resources.codecs.types import spark_type
-from resources.delta_index import DeltaIndex
+from resources.prostore.delta_index import DeltaIndex
 from resources.lake.prostore import LakeLayout, TableStats, changelog_history, data_tables
 from resources.spark.iceberg import table_exists
 

@@ -12,7 +12,7 @@ topic holds instead of the closed ones: a number missing from the topic holds th
 it, visibly, as a lagging backup does (the seed lets "all new deltas" exports leave gaps that
 are never filled; landing past one would skip its changes in every snapshot after it).
 A source with a `bootstrap` also reads its snapshot topic: once that is read through and holds
-one whole snapshot (resources/snapshot_bootstrap.py), the walk starts at its base delta
+one whole snapshot (resources/prostore/snapshot_bootstrap.py), the walk starts at its base delta
 B = last_delta - depth and takes B..last_delta from the snapshot, then the live deltas; a second
 snapshot in the topic fails the tick loudly and lands nothing of the source.
 DELTA_CANCEL needs no action: a cancelled number is never closed unless reopened and closed
@@ -32,13 +32,13 @@ import dagster as dg
 from platform_assets.config import DatamartConfig, SensorConfig
 from platform_assets.prostore.partitions import delta_partitions, partition_key
 from resources.codecs.backup import iter_rows
-from resources.delta_index import CLOSED
+from resources.prostore.delta_index import CLOSED
 from resources.errors import DeltaportError
-from resources.index_resource import DeltaIndexResource
-from resources.ingest import BACKUP, SIGNAL, ingest_topic
+from resources.prostore.resource import DeltaIndexResource
+from resources.prostore.ingest import BACKUP, SIGNAL, ingest_topic
 from resources.kafka.fetch import fetch_values
 from resources.kafka.resource import KafkaResource
-from resources.snapshot_bootstrap import Bootstrap, check_against_live, plan_bootstrap
+from resources.prostore.snapshot_bootstrap import Bootstrap, check_against_live, plan_bootstrap
 
 SNAPSHOT = "snapshot"  # the role of a bootstrap's snapshot topic in a tick's ingestion stats
 MAX_DELTAS_PER_TICK = 200  # requested per tick, in range runs; the rest on the next tick

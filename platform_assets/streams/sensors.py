@@ -1,6 +1,6 @@
 """The sealing sensor of one change-stream source: new messages -> sealed deltas -> runs.
 
-These sources have no DELTA_CLOSE, so each tick seals deltas itself (`resources.sealing.seal_topic`:
+These sources have no DELTA_CLOSE, so each tick seals deltas itself (`resources.changestream.sealing.seal_topic`:
 at most `max_messages` new messages read, cuts at the format's boundaries within the source's
 row and time limits, the decision written to the durable ledger), then requests every sealed
 delta from the cursor's `next` on, in order: dynamic partitions + runs of at most
@@ -23,9 +23,9 @@ from platform_assets.config import SensorConfig, StreamConfig
 from platform_assets.prostore.partitions import delta_partitions
 from platform_assets.prostore.sensors import MAX_DELTAS_PER_TICK, delta_runs, resume_cursor
 from resources.errors import DeltaportError
-from resources.index_resource import CdcLedgerResource
+from resources.changestream.resource import CdcLedgerResource
 from resources.kafka.resource import KafkaResource
-from resources.sealing import SealPolicy, SealResult, seal_topic
+from resources.changestream.sealing import SealPolicy, SealResult, seal_topic
 
 
 def seal_policy(stream: StreamConfig) -> SealPolicy:

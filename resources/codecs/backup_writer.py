@@ -9,7 +9,7 @@ round-robin over `streams` writers, stream s written to partition (s - 1) mod `p
 chunk numbers from 1 per stream (or per table within a stream, the seed's other reading) and
 `isLastChunk` on each stream's last message, the streams interleaved as parallel writers would.
 
-Guarantees: the output is exactly what `resources.completeness` calls a complete increment, and
+Guarantees: the output is exactly what `resources.prostore.completeness` calls a complete increment, and
 `resources.codecs.backup` decodes every message back to the same rows (types by the seed's type
 table, `resources.codecs.types`). Deterministic when `sync` (the Avro sync markers) and the
 increment id are. Used by the emulator (its traffic) and by `deltaport export` (the lake's

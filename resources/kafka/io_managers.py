@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from resources.completeness import DeltaReport
-from resources.delta_index import MessageRef
-from resources.index_resource import DeltaIndexResource
+from resources.prostore.completeness import DeltaReport
+from resources.prostore.delta_index import MessageRef
+from resources.prostore.resource import DeltaIndexResource
 from resources.kafka.resource import KafkaResource
-from resources.snapshot_bootstrap import Bootstrap, BootstrapError, plan_bootstrap
+from resources.prostore.snapshot_bootstrap import Bootstrap, BootstrapError, plan_bootstrap
 
 
 @dataclass(frozen=True)

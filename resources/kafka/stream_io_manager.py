@@ -2,7 +2,7 @@
 
 The topic is a source asset; an asset partitioned by delta takes it as input and gets one
 `StreamSlice` per delta of its run (a range run has several): delta N's offset ranges from the
-ledger (`resources.cdc_ledger`: sealed once, the same offsets forever) and what is needed to
+ledger (`resources.changestream.ledger`: sealed once, the same offsets forever) and what is needed to
 read them. Loading reads no message; `read()`
 does, partition by partition in offset order, each message with its decoded records or its
 located `DecodeError` (a Qlik decoder is primed with the metadata messages the ledger kept, so
@@ -14,18 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import dagster as dg
 
-from resources.cdc_ledger import CdcLedger, LedgerError, SealedDelta
+from resources.changestream.ledger import CdcLedger, LedgerError, SealedDelta
 from resources.codecs.cdc import Record
 from resources.errors import DecodeError
-from resources.index_resource import CdcLedgerResource
+from resources.changestream.resource import CdcLedgerResource
 from resources.kafka.io_managers import run_deltas
 from resources.kafka.resource import KafkaResource
 from resources.kafka.scan import RawMessage
-from resources.sealing import read_delta
+from resources.changestream.sealing import read_delta
 
 
 @dataclass(frozen=True)
@@ -35,7 +34,7 @@ class StreamSlice:
     source: str
     format: str
     delta: SealedDelta
-    ledger_path: str
+    ledger: CdcLedger
     bootstrap: str
     consumer_config: dict
     timeout: float
@@ -53,7 +52,7 @@ class StreamSlice:
         return {str(p): [s, e] for p, (s, e) in sorted(self.delta.ranges.items()) if e > s}
 
     def read(self) -> Iterator[tuple[RawMessage, list[Record] | DecodeError]]:
-        return read_delta(self.bootstrap, CdcLedger(Path(self.ledger_path)), self.source, self.delta_num,
+        return read_delta(self.bootstrap, self.ledger, self.source, self.delta_num,
                           self.format, consumer_config=self.consumer_config, timeout=self.timeout)
 
 
@@ -79,11 +78,11 @@ class StreamTopicIOManager(dg.ConfigurableIOManager):
         try:
             delta = self.ledger.get().delta(source, n)
         except LedgerError as exc:
-            raise dg.Failure(description=f"delta {n} of source {source!r} is not sealed in {self.ledger.path} "
+            raise dg.Failure(description=f"delta {n} of source {source!r} is not sealed in {self.ledger.url} "
                                          f"(has its sensor sealed it?): {exc}",
                              metadata={"topic": topic, "delta": n}) from exc
         if delta.topic != topic:
             raise dg.Failure(description=f"delta {n} of source {source!r} was sealed on topic {delta.topic!r}, "
                                          f"not {topic!r}: the source's topic changed in the config")
-        return StreamSlice(source, fmt, delta, self.ledger.path, self.kafka.bootstrap(), self.kafka.client_config(),
+        return StreamSlice(source, fmt, delta, self.ledger.get(), self.kafka.bootstrap(), self.kafka.client_config(),
                            self.kafka.timeout_seconds)

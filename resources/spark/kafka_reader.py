@@ -63,7 +63,7 @@ import pyarrow as pa
 from resources.codecs.arrow_rows import SYS_OP, arrow_schema, rows_to_arrow
 from resources.codecs.backup import MESSAGE_TYPE_DATA
 from resources.codecs.types import Column, spark_type
-from resources.delta_index import MessageRef
+from resources.prostore.delta_index import MessageRef
 from resources.errors import DecodeError, DeltaportError, Location
 from resources.kafka.scan import scan
 

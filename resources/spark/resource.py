@@ -64,6 +64,11 @@ class SparkResource(dg.ConfigurableResource):
         description="Other Iceberg catalog properties (io-impl, s3.endpoint, ...), "
         "set as spark.sql.catalog.<name>.<key>.",
     )
+    catalog_secret_properties: dict[str, str] = Field(
+        default_factory=dict,
+        description="Catalog properties whose values are secrets: property -> environment variable "
+        "holding it (e.g. jdbc.password: LAKE_DB_PASSWORD), read when a session is built.",
+    )
     spark_conf: dict[str, str] = Field(
         default_factory=dict,
         description="Extra settings of the embedded server; they win over deltaport's small-machine "
@@ -77,6 +82,7 @@ class SparkResource(dg.ConfigurableResource):
             warehouse=self.warehouse,
             uri=self.catalog_uri,
             properties=dict(self.catalog_properties),
+            secret_properties=dict(self.catalog_secret_properties),
         )
 
     def engine(self) -> EngineSettings:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -91,6 +92,9 @@ class CatalogConfig:
     but ``rest``, whose warehouse is often a name the server resolves. `uri`: the REST endpoint,
     JDBC URL or Hive metastore thrift URI. `properties`: any other catalog property
     (``io-impl``, ``s3.endpoint``, ``jdbc.user``, ``cache-enabled``...), passed as they are.
+    `secret_properties`: property -> name of the environment variable holding its value
+    (``jdbc.password``, ``s3.secret-access-key``), read when the settings are built, so the
+    secret never sits in a config file or in a Dagster resource's config.
     """
 
     name: str = "lake"
@@ -98,6 +102,7 @@ class CatalogConfig:
     warehouse: str | None = "./lake"
     uri: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
+    secret_properties: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").isalnum():
@@ -117,8 +122,10 @@ def _absolute_warehouse(catalog: CatalogConfig) -> str | None:
     return str(Path(wh).expanduser().absolute())
 
 
-def catalog_conf(catalog: CatalogConfig) -> dict[str, str]:
-    """The ``spark.sql.catalog.<name>*`` settings registering `catalog` (no JVM needed)."""
+def catalog_conf(catalog: CatalogConfig, *, secrets: bool = True) -> dict[str, str]:
+    """The ``spark.sql.catalog.<name>*`` settings registering `catalog` (no JVM needed); without
+    `secrets`, the secret properties are left out (the server's command line and state file: every
+    client session sets them again with the rest)."""
     prefix = f"spark.sql.catalog.{catalog.name}"
     conf = {prefix: ICEBERG_SPARK_CATALOG, f"{prefix}.type": catalog.type}
     warehouse = _absolute_warehouse(catalog)
@@ -128,6 +135,10 @@ def catalog_conf(catalog: CatalogConfig) -> dict[str, str]:
         conf[f"{prefix}.uri"] = catalog.uri
     for key, value in catalog.properties.items():
         conf[f"{prefix}.{key}"] = str(value)
+    for key, env in catalog.secret_properties.items() if secrets else ():
+        if env not in os.environ:
+            raise SparkSessionError(f"catalog {catalog.name!r} property {key}: environment variable {env} is not set")
+        conf[f"{prefix}.{key}"] = os.environ[env]
     return conf
 
 
@@ -142,12 +153,13 @@ def server_conf(
     no environment). Precedence: `SPARK_DEFAULTS` < Iceberg and catalog settings < `conf`; jars
     and SQL extensions given in `conf` are added to ours, not put in their place."""
     merged: dict[str, str] = {"spark.master": master, **SPARK_DEFAULTS}
-    if master.startswith("local"):
-        # Keep the driver (and its block manager) on loopback: nothing outside needs to reach it.
+    if master.startswith(("local", "spark://127.0.0.1:", "spark://localhost:")):
+        # Keep the driver (and its block manager) on loopback: nothing outside (or only a
+        # cluster on this machine's loopback) needs to reach it.
         merged["spark.driver.host"] = "127.0.0.1"
         merged["spark.driver.bindAddress"] = "127.0.0.1"
     merged["spark.sql.extensions"] = ICEBERG_EXTENSIONS
-    merged.update(catalog_conf(catalog))
+    merged.update(catalog_conf(catalog, secrets=False))
     extra = {str(k): str(v) for k, v in (conf or {}).items()}
     our_jars = [str(p) for p in jars]
     their_jars = [j for j in extra.pop("spark.jars", "").split(",") if j.strip()]

@@ -18,7 +18,7 @@ from platform_assets.config import parse_config
 from platform_assets.definitions import build_definitions
 from platform_assets.sync import sync
 from resources.emulator.outgoing import BACKUP
-from resources.emulator.publish import publish
+from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
 from resources.lake.prostore import LakeLayout

@@ -21,7 +21,7 @@ from platform_assets.definitions import build_definitions
 from platform_assets.prostore.partitions import partition_key
 from platform_assets.sync import sync
 from resources.emulator.outgoing import BACKUP, SIGNAL
-from resources.emulator.publish import publish
+from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, build_scenario, snapshot_export
 from resources.kafka.admin import create_topic
 from platform_assets.prostore.assets import topic_key

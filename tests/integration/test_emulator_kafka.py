@@ -16,9 +16,9 @@ import pytest
 from resources.codecs.signal import decode_signal
 from resources.errors import DecodeError
 from resources.emulator.outgoing import BACKUP, SIGNAL
-from resources.emulator.publish import publish
+from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
-from resources.inspect import TopicInspector
+from resources.prostore.inspect import TopicInspector
 from resources.kafka.admin import create_topic
 from resources.kafka.scan import scan
 from tests.support.replay import apply_increment, chosen_increments

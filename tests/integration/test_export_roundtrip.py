@@ -23,7 +23,7 @@ from platform_assets.config import parse_config
 from platform_assets.engine import engine_for
 from platform_assets.sync import sync
 from resources.emulator.outgoing import BACKUP, SIGNAL
-from resources.emulator.publish import publish
+from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, build_scenario
 from resources.emulator.stream_oracle import row_diff, same_rows
 from resources.errors import DeltaportError

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from resources.delta_index import CLOSED, DeltaIndex
+from resources.prostore.delta_index import CLOSED, DeltaIndex
 from resources.emulator.outgoing import BACKUP, SIGNAL
-from resources.emulator.publish import publish
+from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
-from resources.ingest import IngestError, ingest_topic, plan_ranges
+from resources.prostore.ingest import IngestError, ingest_topic, plan_ranges
 from resources.kafka.admin import create_topic
 
 pytestmark = pytest.mark.integration

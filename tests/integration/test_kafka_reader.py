@@ -22,9 +22,9 @@ from confluent_kafka import Producer
 import resources.kafka.scan as scan_module
 from resources.codecs.backup import MESSAGE_TYPE_DATA, decode_backup_key, iter_rows
 from resources.codecs.types import spark_value
-from resources.delta_index import MessageRef
+from resources.prostore.delta_index import MessageRef
 from resources.emulator.outgoing import BACKUP, SIGNAL
-from resources.emulator.publish import publish
+from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, build_scenario
 from resources.errors import BadContainerFileError, Location
 from resources.kafka.admin import create_topic

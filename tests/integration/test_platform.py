@@ -20,7 +20,7 @@ from platform_assets.definitions import build_definitions
 from platform_assets.prostore.partitions import partition_key
 from platform_assets.prostore.sensors import range_request, ranges, request_deltas
 from resources.emulator.outgoing import BACKUP, SIGNAL
-from resources.emulator.publish import publish
+from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
 from resources.lake.prostore import LakeLayout

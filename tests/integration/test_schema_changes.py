@@ -23,11 +23,11 @@ import uuid
 import pytest
 
 from resources.codecs.backup import ChangelogRecord, iter_changelog
-from resources.delta_index import DeltaIndex
+from resources.prostore.delta_index import DeltaIndex
 from resources.emulator.outgoing import BACKUP
-from resources.emulator.publish import publish
+from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
-from resources.ingest import ingest_topic
+from resources.prostore.ingest import ingest_topic
 from resources.kafka.admin import create_topic
 from resources.kafka.fetch import fetch_values
 from resources.lake.prostore import LakeLayout, apply_snapshots, data_tables, land_changelog, land_increment

@@ -17,17 +17,17 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from resources.cdc_ledger import HARD, SOFT, CdcLedger, Mark, PartitionProgress, SealedDelta, Tail
+from resources.changestream.ledger import HARD, SOFT, CdcLedger, Mark, PartitionProgress, SealedDelta, Tail
 from resources.codecs.cdc import BEFORE_IMAGE, DELETE, Change, Heartbeat, Record, TableSchema, TransactionMark
 from resources.codecs.datastream import decode_datastream
 from resources.emulator.datastream import DATASTREAM, DatastreamConfig, build_datastream_story
 from resources.emulator.dataworks import ROLE as DATAWORKS, DataWorksConfig, build_dataworks_story
 from resources.emulator.outgoing import Outgoing
-from resources.emulator.publish import publish
+from resources.kafka.publish import publish
 from resources.emulator.qlik import QLIK, QlikConfig, build_qlik_story
 from resources.errors import DecodeError
 from resources.kafka.admin import create_topic, watermarks
-from resources.sealing import SealPolicy, plan_cut, read_delta, seal_topic
+from resources.changestream.sealing import SealPolicy, plan_cut, read_delta, seal_topic
 
 pytestmark = pytest.mark.integration
 

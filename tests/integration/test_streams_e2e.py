@@ -21,21 +21,20 @@ import dagster as dg
 import pytest
 
 from platform_assets.config import parse_config
-from platform_assets.definitions import build_definitions
+from platform_assets.definitions import build_definitions, ledger_resource
 from platform_assets.prostore.partitions import partition_key
 from platform_assets.prostore.sensors import request_deltas
-from resources.cdc_ledger import CdcLedger
 from resources.emulator.datastream import DATASTREAM, DatastreamConfig, build_datastream_story
 from resources.emulator.dataworks import ROLE as DATAWORKS, DataWorksConfig, build_dataworks_story
 from resources.emulator.outgoing import Outgoing
-from resources.emulator.publish import publish
+from resources.kafka.publish import publish
 from resources.emulator.qlik import QLIK, QlikConfig, build_qlik_story
 from resources.emulator.stream_oracle import final_truth, row_diff, same_rows, truth_after
 from resources.errors import DecodeError
 from resources.kafka.admin import create_topic
 from resources.lake.cdc import cdc_rows_as_of
 from resources.lake.prostore import LakeLayout
-from resources.sealing import read_delta
+from resources.changestream.sealing import read_delta
 
 pytestmark = pytest.mark.integration
 
@@ -128,7 +127,7 @@ def test_snapshots_equal_the_oracle_at_every_sealed_delta(spark_remote, kafka_bo
             cfg, defs = platform(kafka_bootstrap, tmp_path, fmt, topic, limits, idle)
             layout = LakeLayout(cfg.lake.catalog)
             spark = defs.resources["spark"].get_session()  # catalogs are per session: the platform's own
-            ledger = CdcLedger(cfg.resolve_path(cfg.state_dir) / "ledger.sqlite")
+            ledger = ledger_resource(cfg).get()
             job = defs.resolve_job_def(f"{SOURCE}_delta_job")
             quiet = 0
             while quiet < 2:

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from resources.codecs.backup import MESSAGE_TYPE_CHANGELOG, decode_backup_key, iter_changelog, iter_rows
 from resources.codecs.ddl import replay_changelog
-from resources.completeness import IncrementLedger
+from resources.prostore.completeness import IncrementLedger
 from resources.errors import DecodeError
 
 

@@ -9,7 +9,7 @@ import pytest
 from resources.codecs.backup import ChangelogRecord, decode_backup_key, iter_changelog, iter_rows
 from resources.codecs.backup_writer import BackupWriteOptions, TableChanges, encode_increment
 from resources.codecs.types import Column
-from resources.completeness import IncrementLedger
+from resources.prostore.completeness import IncrementLedger
 
 CHANGELOG = [ChangelogRecord(0, "t", "CREATE TABLE dm.t (id bigint not null, at timestamp, d date, tm time, "
                                       "f float, PRIMARY KEY (id)) DISTRIBUTED BY (id)"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from resources.cdc_ledger import HARD, NONE, CdcLedger, LedgerConflict, Mark, PartitionProgress
+from resources.changestream.ledger import HARD, NONE, CdcLedger, LedgerConflict, Mark, PartitionProgress
 
 
 def test_sealed_numbers_from_a_cursor(tmp_path):

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from resources.codecs.backup import MESSAGE_TYPE_CHANGELOG, MESSAGE_TYPE_DATA, BackupKey
-from resources.completeness import IncrementLedger
+from resources.prostore.completeness import IncrementLedger
 
 DATE = 1638360336000000
 CL = None  # tableName of changelog messages

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from resources.snapshot_bootstrap import Bootstrap, BootstrapError, check_against_live, plan_bootstrap
+from resources.prostore.snapshot_bootstrap import Bootstrap, BootstrapError, check_against_live, plan_bootstrap
 
 
 def test_a_whole_snapshot_maps_its_deltas_onto_the_source():

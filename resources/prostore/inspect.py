@@ -33,7 +33,7 @@ from resources.codecs.backup import (
 )
 from resources.codecs.ddl import replay_changelog
 from resources.codecs.signal import DeltaCancel, DeltaClose, DeltaOpen, UnknownEvent, WriteCancel, WriteOk, decode_signal
-from resources.completeness import IncrementLedger, TopicReport
+from resources.prostore.completeness import IncrementLedger, TopicReport
 from resources.errors import DecodeError, Location, SchemaMismatchError
 from resources.kafka.scan import RawMessage
 

@@ -66,12 +66,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from resources.cdc_ledger import (
+from resources.changestream.ledger import (
     HARD,
     NONE,
     SOFT,
     BadMessage,
     CdcLedger,
+    LedgerConflict,
     Mark,
     PartitionProgress,
     SealedDelta,
@@ -83,7 +84,7 @@ from resources.codecs.datastream import decode_datastream
 from resources.codecs.dataworks import decode_dataworks
 from resources.codecs.qlik import QlikDecoder
 from resources.errors import DecodeError, DeltaportError, Location
-from resources.ingest import plan_ranges
+from resources.prostore.ingest import plan_ranges
 from resources.kafka.scan import RawMessage, scan, topic_ranges
 
 QLIK, DATAWORKS, DATASTREAM = "qlik", "dataworks", "datastream"
@@ -371,7 +372,7 @@ def seal_topic(bootstrap: str, topic: str, source: str, ledger: CdcLedger, polic
               if p in marks and pr.next_offset > marks[p][1]}
     if behind:
         detail = ", ".join(f"partition {p}: scanned up to {o}, topic ends at {hi}" for p, (o, hi) in behind.items())
-        raise SealingError(f"topic {topic!r} is shorter than what the ledger {ledger.path} has scanned for source "
+        raise SealingError(f"topic {topic!r} is shorter than what the ledger {ledger.where} has scanned for source "
                            f"{source!r} ({detail}): was it re-created? Its sealed deltas would name other messages")
     # A partition seen for the first time: its first delta starts at its low watermark.
     fresh = {p: PartitionProgress(lo, lo) for p, (lo, _) in marks.items() if p not in progress}
@@ -432,8 +433,11 @@ def seal_topic(bootstrap: str, topic: str, source: str, ledger: CdcLedger, polic
         if cut is None:
             result.waiting_reason = why
             break
-        delta = ledger.seal(source, tail.next_delta, cut.ends, watermark_us=cut.watermark_us,
-                            starts={p: pr.sealed_to for p, pr in tail.progress.items()}, reason=cut.reason)
+        try:
+            delta = ledger.seal(source, tail.next_delta, cut.ends, watermark_us=cut.watermark_us,
+                                starts={p: pr.sealed_to for p, pr in tail.progress.items()}, reason=cut.reason)
+        except LedgerConflict:
+            continue  # another sealer (the daemon, a `sync`, another host) sealed it first: re-read
         result.new_deltas.append(delta)
         if cut.warning:
             result.warnings.append(f"delta {delta.delta_num} of {source!r}: {cut.warning}")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from resources.codecs.arrow_rows import container_record_count
 from resources.codecs.backup import MESSAGE_TYPE_CHANGELOG, decode_backup_key, iter_changelog
 from resources.codecs.signal import decode_signal
-from resources.delta_index import BackupEntry, BadEntry, DeltaIndex, SignalEntry
+from resources.prostore.delta_index import BackupEntry, BadEntry, DeltaIndex, SignalEntry
 from resources.errors import DecodeError, DeltaportError, Location
 from resources.kafka.scan import RawMessage, scan, topic_ranges
 
@@ -80,7 +80,7 @@ def ingest_topic(bootstrap: str, topic: str, index: DeltaIndex, kind: str, *, ma
         # The index has read further than the topic now reaches: the topic was deleted and made
         # again (or is another cluster's). Its offsets now mean other messages: refuse to guess.
         detail = ", ".join(f"partition {p}: indexed up to {o}, topic ends at {hi}" for p, (o, hi) in behind.items())
-        raise IngestError(f"topic {topic!r} is shorter than what the delta index {index.path} has read ({detail}): "
+        raise IngestError(f"topic {topic!r} is shorter than what the delta index {index.where} has read ({detail}): "
                           "was it re-created? Point state_dir at a new folder to index it from scratch")
     ranges, result.remaining = plan_ranges(marks, progress, max_messages)
     batch: dict[str, list] = {"backup": [], "signal": [], "bad": []}

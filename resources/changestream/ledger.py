@@ -1,7 +1,7 @@
 """The ledger of sealed deltas for sources with no DELTA_CLOSE (Qlik, DataWorks, Datastream).
 
 For Prostore the source says where a delta ends; for these formats the platform decides
-(`resources.sealing`), and this ledger remembers the decision for good. What flows in: per
+(`resources.changestream.sealing`), and this ledger remembers the decision for good. What flows in: per
 scanned Kafka message a *mark* (its coordinates, what kind of boundary it is, its event time,
 watermark and row count), the Qlik metadata messages (raw bytes), the quarantine of bad
 messages, and per partition the scan progress with the format's small running state (open
@@ -11,7 +11,7 @@ watermark and row count; `metadata_messages(source, upto=N)` to prime a Qlik dec
 reading delta N (also after retention deleted those messages from Kafka); `quarantine(source)`.
 
 Guarantees:
-- A scanned batch (marks, metadata, quarantine rows) commits in one SQLite transaction with the
+- A scanned batch (marks, metadata, quarantine rows) commits in one transaction with the
   progress and running state it reaches: after a crash the ledger holds all of it or none, and
   scanning resumes where it had committed. Re-adding a mark (same source, partition, offset)
   changes nothing.
@@ -23,24 +23,22 @@ Guarantees:
 - Deltas tile each partition: delta N's range of partition p starts where delta N-1's ended
   (`sealed_to`), or at the low watermark seen when the partition was first scanned.
 
-Tables are prefixed `cdc_`, so the ledger may share its file with the Prostore delta index
-(`resources.delta_index`). SQLite in WAL mode serves the sensor and the runs of one Dagster
-instance on one machine. No Dagster, no Kafka client.
+Tables are prefixed `cdc_`, so the ledger may share its store with the Prostore delta index
+(`resources.prostore.delta_index`). The store (`resources.state.store`) is a SQLite file for one machine
+or PostgreSQL for several hosts; writers of one source are serialized by the store's lock for
+that source, so two sealers on two hosts never seal one delta twice. No Dagster, no Kafka client.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import sqlite3
 from collections.abc import Iterable, Mapping
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from resources import sqlite_store
 from resources.errors import DeltaportError
+from resources.state.store import Connection, StoreTables
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS cdc_sources (
@@ -68,6 +66,8 @@ CREATE TABLE IF NOT EXISTS cdc_quarantine (
   source TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL, "offset" INTEGER NOT NULL,
   part TEXT, kind TEXT NOT NULL, reason TEXT NOT NULL, PRIMARY KEY (source, partition, "offset"));
 """
+# Version i+1 of the tables is _MIGRATIONS[i] applied to version i (never edit a shipped one).
+_MIGRATIONS = (_SCHEMA,)
 
 # Kinds of marks: what a cut right after this message may be used for.
 HARD = "hard"  # any cut (a watermark: Qlik transaction end, DataWorks heartbeat, Datastream message)
@@ -157,29 +157,22 @@ class Tail:
     marks: Mapping[int, list[Mark]]  # per partition, in offset order
 
 
-class CdcLedger:
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.executescript(_SCHEMA)
+class CdcLedger(StoreTables):
+    COMPONENT, MIGRATIONS = "cdc_ledger", _MIGRATIONS
 
-    def _connect(self) -> AbstractContextManager[sqlite3.Connection]:
-        return sqlite_store.connect(self.path)
-
-    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
-        return sqlite_store.transaction(self.path)
+    def _transaction(self, source: str):
+        return self.store.transaction(f"cdc_ledger:{source}")
 
     # --- binding --------------------------------------------------------------------------
     def register(self, source: str, topic: str, format: str) -> None:
         """Bind `source` to its topic and format on first use; a later call with another topic or
         format raises: the ledger's offsets mean messages of that one topic."""
-        with self._transaction() as db:
+        with self._transaction(source) as db:
             row = db.execute("SELECT topic, format FROM cdc_sources WHERE source = ?", (source,)).fetchone()
             if row is None:
                 db.execute("INSERT INTO cdc_sources VALUES (?,?,?,?)", (source, topic, format, _now()))
             elif tuple(row) != (topic, format):
-                raise LedgerError(f"source {source!r} is sealed from topic {row[0]!r} as {row[1]!r} in {self.path}, "
+                raise LedgerError(f"source {source!r} is sealed from topic {row[0]!r} as {row[1]!r} in {self.where}, "
                                   f"not {topic!r} as {format!r}: use another source name or ledger file")
 
     # --- scanning -------------------------------------------------------------------------
@@ -189,7 +182,7 @@ class CdcLedger:
             return self._progress(db, source)
 
     @staticmethod
-    def _progress(db: sqlite3.Connection, source: str) -> dict[int, PartitionProgress]:
+    def _progress(db: Connection, source: str) -> dict[int, PartitionProgress]:
         rows = db.execute("SELECT partition, next_offset, sealed_to, last_ts_ms, state FROM cdc_progress "
                           "WHERE source = ? ORDER BY partition", (source,))
         return {p: PartitionProgress(n, s, ts, json.loads(st)) for p, n, s, ts, st in rows}
@@ -201,22 +194,26 @@ class CdcLedger:
         partition's `sealed_to` is taken from `progress` (its low watermark); a known one's is
         never changed here. Returns the number of bad messages newly quarantined."""
         quarantined = 0
-        with self._transaction() as db:
-            db.executemany('INSERT OR IGNORE INTO cdc_marks VALUES (?,?,?,?,?,?,?,?)',
+        with self._transaction(source) as db:
+            # A mark below sealed_to is in a sealed delta already (another sealer, on this host or
+            # another, scanned and sealed it meanwhile): adding it again would count it twice.
+            sealed = {p: pr.sealed_to for p, pr in self._progress(db, source).items()}
+            db.executemany('INSERT INTO cdc_marks VALUES (?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING',
                            [(source, m.partition, m.offset, _kind(m.kind), m.event_time_us, m.watermark_us,
-                             m.rows, m.ts_ms) for m in marks])
-            db.executemany('INSERT OR IGNORE INTO cdc_metadata VALUES (?,?,?,?,?,?)',
+                             m.rows, m.ts_ms) for m in marks if m.offset >= sealed.get(m.partition, -1)])
+            db.executemany('INSERT INTO cdc_metadata VALUES (?,?,?,?,?,?) ON CONFLICT DO NOTHING',
                            [(source, topic, m.partition, m.offset, m.key, m.value) for m in metadata])
             for b in bad:
-                cur = db.execute('INSERT OR IGNORE INTO cdc_quarantine VALUES (?,?,?,?,?,?,?)',
+                cur = db.execute('INSERT INTO cdc_quarantine VALUES (?,?,?,?,?,?,?) ON CONFLICT DO NOTHING',
                                  (source, topic, b.partition, b.offset, b.part, b.kind, b.reason))
                 quarantined += cur.rowcount
             for p, pr in progress.items():
                 # The state belongs to next_offset: it moves only forward, and only with it.
                 db.execute(
                     "INSERT INTO cdc_progress VALUES (?,?,?,?,?,?,?) ON CONFLICT (source, topic, partition) DO UPDATE "
-                    "SET next_offset = excluded.next_offset, last_ts_ms = coalesce(excluded.last_ts_ms, last_ts_ms), "
-                    "state = excluded.state WHERE excluded.next_offset >= next_offset",
+                    "SET next_offset = excluded.next_offset, "
+                    "last_ts_ms = coalesce(excluded.last_ts_ms, cdc_progress.last_ts_ms), "
+                    "state = excluded.state WHERE excluded.next_offset >= cdc_progress.next_offset",
                     (source, topic, p, pr.next_offset, pr.sealed_to, pr.last_ts_ms,
                      json.dumps(pr.state, sort_keys=True)))
         return quarantined
@@ -227,10 +224,10 @@ class CdcLedger:
         with self._connect() as db:
             return self._tail(db, source)
 
-    def _tail(self, db: sqlite3.Connection, source: str) -> Tail:
+    def _tail(self, db: Connection, source: str) -> Tail:
         bound = db.execute("SELECT topic FROM cdc_sources WHERE source = ?", (source,)).fetchone()
         progress = self._progress(db, source)
-        last = db.execute("SELECT delta_num, max(watermark_us) FROM cdc_sealed WHERE source = ? "
+        last = db.execute("SELECT max(delta_num), max(watermark_us) FROM cdc_sealed WHERE source = ? "
                           "AND delta_num = (SELECT max(delta_num) FROM cdc_sealed WHERE source = ?)",
                           (source, source)).fetchone()
         marks: dict[int, list[Mark]] = {p: [] for p in progress}
@@ -248,10 +245,10 @@ class CdcLedger:
         `starts` is what the caller read as `sealed_to`: if the ledger moved since, or
         `delta_num` is not the next number, `LedgerConflict` is raised and nothing is written."""
         sealed_at = _now()
-        with self._transaction() as db:
+        with self._transaction(source) as db:
             topic_row = db.execute("SELECT topic FROM cdc_sources WHERE source = ?", (source,)).fetchone()
             if topic_row is None:
-                raise LedgerError(f"source {source!r} is not registered in {self.path}")
+                raise LedgerError(f"source {source!r} is not registered in {self.where}")
             topic = topic_row[0]
             top = db.execute("SELECT max(delta_num) FROM cdc_sealed WHERE source = ?", (source,)).fetchone()[0]
             expected = 0 if top is None else top + 1
@@ -296,7 +293,8 @@ class CdcLedger:
         what a sensor requests, without loading every delta's ranges."""
         with self._connect() as db:
             rows = db.execute("SELECT DISTINCT delta_num FROM cdc_sealed WHERE source = ? AND delta_num >= ? "
-                              "ORDER BY delta_num LIMIT ?", (source, start, -1 if limit is None else limit)).fetchall()
+                              "ORDER BY delta_num" + ("" if limit is None else f" LIMIT {int(limit)}"),
+                              (source, start)).fetchall()
         return [r[0] for r in rows]
 
     def delta(self, source: str, n: int) -> SealedDelta:
@@ -306,7 +304,7 @@ class CdcLedger:
                               "sealed_at, reason FROM cdc_sealed WHERE source = ? AND delta_num = ? ORDER BY partition",
                               (source, n)).fetchall()
         if not rows:
-            raise LedgerError(f"delta {n} of source {source!r} is not sealed in {self.path}")
+            raise LedgerError(f"delta {n} of source {source!r} is not sealed in {self.where}")
         return _deltas(source, rows)[0]
 
     def metadata_messages(self, source: str, upto: int | None = None) -> list[StoredMessage]:

@@ -8,7 +8,7 @@ completeness of its backup increments, the exact offsets of the chosen increment
 quarantine of bad messages.
 
 Guarantees:
-- A batch and the offsets it reaches commit in one SQLite transaction: after a crash the index
+- A batch and the offsets it reaches commit in one transaction: after a crash the index
   holds either the whole batch or none of it, and ingestion resumes where it had committed.
 - Re-ingesting a message (same topic, partition, offset) changes nothing, and a signal event
   seen again under the same eventLogId (at-least-once delivery) is kept once.
@@ -16,22 +16,21 @@ Guarantees:
   (`delta_num`, and `attempt`, which counts the DELTA_OPENs of a delta number that was cancelled
   and opened again); events outside any delta record the last closed delta (`after_delta`).
 
-SQLite in WAL mode serves the sensor and the runs of one Dagster instance on one machine.
+The tables live in a state store (`resources.state.store`): a SQLite file for one machine, or
+PostgreSQL, where sensors and `sync` on several hosts write under one lock and never index a
+message twice.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from pathlib import Path
 
-from resources import sqlite_store
+from resources.state.store import Connection, StoreTables
 from resources.codecs.backup import BackupKey
 from resources.codecs.signal import DeltaCancel, DeltaClose, DeltaOpen, SignalEvent
-from resources.completeness import DeltaReport, IncrementLedger
+from resources.prostore.completeness import DeltaReport, IncrementLedger
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS progress (
@@ -58,6 +57,8 @@ CREATE TABLE IF NOT EXISTS quarantine (
   topic TEXT NOT NULL, partition INTEGER NOT NULL, "offset" INTEGER NOT NULL, part TEXT,
   kind TEXT NOT NULL, reason TEXT NOT NULL, PRIMARY KEY (topic, partition, "offset"));
 """
+# Version i+1 of the tables is _MIGRATIONS[i] applied to version i (never edit a shipped one).
+_MIGRATIONS = (_SCHEMA,)
 
 OPEN, CLOSED, CANCELLED = "open", "closed", "cancelled"
 
@@ -110,18 +111,12 @@ class MessageRef:
     value_bytes: int = 0
 
 
-class DeltaIndex:
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.executescript(_SCHEMA)
+class DeltaIndex(StoreTables):
+    COMPONENT, MIGRATIONS = "delta_index", _MIGRATIONS
 
-    def _connect(self) -> AbstractContextManager[sqlite3.Connection]:
-        return sqlite_store.connect(self.path)
-
-    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
-        return sqlite_store.transaction(self.path)
+    def _transaction(self):
+        # One writer at a time: signal events are attributed to the delta open when they are added.
+        return self.store.transaction("delta_index")
 
     # --- ingestion ------------------------------------------------------------------------
     def progress(self, topic: str) -> dict[int, int]:
@@ -138,7 +133,7 @@ class DeltaIndex:
             for e in backup:
                 k = e.key
                 cur = db.execute(
-                    'INSERT OR IGNORE INTO backup_messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)',
+                    'INSERT INTO backup_messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING',
                     (topic, e.partition, e.offset, e.timestamp_ms, k.datamart, k.delta_num, k.increment_id,
                      k.message_type, k.table_name, k.stream_number, k.stream_total, k.chunk_number,
                      int(k.is_last_chunk), k.delta_date, e.value_bytes))
@@ -148,15 +143,16 @@ class DeltaIndex:
                 s_added += added
                 s_dups += 1 - added
             for e in bad:
-                cur = db.execute('INSERT OR IGNORE INTO quarantine VALUES (?,?,?,?,?,?)',
+                cur = db.execute('INSERT INTO quarantine VALUES (?,?,?,?,?,?) ON CONFLICT DO NOTHING',
                                  (topic, e.partition, e.offset, e.part, e.kind, e.reason))
                 q += cur.rowcount
             for partition, offset in next_offsets.items():
                 db.execute("INSERT INTO progress VALUES (?,?,?) ON CONFLICT (topic, partition) DO UPDATE "
-                           "SET next_offset = max(next_offset, excluded.next_offset)", (topic, partition, offset))
+                           "SET next_offset = excluded.next_offset WHERE excluded.next_offset > progress.next_offset",
+                           (topic, partition, offset))
         return BatchResult(b_added, s_added, s_dups, q)
 
-    def _add_signal(self, db: sqlite3.Connection, topic: str, e: SignalEntry) -> int:
+    def _add_signal(self, db: Connection, topic: str, e: SignalEntry) -> int:
         ev = e.event
         dm = ev.datamart
         seen = db.execute('SELECT 1 FROM signal_events WHERE (topic = ? AND partition = ? AND "offset" = ?) '
@@ -172,25 +168,31 @@ class DeltaIndex:
             delta = v.delta_num
         if isinstance(v, DeltaOpen):
             db.execute("INSERT INTO deltas (datamart, delta_num, status, attempts) VALUES (?,?,?,1) "
-                       "ON CONFLICT DO UPDATE SET attempts = attempts + 1, "
-                       "status = CASE WHEN status = 'closed' THEN status ELSE 'open' END", (dm, delta, OPEN))
-            db.execute("INSERT OR REPLACE INTO open_delta VALUES (?, ?)", (dm, delta))
+                       "ON CONFLICT (datamart, delta_num) DO UPDATE SET attempts = deltas.attempts + 1, "
+                       "status = CASE WHEN deltas.status = 'closed' THEN deltas.status ELSE 'open' END", (dm, delta, OPEN))
+            db.execute("INSERT INTO open_delta VALUES (?, ?) ON CONFLICT (datamart) DO UPDATE "
+                       "SET delta_num = excluded.delta_num", (dm, delta))
         elif isinstance(v, DeltaClose):
             db.execute("INSERT INTO deltas (datamart, delta_num, status, delta_date, attempts) VALUES (?,?,?,?,1) "
-                       "ON CONFLICT DO UPDATE SET status = 'closed', delta_date = excluded.delta_date",
+                       "ON CONFLICT (datamart, delta_num) DO UPDATE SET status = 'closed', delta_date = excluded.delta_date",
                        (dm, delta, CLOSED, v.delta_date.isoformat()))
             db.execute("DELETE FROM open_delta WHERE datamart = ?", (dm,))
         elif isinstance(v, DeltaCancel):
             db.execute("INSERT INTO deltas (datamart, delta_num, status, attempts) VALUES (?,?,?,1) "
-                       "ON CONFLICT DO UPDATE SET status = CASE WHEN status = 'closed' THEN status ELSE 'cancelled' END",
+                       "ON CONFLICT (datamart, delta_num) DO UPDATE "
+                       "SET status = CASE WHEN deltas.status = 'closed' THEN deltas.status ELSE 'cancelled' END",
                        (dm, delta, CANCELLED))
             db.execute("DELETE FROM open_delta WHERE datamart = ?", (dm,))
         attempt = None
         if delta is not None:
             got = db.execute("SELECT attempts FROM deltas WHERE datamart = ? AND delta_num = ?", (dm, delta)).fetchone()
             attempt = got[0] if got else None
-        after = db.execute("SELECT max(delta_num) FROM deltas WHERE datamart = ? AND status = 'closed' "
-                           "AND (? IS NULL OR delta_num < ?)", (dm, delta, delta)).fetchone()[0]
+        if delta is None:
+            after = db.execute("SELECT max(delta_num) FROM deltas WHERE datamart = ? AND status = 'closed'",
+                               (dm,)).fetchone()[0]
+        else:
+            after = db.execute("SELECT max(delta_num) FROM deltas WHERE datamart = ? AND status = 'closed' "
+                               "AND delta_num < ?", (dm, delta)).fetchone()[0]
         db.execute('INSERT INTO signal_events VALUES (?,?,?,?,?,?,?,?,?,?,?,?)',
                    (topic, e.partition, e.offset, dm, ev.event_log_id, ev.key.event,
                     ev.key.datetime.isoformat(), delta, attempt, after, e.key, e.value))
@@ -201,7 +203,7 @@ class DeltaIndex:
         """{delta: {"status", "delta_date", "attempts"}} as the signal topic tells it."""
         with self._connect() as db:
             rows = db.execute("SELECT delta_num, status, delta_date, attempts FROM deltas WHERE datamart = ? "
-                              "AND (? IS NULL OR status = ?) ORDER BY delta_num", (datamart, status, status))
+                              "AND status = coalesce(?, status) ORDER BY delta_num", (datamart, status))
             return {n: {"status": s, "delta_date": d, "attempts": a} for n, s, d, a in rows}
 
     def delta_report(self, topic: str, datamart: str, delta_num: int) -> DeltaReport | None:
@@ -273,8 +275,8 @@ class DeltaIndex:
                               "AND delta_num < ?", (datamart, delta_num)).fetchone()[0]
             rows = db.execute(
                 "SELECT value FROM signal_events WHERE datamart = ? AND code = 'WRITE_OK' AND "
-                "((delta_num = ? AND attempt = ?) OR (delta_num IS NULL AND after_delta IS ?))",
-                (datamart, delta_num, final[0] if final else -1, prev)).fetchall()
+                "((delta_num = ? AND attempt = ?) OR (delta_num IS NULL AND coalesce(after_delta, -1) = ?))",
+                (datamart, delta_num, final[0] if final else -1, -1 if prev is None else prev)).fetchall()
         if not rows:
             return None
         totals: dict[str, int] = {}
@@ -287,5 +289,5 @@ class DeltaIndex:
     def quarantine(self, topic: str | None = None) -> list[dict]:
         with self._connect() as db:
             rows = db.execute('SELECT topic, partition, "offset", part, kind, reason FROM quarantine '
-                              'WHERE ? IS NULL OR topic = ? ORDER BY topic, partition, "offset"', (topic, topic)).fetchall()
+                              'WHERE topic = coalesce(?, topic) ORDER BY topic, partition, "offset"', (topic,)).fetchall()
         return [dict(zip(("topic", "partition", "offset", "part", "kind", "reason"), r)) for r in rows]

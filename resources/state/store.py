@@ -1,0 +1,318 @@
+"""The state store: where the platform keeps what must outlive a process and be shared by the
+sensor, the runs and the CLI (the delta index, the change-stream ledger, the sync cursors).
+
+Two backends behind one small interface, chosen by URL:
+- SQLite (a file path or `sqlite:///path`): the embedded default, for one machine. WAL mode, so
+  readers never wait for the writer; a transaction takes the file's write lock up front
+  (BEGIN IMMEDIATE).
+- PostgreSQL (`postgresql://user@host:port/db`): for deployments where the daemon, the run
+  workers and the CLI run on several hosts. A transaction takes a transaction-scoped advisory
+  lock named by its `scope` first, so writers of one scope (the index, one source's ledger) are
+  serialized across hosts exactly as SQLite serializes them on one; the lock goes with the
+  commit or the rollback, also when a client dies.
+
+What flows through: SQL written once in the subset both engines share (`?` placeholders,
+INSERT ... ON CONFLICT, types INTEGER/TEXT/BLOB, which PostgreSQL reads as BIGINT/TEXT/BYTEA).
+Guarantees: a `transaction` commits on exit and rolls back on any exception; `migrate` brings a
+component's tables to the version this code knows, once, under a lock, and refuses a store a
+newer deltaport has migrated further. The password never sits in the URL or in a repr: it is
+read from the environment variable `password_env` when a connection is opened.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import threading
+from decimal import Decimal
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from resources.errors import DeltaportError
+
+SQLITE, POSTGRES = "sqlite", "postgresql"
+STORE_URL_HELP = "The state store: a SQLite file (one machine), or postgresql://user@host:port/db (several hosts)."
+
+
+class StateStoreError(DeltaportError):
+    """The state store cannot be reached or is not usable by this deltaport."""
+
+
+_VERSIONS = """CREATE TABLE IF NOT EXISTS state_schema (
+  component TEXT PRIMARY KEY, version INTEGER NOT NULL, migrated_at TEXT NOT NULL)"""
+
+
+class StateStore:
+    """A handle on one store (picklable: a run's input may carry it to another process)."""
+
+    def __init__(self, url: str | Path, *, password_env: str | None = None):
+        self.url = str(url)
+        self.password_env = password_env
+        self.dialect = POSTGRES if self.url.startswith(("postgresql://", "postgres://")) else SQLITE
+        self._local = threading.local()
+        self._migrated: set[str] = set()
+
+    # --- identity -------------------------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        """The SQLite file (SQLite stores only)."""
+        if self.dialect != SQLITE:
+            raise StateStoreError(f"{self.where} is not a file")
+        return Path(self.url.removeprefix("sqlite:///") if self.url.startswith("sqlite:///") else self.url)
+
+    @property
+    def where(self) -> str:
+        """How errors name the store: the file, or the URL without any password."""
+        if self.dialect == SQLITE:
+            return str(self.path)
+        parts = urlsplit(self.url)
+        netloc = parts.netloc.rsplit("@", 1)
+        if len(netloc) == 2:
+            netloc[0] = netloc[0].split(":", 1)[0]
+        return urlunsplit(parts._replace(netloc="@".join(netloc)))
+
+    def __repr__(self) -> str:
+        return f"StateStore({self.where!r})"
+
+    def __getstate__(self) -> dict:
+        return {"url": self.url, "password_env": self.password_env}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["url"], password_env=state["password_env"])
+
+    # --- connections ----------------------------------------------------------------------
+    @contextmanager
+    def connect(self) -> Iterator["Connection"]:
+        """A connection in autocommit mode: each statement sees what was committed before it."""
+        if self.dialect == SQLITE:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                yield Connection(db, SQLITE)
+            finally:
+                db.close()
+        else:
+            # One connection per thread and process, kept: opening one costs a round trip or
+            # three (and TLS), more than the statements the platform runs on it.
+            conn = getattr(self._local, "conn", None)
+            if conn is None or conn.closed or getattr(self._local, "pid", None) != os.getpid():
+                conn = self._pg_connect()
+                self._local.conn, self._local.pid = conn, os.getpid()
+            try:
+                yield Connection(conn, POSTGRES)
+            except BaseException:
+                if conn.closed or conn.get_transaction_status() != 0:  # not idle: drop it, do not reuse
+                    self._drop(conn)
+                raise
+
+    @contextmanager
+    def transaction(self, scope: str) -> Iterator["Connection"]:
+        """A connection inside one transaction that holds the write lock of `scope` (SQLite: the
+        file's), committed on exit, rolled back on any exception."""
+        with self.connect() as db:
+            if self.dialect == SQLITE:
+                db.raw.execute("BEGIN IMMEDIATE")
+            else:
+                db.raw.cursor().execute("BEGIN")
+                db.raw.cursor().execute("SELECT pg_advisory_xact_lock(hashtext('deltaport'), hashtext(%s))", (scope,))
+            try:
+                yield db
+            except BaseException:
+                _quietly(lambda: db.execute("ROLLBACK"))
+                raise
+            db.execute("COMMIT")
+
+    @contextmanager
+    def hold(self, scope: str) -> Iterator[bool]:
+        """Try to hold the lock of `scope` for the duration of the block (not one transaction: a
+        whole `sync` pass of a source), across processes and, on PostgreSQL, hosts. Yields whether it
+        is held; never waits. Released on exit, or when the holder dies."""
+        if self.dialect == SQLITE:
+            import fcntl
+
+            lock = self.path.with_name(f"{self.path.name}.{re.sub(r'[^A-Za-z0-9_.-]', '_', scope)}.lock")
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            with open(lock, "a") as fh:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    yield False
+                    return
+                try:
+                    yield True
+                finally:
+                    fcntl.flock(fh, fcntl.LOCK_UN)
+            return
+        conn = self._pg_connect()  # its own session: the lock lives as long as it does
+        try:
+            cur = conn.cursor()
+            cur.execute("SELECT pg_try_advisory_lock(hashtext('deltaport-hold'), hashtext(%s))", (scope,))
+            yield bool(cur.fetchone()[0])
+        finally:
+            _quietly(conn.close)
+
+    def _pg_connect(self):
+        import psycopg2  # only PostgreSQL deployments need the driver loaded
+
+        kwargs = {"connect_timeout": 10, "application_name": "deltaport"}
+        if self.password_env:
+            if self.password_env not in os.environ:
+                raise StateStoreError(f"state store {self.where}: environment variable {self.password_env} "
+                                      "(its password) is not set")
+            kwargs["password"] = os.environ[self.password_env]
+        try:
+            conn = psycopg2.connect(self.url, **kwargs)
+        except psycopg2.Error as exc:
+            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StateStoreError(f"cannot connect to the state store {self.where}: {detail}") from None
+        conn.autocommit = True
+        return conn
+
+    def _drop(self, conn) -> None:
+        _quietly(conn.close)
+        if getattr(self._local, "conn", None) is conn:
+            self._local.conn = None
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            self._drop(conn)
+
+    # --- schema ---------------------------------------------------------------------------
+    def migrate(self, component: str, migrations: Sequence[str]) -> int:
+        """Bring `component` to version len(migrations): migration i (scripts of `;`-separated
+        statements) runs once, in order, in the transaction that records it. Returns the version."""
+        known = len(migrations)
+        if component in self._migrated:
+            return known
+        # Under one lock for every component: PostgreSQL's CREATE TABLE IF NOT EXISTS is not
+        # safe against a concurrent one (two processes starting at once).
+        with self.transaction("schema") as db:
+            db.execute(_VERSIONS)
+            row = db.execute("SELECT version FROM state_schema WHERE component = ?", (component,)).fetchone()
+            version = 0 if row is None else row[0]
+            if version > known:
+                raise StateStoreError(f"the {component} tables in {self.where} are at schema version {version}; "
+                                      f"this deltaport knows up to {known}: upgrade deltaport")
+            for script in migrations[version:]:
+                for statement in _statements(script):
+                    db.execute(self.ddl(statement))
+            if version < known:
+                db.execute("INSERT INTO state_schema VALUES (?, ?, CURRENT_TIMESTAMP) ON CONFLICT (component) "
+                           "DO UPDATE SET version = excluded.version, migrated_at = excluded.migrated_at",
+                           (component, known))
+        self._migrated.add(component)
+        return known
+
+    def ddl(self, statement: str) -> str:
+        """A statement's column types for this engine (PostgreSQL: INTEGER -> BIGINT, BLOB -> BYTEA)."""
+        if self.dialect == SQLITE:
+            return statement
+        return re.sub(r"\bBLOB\b", "BYTEA", re.sub(r"\bINTEGER\b", "BIGINT", statement))
+
+
+class StoreTables:
+    """Base of a component whose tables live in a state store (the delta index, the ledger, the
+    sync cursors): takes a store (or a SQLite path) and brings its tables to `MIGRATIONS`."""
+
+    COMPONENT: str = ""
+    MIGRATIONS: Sequence[str] = ()
+
+    def __init__(self, store: StateStore | str | Path):
+        self.store = store if isinstance(store, StateStore) else StateStore(store)
+        self.store.migrate(self.COMPONENT, self.MIGRATIONS)
+
+    @property
+    def where(self) -> str:
+        return self.store.where
+
+    def _connect(self):
+        return self.store.connect()
+
+
+_STORES: dict[tuple[str, str | None], StateStore] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def state_store(url: str | Path, password_env: str | None = None) -> StateStore:
+    """The process's one handle on a store (its connections and migration check are kept)."""
+    key = (str(url), password_env)
+    with _STORES_LOCK:
+        if key not in _STORES:
+            _STORES[key] = StateStore(url, password_env=password_env)
+        return _STORES[key]
+
+
+class Connection:
+    """One engine's connection behind the calls the stores use, with `?` placeholders."""
+
+    def __init__(self, raw, dialect: str):
+        self.raw, self.dialect = raw, dialect
+
+    def execute(self, sql: str, params: Sequence = ()):
+        if self.dialect == SQLITE:
+            return self.raw.execute(sql, params)
+        cur = self.raw.cursor()
+        cur.execute(_pg_sql(sql), tuple(_pg_value(v) for v in params))
+        return _Cursor(cur)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence]) -> None:
+        if self.dialect == SQLITE:
+            self.raw.executemany(sql, rows)
+        elif rows:
+            from psycopg2.extras import execute_batch
+
+            execute_batch(self.raw.cursor(), _pg_sql(sql), [tuple(_pg_value(v) for v in r) for r in rows],
+                          page_size=500)
+
+
+class _Cursor:
+    """A psycopg2 cursor that iterates, fetches and counts like sqlite3's, bytes as bytes."""
+
+    def __init__(self, cur):
+        self._cur = cur
+        self.rowcount = cur.rowcount
+
+    def fetchone(self):
+        row = self._cur.fetchone() if self._cur.description else None
+        return None if row is None else _row(row)
+
+    def fetchall(self) -> list[tuple]:
+        return [_row(r) for r in self._cur.fetchall()] if self._cur.description else []
+
+    def __iter__(self):
+        return iter(self.fetchall())
+
+
+def _row(row: tuple) -> tuple:
+    # bytea comes as memoryview, sum() of BIGINT as numeric: give what sqlite3 gives.
+    return tuple(bytes(v) if isinstance(v, memoryview) else int(v) if isinstance(v, Decimal) else v for v in row)
+
+
+def _pg_sql(sql: str) -> str:
+    # `?` never appears in the platform's SQL but as a placeholder; a literal % must be doubled.
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+def _pg_value(v):
+    if isinstance(v, (bytes, bytearray)):
+        import psycopg2
+
+        return psycopg2.Binary(bytes(v))
+    return v
+
+
+def _statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def _quietly(fn) -> None:
+    try:
+        fn()
+    except Exception:  # noqa: BLE001 - cleanup after a failure must not hide the failure
+        pass
