@@ -133,6 +133,10 @@ def catalog_conf(catalog: CatalogConfig, *, secrets: bool = True) -> dict[str, s
         conf[f"{prefix}.warehouse"] = warehouse
     if catalog.uri:
         conf[f"{prefix}.uri"] = catalog.uri
+    if catalog.type == "jdbc":
+        # Spark 4.1 asks every catalog for views while resolving a table name; Iceberg's JDBC
+        # catalog refuses unless its tables are at schema V1 (which it migrates to by itself).
+        conf[f"{prefix}.jdbc.schema-version"] = "V1"
     for key, value in catalog.properties.items():
         conf[f"{prefix}.{key}"] = str(value)
     for key, env in catalog.secret_properties.items() if secrets else ():
