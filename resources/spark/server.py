@@ -84,6 +84,18 @@ def spark_submit() -> Path:
     return script
 
 
+def engine_env() -> dict[str, str]:
+    """The environment of a Spark JVM deltaport starts (the Connect server; a test cluster's master
+    and workers): this process's, without the Spark Connect *client* settings. With SPARK_REMOTE
+    set, Spark's launcher builds "remote" classpaths (spark-sql and spark-connect jars moved to the
+    end), and executors launched so fail to deserialize tasks (ClassCastException: SerializedLambda
+    -> scala.Function3). Python workers run this interpreter (the project's venv)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    env["PYSPARK_PYTHON"] = env.get("PYSPARK_PYTHON") or sys.executable
+    return env
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -199,9 +211,7 @@ class LocalSparkServer:
         command = [str(spark_submit()), "--class", CONNECT_SERVER_CLASS, "--name", "deltaport-spark"]
         for key, value in sorted(settings.items()):
             command += ["--conf", f"{key}={value}"]
-        env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
-        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        env["PYSPARK_PYTHON"] = env.get("PYSPARK_PYTHON") or sys.executable
+        env = engine_env()
         began = time.monotonic()
         with open(self.log_path, "ab") as out:
             out.write(f"\n=== starting Spark Connect server on 127.0.0.1:{port} ===\n".encode())

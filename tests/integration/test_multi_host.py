@@ -47,7 +47,6 @@ def cluster_remote(postgres, tmp_path_factory):
     """A Spark standalone cluster on loopback and a Spark Connect server driving it, with the
     Iceberg JDBC catalog `lake` on PostgreSQL; yields (sc:// address, catalog database URL)."""
     from resources.spark.server import LocalSparkServer
-    from resources.spark.jars import ensure_iceberg_jars
     from resources.spark.session import CatalogConfig, close_sessions, embedded_server_conf
 
     folder = tmp_path_factory.mktemp("cluster")
@@ -56,14 +55,10 @@ def cluster_remote(postgres, tmp_path_factory):
     catalog = CatalogConfig(name="lake", type="jdbc", uri=postgres.jdbc_url(catalog_db),
                             warehouse=str(folder / "warehouse"), properties={"jdbc.user": "deltaport"},
                             secret_properties={"jdbc.password": PASSWORD_ENV})
-    # The executors get the Iceberg jars on their classpath from the start, as a cluster's
-    # executor image has them: fetched late through spark.jars, a task deserialized before the
-    # fetch fails (ClassCastException: SerializedLambda -> scala.Function3, seen in CI).
-    jars = ":".join(str(p) for p in ensure_iceberg_jars())
     server = LocalSparkServer(folder / "connect", embedded_server_conf(
         master=cluster.master_url, catalog=catalog,
         conf={"spark.executor.memory": "768m", "spark.executor.cores": "1", "spark.cores.max": "2",
-              "spark.driver.memory": "1g", "spark.executor.extraClassPath": jars}))
+              "spark.driver.memory": "1g"}))
     try:
         url = server.ensure().url
         yield url, catalog_db, catalog

@@ -11,10 +11,11 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from resources.spark.server import engine_env
 
 
 def spark_class() -> Path:
@@ -56,8 +57,7 @@ def start_cluster(folder: Path, *, workers: int = 2, cores: int = 1, memory: str
                   timeout: float = 120.0) -> StandaloneCluster:
     folder.mkdir(parents=True, exist_ok=True)
     port, web = _free_port(), _free_port()
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(folder),
-           "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON") or sys.executable}
+    env = {**engine_env(), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(folder)}
     cluster = StandaloneCluster(f"spark://127.0.0.1:{port}", workers, folder, web_port=web)
 
     def launch(name: str, args: list[str]) -> None:
