@@ -24,15 +24,8 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from resources.codecs.backup import (
-    MESSAGE_TYPE_CHANGELOG,
-    MESSAGE_TYPE_DATA,
-    BackupKey,
-    ChangelogRecord,
-    encode_backup_key,
-    encode_changelog,
-    encode_rows,
-)
+from resources.codecs.backup import ChangelogRecord, encode_changelog, encode_rows
+from resources.codecs.backup_writer import BackupWriteOptions, increment_messages
 from resources.codecs.ddl import EntitySchema, replay_changelog
 from resources.emulator.outgoing import BACKUP, Outgoing
 from resources.emulator.schemas import DATAMART_DDL
@@ -123,25 +116,12 @@ def encode_chunks(entity: EntitySchema, rows: Sequence[dict], chunk_rows: int = 
 
 def export(datamart: str, delta: int, changelog: bytes, table: str | None, chunks: Sequence[bytes], *,
            streams: int = 2, partitions: int = 2, increment_id: str | None = None) -> list[Outgoing]:
-    """One increment's messages, as BACKUP_TO_KAFKA writes them (see the module docstring)."""
-    increment_id = increment_id or str(uuid.uuid4())
+    """One increment's messages, as BACKUP_TO_KAFKA writes them (see the module docstring): the
+    project's own layout (`backup_writer.increment_messages`) over already encoded values."""
     bodies: list[tuple[str | None, bytes]] = [(None, changelog)] + [(table, c) for c in chunks]
-    total = min(streams, len(bodies))
-    by_stream: dict[int, list[tuple[str | None, bytes]]] = {}
-    for i, body in enumerate(bodies):
-        by_stream.setdefault(i % total + 1, []).append(body)
-    per_stream = []
-    date = delta_date_us(delta)
-    for stream, items in by_stream.items():
-        msgs = []
-        for j, (name, body) in enumerate(items):
-            key = BackupKey(increment_id, MESSAGE_TYPE_CHANGELOG if name is None else MESSAGE_TYPE_DATA,
-                            datamart, delta, date, name, stream, total, j + 1, j == len(items) - 1)
-            msgs.append(Outgoing(BACKUP, (stream - 1) % partitions, encode_backup_key(key), body,
-                                 f"{datamart}:{delta}:{name or '<changelog>'}:s{stream}c{j + 1}"))
-        per_stream.append(msgs)
-    # Parallel writers interleave their streams.
-    return [msgs[j] for j in range(max(map(len, per_stream))) for msgs in per_stream if j < len(msgs)]
+    msgs = increment_messages(datamart, delta, delta_date_us(delta), increment_id or str(uuid.uuid4()), bodies,
+                              BackupWriteOptions(streams=streams, partitions=partitions))
+    return [Outgoing(BACKUP, m.partition, m.key, m.value, m.note) for m in msgs]
 
 
 def filler_messages(datamart: str, messages: int, changelog: bytes, chunks: Sequence[bytes], *,

@@ -57,6 +57,22 @@ class DecodeError(DeltaportError):
         return self
 
 
+@dataclass(frozen=True)
+class BadMessage:
+    """A message that failed to decode, as a quarantine keeps it (the delta index's, the ledger's)."""
+
+    partition: int
+    offset: int
+    part: str | None
+    kind: str
+    reason: str
+
+    @classmethod
+    def of(cls, err: DecodeError) -> "BadMessage":
+        """The quarantine record of a located error (`DecodeError.located` with a Kafka coordinate)."""
+        return cls(err.location.partition, err.location.offset, err.part, err.kind, err.reason)
+
+
 class BadJsonError(DecodeError):
     kind = "bad_json"
 

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from resources.errors import DeltaportError
+from resources.errors import BadMessage, DeltaportError
 from resources.state.store import Connection, StoreTables
 
 _SCHEMA = """
@@ -106,15 +106,6 @@ class StoredMessage:
     offset: int
     key: bytes | None
     value: bytes
-
-
-@dataclass(frozen=True)
-class BadMessage:
-    partition: int
-    offset: int
-    part: str | None
-    kind: str
-    reason: str
 
 
 @dataclass(frozen=True)

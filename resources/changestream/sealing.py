@@ -70,7 +70,6 @@ from resources.changestream.ledger import (
     HARD,
     NONE,
     SOFT,
-    BadMessage,
     CdcLedger,
     LedgerConflict,
     Mark,
@@ -83,7 +82,7 @@ from resources.codecs.cdc import BEFORE_IMAGE, Change, Heartbeat, Record, TableS
 from resources.codecs.datastream import decode_datastream
 from resources.codecs.dataworks import decode_dataworks
 from resources.codecs.qlik import QlikDecoder
-from resources.errors import DecodeError, DeltaportError, Location
+from resources.errors import BadMessage, DecodeError, DeltaportError, Location
 from resources.prostore.ingest import plan_ranges
 from resources.kafka.scan import RawMessage, scan, topic_ranges
 
@@ -404,8 +403,7 @@ def seal_topic(bootstrap: str, topic: str, source: str, ledger: CdcLedger, polic
         try:
             records: list[Record] | None = decode(msg.key, msg.value)
         except DecodeError as err:
-            err.located(Location(topic, p, msg.offset))
-            batch_bad.append(BadMessage(p, msg.offset, err.part, err.kind, err.reason))
+            batch_bad.append(BadMessage.of(err.located(Location(topic, p, msg.offset))))
             result.quarantined[err.kind] += 1
             if len(result.errors) < 20:
                 result.errors.append(str(err))

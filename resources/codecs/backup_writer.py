@@ -103,6 +103,16 @@ def encode_increment(datamart: str, delta_num: int, delta_date_us: int, incremen
             bodies.append((table, encode_rows(part.columns, rows[i : i + options.chunk_size],
                                               logical_types=options.logical_types, codec=options.codec,
                                               sync_marker=sync())))
+    return increment_messages(datamart, delta_num, delta_date_us, increment_id, bodies, options, sync=sync)
+
+
+def increment_messages(datamart: str, delta_num: int, delta_date_us: int, increment_id: str,
+                       bodies: Sequence[tuple[str | None, bytes]], options: BackupWriteOptions = BackupWriteOptions(),
+                       *, sync: Callable[[], bytes] = _random_sync) -> list[BackupMessage]:
+    """Already encoded message values [(table, or None for the changelog; value)], the changelog
+    first, laid out as BACKUP_TO_KAFKA writes them: round-robin over the writing streams, keys with
+    stream and chunk numbers and isLastChunk, stream s on partition (s - 1) mod partitions, the
+    streams interleaved as parallel writers produce them."""
     total = min(options.streams, len(bodies))
     streams: dict[int, list[tuple[str | None, bytes]]] = {}
     for i, body in enumerate(bodies):

@@ -75,8 +75,9 @@ class StreamTopicIOManager(dg.ConfigurableIOManager):
         return [self._slice(topic, source, fmt, n) for n in run_deltas(context)]
 
     def _slice(self, topic: str, source: str, fmt: str, n: int) -> StreamSlice:
+        ledger = self.ledger.get()
         try:
-            delta = self.ledger.get().delta(source, n)
+            delta = ledger.delta(source, n)
         except LedgerError as exc:
             raise dg.Failure(description=f"delta {n} of source {source!r} is not sealed in {self.ledger.url} "
                                          f"(has its sensor sealed it?): {exc}",
@@ -84,5 +85,5 @@ class StreamTopicIOManager(dg.ConfigurableIOManager):
         if delta.topic != topic:
             raise dg.Failure(description=f"delta {n} of source {source!r} was sealed on topic {delta.topic!r}, "
                                          f"not {topic!r}: the source's topic changed in the config")
-        return StreamSlice(source, fmt, delta, self.ledger.get(), self.kafka.bootstrap(), self.kafka.client_config(),
+        return StreamSlice(source, fmt, delta, ledger, self.kafka.bootstrap(), self.kafka.client_config(),
                            self.kafka.timeout_seconds)

@@ -27,6 +27,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from resources.errors import BadMessage
 from resources.state.store import Connection, StoreTables
 from resources.codecs.backup import BackupKey
 from resources.codecs.signal import DeltaCancel, DeltaClose, DeltaOpen, SignalEvent
@@ -82,15 +83,6 @@ class SignalEntry:
 
 
 @dataclass(frozen=True)
-class BadEntry:
-    partition: int
-    offset: int
-    part: str | None
-    kind: str
-    reason: str
-
-
-@dataclass(frozen=True)
 class BatchResult:
     backup_added: int
     signal_added: int
@@ -126,7 +118,7 @@ class DeltaIndex(StoreTables):
             return {p: o for p, o in rows}
 
     def write_batch(self, topic: str, *, backup: Iterable[BackupEntry] = (), signal: Iterable[SignalEntry] = (),
-                    bad: Iterable[BadEntry] = (), next_offsets: dict[int, int]) -> BatchResult:
+                    bad: Iterable[BadMessage] = (), next_offsets: dict[int, int]) -> BatchResult:
         """Add one batch read from `topic` and move its progress, atomically."""
         b_added = s_added = s_dups = q = 0
         with self._transaction() as db:

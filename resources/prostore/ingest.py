@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from resources.codecs.arrow_rows import container_record_count
 from resources.codecs.backup import MESSAGE_TYPE_CHANGELOG, decode_backup_key, iter_changelog
 from resources.codecs.signal import decode_signal
-from resources.prostore.delta_index import BackupEntry, BadEntry, DeltaIndex, SignalEntry
-from resources.errors import DecodeError, DeltaportError, Location
+from resources.prostore.delta_index import BackupEntry, DeltaIndex, SignalEntry
+from resources.errors import BadMessage, DecodeError, DeltaportError, Location
 from resources.kafka.scan import RawMessage, scan, topic_ranges
 
 BACKUP, SIGNAL = "backup", "signal"
@@ -103,8 +103,7 @@ def ingest_topic(bootstrap: str, topic: str, index: DeltaIndex, kind: str, *, ma
             entry = _backup_entry(msg) if kind == BACKUP else _signal_entry(msg)
             batch[kind].append(entry)
         except DecodeError as err:
-            err.located(Location(topic, msg.partition, msg.offset))
-            batch["bad"].append(BadEntry(msg.partition, msg.offset, err.part, err.kind, err.reason))
+            batch["bad"].append(BadMessage.of(err.located(Location(topic, msg.partition, msg.offset))))
             result.quarantined[err.kind] += 1
             if len(result.errors) < 20:
                 result.errors.append(str(err))

@@ -2,7 +2,7 @@
 sensor, the runs and the CLI (the delta index, the change-stream ledger, the sync cursors).
 
 Two backends behind one small interface, chosen by URL:
-- SQLite (a file path or `sqlite:///path`): the embedded default, for one machine. WAL mode, so
+- SQLite (a file path): the embedded default, for one machine. WAL mode, so
   readers never wait for the writer; a transaction takes the file's write lock up front
   (BEGIN IMMEDIATE).
 - PostgreSQL (`postgresql://user@host:port/db`): for deployments where the daemon, the run
@@ -34,7 +34,6 @@ from urllib.parse import urlsplit, urlunsplit
 from resources.errors import DeltaportError
 
 SQLITE, POSTGRES = "sqlite", "postgresql"
-STORE_URL_HELP = "The state store: a SQLite file (one machine), or postgresql://user@host:port/db (several hosts)."
 
 
 class StateStoreError(DeltaportError):
@@ -61,7 +60,7 @@ class StateStore:
         """The SQLite file (SQLite stores only)."""
         if self.dialect != SQLITE:
             raise StateStoreError(f"{self.where} is not a file")
-        return Path(self.url.removeprefix("sqlite:///") if self.url.startswith("sqlite:///") else self.url)
+        return Path(self.url)
 
     @property
     def where(self) -> str:
@@ -177,11 +176,6 @@ class StateStore:
         _quietly(conn.close)
         if getattr(self._local, "conn", None) is conn:
             self._local.conn = None
-
-    def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            self._drop(conn)
 
     # --- schema ---------------------------------------------------------------------------
     def migrate(self, component: str, migrations: Sequence[str]) -> int:
