@@ -272,9 +272,40 @@ def connect(url: str, catalog: CatalogConfig | None = None, *, incarnation: str 
             )
         for k, v in wanted.items():  # catalogs are session settings: register ours here
             session.conf.set(k, v)
+        try:
+            _load_catalog(session, catalog.name)
+        except SparkSessionError:
+            session.stop()
+            raise
         _sessions[key] = session
         _make_active(session)
         return session
+
+
+# Iceberg's JDBC catalog creates (or upgrades) its own tables when a session first loads it; two
+# sessions doing it at once on a new database race, and the loser fails with one of these.
+_CATALOG_INIT_RACES = ("Cannot initialize JDBC catalog", "Cannot check and eventually update SQL schema")
+
+
+def _load_catalog(session: SparkSession, name: str, *, attempts: int = 4) -> None:
+    """Load the catalog in the new session now (a catalog is loaded per session, on first use),
+    so a catalog that cannot load fails here, naming it, and a lost initialization race (see
+    above) is retried instead of failing the first query of a run."""
+    import time
+
+    from pyspark.errors import PySparkException
+
+    for attempt in range(attempts):
+        try:
+            session.sql(f"SHOW NAMESPACES IN `{name}`").collect()
+            return
+        except PySparkException as exc:
+            if "Namespace does not exist" in str(exc):  # loaded: a hadoop catalog's warehouse is new
+                return
+            if attempt + 1 < attempts and any(m in str(exc) for m in _CATALOG_INIT_RACES):
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            raise SparkSessionError(f"the Iceberg catalog {name!r} does not load: {str(exc)[:2000]}") from exc
 
 
 def _make_active(session: SparkSession) -> None:
