@@ -37,6 +37,7 @@ from resources.lake.prostore import (
     LakeLayout,
     MissingDeltasError,
     apply_snapshots,
+    changelog_history,
     data_tables,
     land_changelogs,
     land_increments,
@@ -139,12 +140,13 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
         n = run_deltas(context)[-1]  # a range run: every delta up to its last, one commit each
         started = time.monotonic()
         try:
-            applied = apply_snapshots(session, layout, dm, n)
+            history = changelog_history(session, layout, dm)  # read once, for the MERGEs and the checks
+            applied = apply_snapshots(session, layout, dm, n, history=history)
         except MissingDeltasError as exc:
             raise dg.Failure(description=str(exc), metadata={"missing_deltas": exc.missing}) from exc
         except DeltaportError as exc:
             raise asset_failure(context, exc) from exc
-        counts, results = checks.snapshot_checks(session, layout, dm, n)
+        counts, results = checks.snapshot_checks(session, layout, dm, n, history=history)
         return dg.MaterializeResult(
             metadata={"applied_deltas": sorted({a.delta_num for a in applied}), **{f"rows/{t}": c for t, c in counts.items()},
                       "rows": sum(counts.values()), "seconds": round(time.monotonic() - started, 3)},

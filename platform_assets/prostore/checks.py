@@ -104,21 +104,28 @@ def _bare(entity: str) -> str:
     return entity.rsplit(".", 1)[-1]
 
 
-def snapshot_checks(spark, layout: LakeLayout, dm: str, n: int) -> tuple[dict[str, int], list[dg.AssetCheckResult]]:
-    """Rows per snapshot table as of delta n, and the primary-key check."""
+def snapshot_checks(spark, layout: LakeLayout, dm: str, n: int,
+                    history=None) -> tuple[dict[str, int], list[dg.AssetCheckResult]]:
+    """Rows per snapshot table as of delta n, and the primary-key check: one job for every
+    table (`history`: the datamart's changelog history when the caller has it already)."""
     from pyspark.sql import functions as F
 
-    entities = data_tables(replay_changelog(changelog_history(spark, layout, dm).get(n, [])))
-    counts, duplicated = {}, {}
+    history = changelog_history(spark, layout, dm) if history is None else history
+    entities = data_tables(replay_changelog(history.get(n, [])))
+    per_table = []
     for name, entity in sorted(entities.items()):
         ident = layout.snapshot(dm, name)
-        if not table_exists(spark, ident):
-            continue
-        # One job per table: rows, and keys held by more than one row.
-        per_key = spark.table(ident).groupBy(*[f"`{k}`" for k in entity.primary_key]).count()
-        rows, dups = per_key.agg(F.sum("count"), F.count(F.when(F.col("count") > 1, 1))).first()
-        counts[name] = int(rows or 0)
-        if dups:
-            duplicated[name] = int(dups)
+        if table_exists(spark, ident):
+            per_key = spark.table(ident).groupBy(*[f"`{k}`" for k in entity.primary_key]).count()
+            per_table.append((name, per_key.select(F.lit(name).alias("t"), "count")))
+    counts = {name: 0 for name, _ in per_table}  # an empty table has no group below
+    duplicated = {}
+    if per_table:  # rows, and keys held by more than one row, of every table at once
+        union = reduce(lambda a, b: a.unionByName(b), [frame for _, frame in per_table])
+        for r in union.groupBy("t").agg(F.sum("count").alias("rows"),
+                                        F.count(F.when(F.col("count") > 1, 1)).alias("dups")).collect():
+            counts[r["t"]] = int(r["rows"] or 0)
+            if r["dups"]:
+                duplicated[r["t"]] = int(r["dups"])
     return counts, [dg.AssetCheckResult(check_name=PK_UNIQUE, passed=not duplicated,
                                         metadata={"duplicated_keys": duplicated})]

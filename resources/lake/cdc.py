@@ -68,6 +68,7 @@ from resources.lake.prostore import LakeLayout, MissingDeltasError
 from resources.spark.iceberg import (
     ensure_table,
     last_applied_delta,
+    last_applied_deltas,
     read_as_of_delta,
     record_unchanged,
     replace_deltas,
@@ -699,9 +700,9 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
     after its own last applied delta, or at the first landed delta with its changes."""
     landed = cdc_landed_deltas(spark, layout, source)
     plans: dict[str, tuple[int | None, list[int]]] = {}
+    progress = last_applied_deltas(spark, [layout.snapshot(source, t) for t in sorted(tables)])  # one query
     for table in sorted(tables):
-        ident = layout.snapshot(source, table)
-        last = last_applied_delta(spark, ident) if table_exists(spark, ident) else None
+        last = progress.get(layout.snapshot(source, table))
         if last is None:
             with_rows = [n for n, t in landed.items() if table in t and t[table].rows > 0 and n <= target]
             if not with_rows:

@@ -45,6 +45,7 @@ Incompatible retyping (a dropped column added again with another type) is refuse
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
@@ -54,10 +55,9 @@ from resources.codecs.ddl import ColumnTransition, EntitySchema, column_transiti
 from resources.codecs.types import Column, spark_type
 from resources.errors import DeltaportError
 from resources.spark.iceberg import (
-    TableNotFoundError,
     check_changes,
     ensure_table,
-    last_applied_delta,
+    last_applied_deltas,
     merge_upserts,
     replace_deltas,
     record_unchanged,
@@ -218,6 +218,7 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
     but not in its `entities` is refused: data whose schema the changelog does not describe
     must not land. A table's columns evolve in delta order (a range may hold schema changes).
     """
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType, LongType, TimestampNTZType
 
@@ -245,21 +246,21 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
                                             .cast("timestamp_ntz")), table_schema)
                  for d in seen if d.frames.get(name) is not None]
         frame = reduce(lambda x, y: x.unionByName(y), parts) if parts else spark.createDataFrame([], table_schema)
-        # Persisted: counting and writing must not read the deltas from Kafka twice.
-        frame = frame.persist()
-        try:
-            by_op: dict[int, dict[int, int]] = {}
-            for r in frame.groupBy("delta_num", "sys_op").count().collect():
-                by_op.setdefault(r.delta_num, {})[r.sys_op] = r["count"]
-            ids = ",".join(dict.fromkeys(d.increment_id for d in seen))
-            replace_deltas(spark, ident, frame, [d.delta_num for d in seen],
-                           extra_summary={"deltaport.increment-id": ids})
-        finally:
-            frame.unpersist()
+        # The counts are observed while the write runs: the rows are read from Kafka once, in
+        # one job, and the table is not scanned again.
+        observed = Observation(f"deltaport_increment_{uuid.uuid4().hex}")
+        counts = []
         for d in seen:
-            ops = by_op.get(d.delta_num, {})
-            stats[d.delta_num].append(TableStats(name, sum(ops.values()), sum(v for k, v in ops.items() if k != 1),
-                                                 ops.get(1, 0)))
+            in_delta = F.col("delta_num") == d.delta_num
+            counts += [F.count_if(in_delta).alias(f"rows_{d.delta_num}"),
+                       F.count_if(in_delta & (F.col("sys_op") == 1)).alias(f"deletes_{d.delta_num}")]
+        ids = ",".join(dict.fromkeys(d.increment_id for d in seen))
+        replace_deltas(spark, ident, frame.observe(observed, *counts), [d.delta_num for d in seen],
+                       extra_summary={"deltaport.increment-id": ids})
+        got = observed.get
+        for d in seen:
+            rows, deletes = int(got[f"rows_{d.delta_num}"]), int(got[f"deletes_{d.delta_num}"])
+            stats[d.delta_num].append(TableStats(name, rows, rows - deletes, deletes))
     _write_manifest(spark, layout, datamart, deltas, stats)
     return stats
 
@@ -306,7 +307,7 @@ class Applied:
     deletes: int
 
 
-def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int) -> list[Applied]:
+def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, history=None) -> list[Applied]:
     """Bring every snapshot table of the datamart to delta `target`, delta by delta, in order.
 
     Each table starts after its own last applied delta (from its commit summaries), so a crash
@@ -314,9 +315,10 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int) -> li
     Fails with MissingDeltasError, before writing anything, if a delta that some table still
     needs has not landed as an increment. When a table's DDL changed since the delta last
     applied to it, the delta's commit also carries the schema change (module docstring).
+    `history`: the datamart's `changelog_history`, when the caller has read it already.
     """
     landed = landed_deltas(spark, layout, datamart)
-    history = changelog_history(spark, layout, datamart)
+    history = changelog_history(spark, layout, datamart) if history is None else history
     if target not in landed:
         raise MissingDeltasError(datamart, target, [target])
     first = min(landed)
@@ -327,11 +329,18 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int) -> li
             tables_at[n] = data_tables(replay_changelog(history.get(n, [])))
         return tables_at[n]
 
+    # The progress of the target's tables in one query (a table dropped before the target is
+    # asked for on its own); a table not there yet (born later, or never) starts at the first
+    # landed delta.
+    asked: dict[str, int | None] = {}
+
     def last_applied(name: str) -> int:
-        try:
-            done = last_applied_delta(spark, layout.snapshot(datamart, name))
-        except TableNotFoundError:  # born later (or never): starts at the first landed delta
-            done = None
+        ident = layout.snapshot(datamart, name)
+        if ident not in asked:
+            idents = [ident] if asked else [layout.snapshot(datamart, t) for t in schema_at(target)]
+            asked.update(dict.fromkeys(idents))
+            asked.update(last_applied_deltas(spark, idents))
+        done = asked[ident]
         return done if done is not None else first - 1
 
     last = {name: last_applied(name) for name in schema_at(target)}

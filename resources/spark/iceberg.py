@@ -71,6 +71,7 @@ __all__ = [
     "delta_tags",
     "ensure_table",
     "last_applied_delta",
+    "last_applied_deltas",
     "merge_upserts",
     "read_as_of_delta",
     "repair_delta_tags",
@@ -483,7 +484,6 @@ def merge_upserts(
     deltas in one job), so this costs no job of its own.
     """
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
     quoted = _quote(ident)
     target = [f.name for f in _table_schema(spark, ident).fields]
@@ -557,24 +557,75 @@ def last_applied_delta(spark: SparkSession, ident: str) -> int | None:
     """The delta recorded by the newest deltaport commit in the table's current history (the
     current snapshot's summary, unless maintenance such as compaction committed after it), or
     None when no delta was ever committed. Raises `TableNotFoundError` for a missing table."""
-    quoted = _quote(ident)
-    if not table_exists(spark, ident):
+    found = last_applied_deltas(spark, [ident])
+    if ident not in found:
         raise TableNotFoundError(f"Iceberg table {ident} does not exist")
-    spark.catalog.refreshTable(ident)  # another process may have committed since we cached it
-    # The newest delta in a commit summary, and the newest `delta_<N>` tag on the current snapshot
-    # (a delta that left the table unchanged is recorded by its tag alone: `tag_unchanged`).
-    row = spark.sql(
-        f"SELECT (SELECT CAST(s.summary[{_sql_str(DELTA_PROPERTY)}] AS BIGINT) FROM {quoted}.`history` h "
+    return found[ident]
+
+
+def last_applied_deltas(spark: SparkSession, idents: Sequence[str]) -> dict[str, int | None]:
+    """`last_applied_delta` of several tables at once: {ident: delta or None} for the tables
+    that exist (a missing one is left out). One query, plain scans of metadata tables (a join
+    or a LIMIT per table costs more planning and jobs than the rows it saves): every table's
+    current snapshot, `delta_<N>` tags and commits recording a delta. The newest such tag or
+    commit on the current snapshot is the answer (a delta that left the table unchanged is
+    recorded by its tag alone: `tag_unchanged`); only a table whose current snapshot has
+    neither (maintenance committed after the last delta, or a rollback) costs a walk of its
+    history. The rows grow by about two per delta: tens of thousands after years of deltas."""
+    existing = [i for i in dict.fromkeys(idents) if _refreshed(spark, i)]
+    if not existing:
+        return {}
+    delta = _sql_str(DELTA_PROPERTY)
+    parts = []
+    for ident in existing:
+        q, name = _quote(ident), _sql_str(ident)
+        parts += [
+            f"SELECT {name} AS ident, type AS kind, snapshot_id, "
+            "CASE WHEN type = 'TAG' THEN CAST(substring(name, 7) AS BIGINT) END AS delta "
+            f"FROM {q}.`refs` WHERE (type = 'BRANCH' AND name = 'main') OR "
+            "(type = 'TAG' AND name RLIKE '^delta_[0-9]+$')",
+            f"SELECT {name} AS ident, 'COMMIT' AS kind, snapshot_id, CAST(summary[{delta}] AS BIGINT) AS delta "
+            f"FROM {q}.`snapshots` WHERE summary[{delta}] IS NOT NULL"]
+    rows = spark.sql(" UNION ALL ".join(parts)).collect()
+    current = {r["ident"]: r["snapshot_id"] for r in rows if r["kind"] == "BRANCH"}
+    newest: dict[str, int] = {}
+    for r in rows:
+        if r["kind"] != "BRANCH" and r["delta"] is not None and r["snapshot_id"] == current.get(r["ident"]):
+            newest[r["ident"]] = max(newest.get(r["ident"], -1), int(r["delta"]))
+    out: dict[str, int | None] = {}
+    for ident in existing:
+        if ident not in current:  # no snapshot yet
+            out[ident] = None
+        else:
+            out[ident] = newest[ident] if ident in newest else _newest_committed_delta(spark, ident)
+    return out
+
+
+def _refreshed(spark: SparkSession, ident: str) -> bool:
+    """Refresh the session's cached metadata of `ident` (another process may have committed
+    since); False when the table does not exist. One round trip for both."""
+    from pyspark.errors import AnalysisException
+
+    _quote(ident)
+    try:
+        spark.catalog.refreshTable(ident)
+        return True
+    except AnalysisException as exc:
+        if (exc.getCondition() or "").startswith(("TABLE_OR_VIEW_NOT_FOUND", "SCHEMA_NOT_FOUND")):
+            return False
+        raise
+
+
+def _newest_committed_delta(spark: SparkSession, ident: str) -> int | None:
+    """The delta of the newest commit in the current history that records one (the current
+    snapshot is a maintenance commit, or a crash came between a commit and its tag)."""
+    quoted = _quote(ident)
+    rows = spark.sql(
+        f"SELECT CAST(s.summary[{_sql_str(DELTA_PROPERTY)}] AS BIGINT) AS delta FROM {quoted}.`history` h "
         f"JOIN {quoted}.`snapshots` s ON h.snapshot_id = s.snapshot_id "
         f"WHERE h.is_current_ancestor AND s.summary[{_sql_str(DELTA_PROPERTY)}] IS NOT NULL "
-        "ORDER BY h.made_current_at DESC LIMIT 1) AS committed, "
-        f"(SELECT max(CAST(substring(r.name, 7) AS BIGINT)) FROM {quoted}.`refs` r "
-        f"WHERE r.type = 'TAG' AND r.name RLIKE '^delta_[0-9]+$' AND r.snapshot_id = "
-        f"(SELECT h2.snapshot_id FROM {quoted}.`history` h2 WHERE h2.is_current_ancestor "
-        "ORDER BY h2.made_current_at DESC LIMIT 1)) AS tagged"
-    ).first()
-    found = [int(v) for v in (row["committed"], row["tagged"]) if v is not None]
-    return max(found) if found else None
+        "ORDER BY h.made_current_at DESC LIMIT 1").collect()
+    return int(rows[0]["delta"]) if rows else None
 
 
 def tag_unchanged(spark: SparkSession, ident: str, delta_num: int) -> bool:
