@@ -632,13 +632,16 @@ def tag_unchanged(spark: SparkSession, ident: str, delta_num: int) -> bool:
     """Record delta N for a table it leaves as it is: the tag ``delta_<N>`` on the current
     snapshot, one metadata commit and no data commit (`last_applied_delta` reads it back).
     False, with nothing done, when the table has no snapshot yet (the caller commits instead)."""
+    from pyspark.errors import PySparkException
+
     quoted = _quote(ident)
     spark.catalog.refreshTable(ident)
-    rows = spark.sql(f"SELECT snapshot_id FROM {quoted}.`history` WHERE is_current_ancestor "
-                     "ORDER BY made_current_at DESC LIMIT 1").collect()
-    if not rows:
-        return False
-    spark.sql(f"ALTER TABLE {quoted} CREATE OR REPLACE TAG `{delta_tag(delta_num)}` AS OF VERSION {int(rows[0][0])}")
+    try:  # without AS OF VERSION, Iceberg tags the current snapshot: no query to find it
+        spark.sql(f"ALTER TABLE {quoted} CREATE OR REPLACE TAG `{delta_tag(delta_num)}`")
+    except PySparkException as exc:
+        if "main has no snapshot" in str(exc):  # Iceberg's words for a table never written
+            return False
+        raise
     return True
 
 
