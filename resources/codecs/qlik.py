@@ -360,6 +360,11 @@ class QlikTable:
     table_schema: TableSchema
 
 
+def _structure(t: QlikTable) -> tuple:
+    """What makes two metadata messages the same table version (their data schema text aside)."""
+    return (t.schema, t.table, t.version, t.schema_id, t.columns, t.key_columns)
+
+
 def _render_type(type_name: str, props: Mapping[str, Any]) -> str:
     base = type_name.strip().upper()
     precision, scale, length = props.get("precision"), props.get("scale"), props.get("length")
@@ -475,7 +480,14 @@ class QlikDecoder:
         saved = (dict(self._by_version), dict(self._latest), dict(self._by_id), dict(self._schemas))
         try:
             return self._decode(bytes(value))
-        except Exception:
+        except DecodeError:
+            self._by_version, self._latest, self._by_id, self._schemas = saved
+            raise
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+            # A field of an unexpected shape that no check above names: still bad input, typed.
+            self._by_version, self._latest, self._by_id, self._schemas = saved
+            raise QlikBadEnvelopeError(f"malformed message ({type(exc).__name__}: {exc})") from None
+        except BaseException:
             self._by_version, self._latest, self._by_id, self._schemas = saved
             raise
 
@@ -566,6 +578,16 @@ class QlikDecoder:
         return self._data(body, envelope_id)
 
     def _learn(self, t: QlikTable) -> TableSchema:
+        # A schema id, or a table version, names one structure: a second, different structure
+        # under the same name is a damaged copy (or a foreign task), refused so that it cannot
+        # redefine the table for the good data messages after it. An identical copy is fine.
+        for name, known in ((f"schema id {t.schema_id!r}", self._by_id.get(t.schema_id) if t.schema_id else None),
+                            (f"{t.schema}.{t.table} version {t.version}",
+                             self._by_version.get((t.schema, t.table, t.version)))):
+            if known is not None and _structure(known) != _structure(t):
+                raise QlikBadMetadataError(
+                    f"metadata message redefines {name} (known as {known.schema}.{known.table} version "
+                    f"{known.version}, {len(known.columns)} columns) with another structure; the first stands")
         self._by_version[(t.schema, t.table, t.version)] = t
         latest = self._latest.get((t.schema, t.table))
         if latest is None or t.version >= latest.version:
@@ -584,6 +606,8 @@ class QlikDecoder:
         if (table is not None and not isinstance(table, str)) or (schema is not None and not isinstance(schema, str)):
             raise QlikBadEnvelopeError(f"schema and table must be strings, got {schema!r}, {table!r}")
         ids = [i for i in (headers.get("externalSchemaId"), envelope_id) if i]
+        if any(not isinstance(i, str) for i in ids):
+            raise QlikBadEnvelopeError(f"a schema id must be a string, got {ids!r}")
         for sid in ids:
             found = self._by_id.get(sid)
             if found is not None:
