@@ -1,0 +1,281 @@
+"""Faults in figures (issue 11), first case: bad input at scale, through the real broker.
+
+For each of the five wire formats (Prostore backup increments: Avro containers; Prostore signal
+events: JSON; Qlik Replicate, DataWorks, Datastream: JSON) an emulated story's messages go to a
+topic of their own with seeded corruptions mixed in: copies of the story's messages truncated,
+bit-flipped, replaced by garbage, turned to wrong JSON types or unknown enum values, emptied,
+or padded to an oversized value; and exact duplicates of good messages. Then the sensor's own
+reading code runs over the topic in bounded ticks (`ingest_topic` into a delta index for
+Prostore, `seal_topic` into a change-stream ledger for the others), as the daemon would.
+
+What is checked, per format (a row of the report):
+- no tick raises: a bad message never stops the ones after it;
+- every message read is accounted for: indexed or quarantined, none skipped (`read` equals the
+  messages produced);
+- every corruption that cannot be valid (garbage that is not UTF-8 nor Avro, a JSON value cut
+  short) is quarantined with its topic, partition and offset;
+- no good message (an original or an exact duplicate) is quarantined;
+- the remaining corruptions are counted either way (a flipped bit inside a string is still a
+  valid message: the codec cannot know; the lake comparison of later cases covers data).
+
+    python bench/faults.py [--corruptions 1000] [--seed 7] [--formats backup,signal,qlik,...]
+
+Report: a table on stdout and bench-results/faults.json (case, injected, survived, rows lost,
+messages quarantined, good messages quarantined, seconds). `make faults` runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+FORMATS = ("backup", "signal", "qlik", "dataworks", "datastream")
+OVERSIZED = 300_000  # bytes: well over any real message of the stories, under the broker's 1 MiB
+
+
+@dataclass
+class Row:
+    case: str
+    injected: int = 0  # corruptions produced
+    must_fail: int = 0  # of them, ones that cannot be valid
+    duplicates: int = 0  # exact copies of good messages
+    produced: int = 0
+    read: int = 0
+    quarantined: int = 0
+    must_fail_quarantined: int = 0
+    good_quarantined: int = 0  # good messages wrongly quarantined: must be 0
+    without_location: int = 0  # quarantine records lacking topic/partition/offset: must be 0
+    accepted_corruptions: int = 0  # corruptions that decode as valid messages
+    accepted_by_kind: dict = field(default_factory=dict)
+    ticks: int = 0
+    seconds: float = 0.0
+    crashed: str | None = None
+    survived: bool = False
+    kinds: dict = field(default_factory=dict)
+
+    def judge(self) -> None:
+        self.survived = (self.crashed is None and self.read == self.produced and self.good_quarantined == 0
+                         and self.must_fail_quarantined == self.must_fail and self.without_location == 0)
+
+
+# --- corruptions (pure) ---------------------------------------------------------------------
+
+def _json_or_none(value: bytes):
+    try:
+        return json.loads(value)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _paths(doc, prefix=()):
+    """Every (path, value) of a JSON document's leaves and containers."""
+    yield prefix, doc
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from _paths(v, (*prefix, k))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield from _paths(v, (*prefix, i))
+
+
+def _set(doc, path, value):
+    if not path:
+        return value
+    target = doc
+    for p in path[:-1]:
+        target = target[p]
+    target[path[-1]] = value
+    return doc
+
+
+def corrupt(value: bytes, rng: random.Random) -> tuple[str, bytes | None, bool]:
+    """(kind, corrupted value, whether it cannot be valid) of one message value."""
+    doc = _json_or_none(value)
+    kinds = ["truncate", "bitflip", "garbage", "empty", "oversized"]
+    if doc is not None:
+        kinds += ["wrong_type", "unknown_enum"]
+    kind = rng.choice(kinds)
+    if kind == "truncate":
+        body = value.rstrip()
+        cut = rng.randrange(1, max(2, len(body)))
+        # A JSON document cut inside itself never parses; an Avro container cut at a block end may.
+        return kind, body[:cut], doc is not None and cut < len(body)
+    if kind == "bitflip":
+        data = bytearray(value)
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(len(data))
+            data[i] ^= 1 << rng.randrange(8)
+        return kind, bytes(data), False
+    if kind == "garbage":  # 0xff starts neither UTF-8 text nor an Avro container ("Obj\x01")
+        return kind, b"\xff" + rng.randbytes(max(1, len(value) - 1)), True
+    if kind == "empty":
+        return kind, b"", False
+    if kind == "oversized":
+        if doc is not None and isinstance(doc, dict):  # a huge extra string field: valid JSON, odd size
+            doc["deltaport_fault_padding"] = "x" * OVERSIZED
+            return kind, json.dumps(doc).encode(), False
+        return kind, value + rng.randbytes(OVERSIZED), False
+    leaves = [(p, v) for p, v in _paths(doc) if p and not isinstance(v, (dict, list))]
+    if not leaves:
+        return "garbage", b"\xff" + rng.randbytes(8), True
+    path, old = rng.choice(leaves)
+    if kind == "wrong_type":
+        new = [old] if not isinstance(old, list) else {"x": old}
+        return kind, json.dumps(_set(doc, path, new)).encode(), False
+    strings = [(p, v) for p, v in leaves if isinstance(v, str) and v.isupper()]  # ops, codes, types
+    path, _ = rng.choice(strings) if strings else (path, old)
+    return kind, json.dumps(_set(doc, path, "DELTAPORT_UNKNOWN_VALUE")).encode(), False
+
+
+def mix(messages: list, n: int, rng: random.Random, *, duplicates: int) -> list[tuple[object, bytes | None, str, bool]]:
+    """The story's messages with `n` corruptions and `duplicates` exact copies inserted after
+    random originals (order of the originals kept): [(message, value, kind, must_fail)], kind
+    "good" for originals and "duplicate" for copies."""
+    out = [(m, m.value, "good", False) for m in messages]
+    values = [i for i, m in enumerate(messages) if m.value]
+    inserts = []
+    for _ in range(n):
+        src = messages[rng.choice(values)]
+        kind, value, must = corrupt(src.value, rng)
+        inserts.append((src, value, kind, must))
+    for _ in range(duplicates):
+        src = messages[rng.choice(values)]
+        inserts.append((src, src.value, "duplicate", False))
+    for item in inserts:  # after its source, so a copy never comes before what it copies
+        at = next(i for i, o in enumerate(out) if o[0] is item[0]) + 1 + rng.randrange(3)
+        out.insert(min(at, len(out)), item)
+    return out
+
+
+# --- the case, per format --------------------------------------------------------------------
+
+def _story(fmt: str, seed: int):
+    from resources.emulator.outgoing import BACKUP, SIGNAL
+    from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
+
+    if fmt in ("backup", "signal"):
+        sc = build_scenario(EmulatorConfig(seed=seed, deltas=6, datamarts=("marketing",), chunk_size=20,
+                                           backup_partitions=1, faults=Faults()))
+        role = BACKUP if fmt == "backup" else SIGNAL
+        return [m for m in sc.messages if m.role == role]
+    if fmt == "qlik":
+        from resources.emulator.qlik import QlikConfig, build_qlik_story
+        return build_qlik_story(QlikConfig(seed=seed, duplicate_rate=0.0)).messages
+    if fmt == "dataworks":
+        from resources.emulator.dataworks import DataWorksConfig, build_dataworks_story
+        return build_dataworks_story(DataWorksConfig(seed=seed, failover_rate=0.0)).messages
+    from resources.emulator.datastream import DatastreamConfig, build_datastream_story
+    return build_datastream_story(DatastreamConfig(seed=seed, duplicate_rate=0.0)).messages
+
+
+def _produce(bootstrap: str, topic: str, items) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 2_000_000,
+                         "linger.ms": 20, "enable.idempotence": True})
+    for m, value, _, _ in items:
+        producer.produce(topic, key=m.key, value=value, partition=0)
+        producer.poll(0)
+    left = producer.flush(60)
+    if left:
+        raise RuntimeError(f"{left} message(s) to {topic} not delivered")
+
+
+def run_corruption_case(bootstrap: str, fmt: str, corruptions: int, seed: int, work: Path,
+                        max_messages: int = 500) -> Row:
+    from resources.changestream.ledger import CdcLedger
+    from resources.changestream.sealing import SealPolicy, seal_topic
+    from resources.kafka.admin import create_topic
+    from resources.prostore.delta_index import DeltaIndex
+    from resources.prostore.ingest import BACKUP, SIGNAL, ingest_topic
+    from resources.state.store import StateStore
+
+    rng = random.Random(f"{seed}:{fmt}")
+    items = mix(_story(fmt, seed), corruptions, rng, duplicates=max(1, corruptions // 10))
+    row = Row(f"corrupt-{fmt}", injected=corruptions, duplicates=max(1, corruptions // 10), produced=len(items),
+              must_fail=sum(1 for *_, must in items if must))
+    for _, _, kind, _ in items:
+        if kind not in ("good", "duplicate"):
+            row.kinds[kind] = row.kinds.get(kind, 0) + 1
+    topic = f"faults.{fmt}.{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, partitions=1)
+    _produce(bootstrap, topic, items)
+    store = StateStore(work / f"{fmt}.sqlite")
+    started = time.perf_counter()
+    try:
+        if fmt in ("backup", "signal"):
+            index = DeltaIndex(store)
+            while True:
+                res = ingest_topic(bootstrap, topic, index, BACKUP if fmt == "backup" else SIGNAL,
+                                   max_messages=max_messages)
+                row.ticks += 1
+                row.read += res.read
+                if not res.remaining and not res.read:
+                    break
+            bad = index.quarantine(topic)
+        else:
+            ledger = CdcLedger(store)
+            policy = SealPolicy(fmt, max_rows=50)
+            while True:
+                res = seal_topic(bootstrap, topic, fmt, ledger, policy, max_messages=max_messages)
+                row.ticks += 1
+                row.read += res.read
+                if not res.remaining and not res.read:
+                    break
+            bad = ledger.quarantine(fmt)
+    except Exception as exc:  # the finding this case exists for: say what, and keep going
+        row.crashed = f"{type(exc).__name__}: {str(exc)[:500]}"
+        bad = []
+    row.seconds = round(time.perf_counter() - started, 2)
+    offsets = {b["offset"] for b in bad if b.get("topic") == topic and b.get("partition") is not None}
+    row.without_location = sum(1 for b in bad if b.get("topic") != topic or b.get("partition") is None
+                               or b.get("offset") is None)
+    row.quarantined = len(offsets)
+    for offset, (_, _, kind, must) in enumerate(items):  # one partition: offsets in produce order
+        if kind in ("good", "duplicate"):
+            row.good_quarantined += offset in offsets
+        else:
+            row.must_fail_quarantined += must and offset in offsets
+            if offset not in offsets:
+                row.accepted_corruptions += 1
+                row.accepted_by_kind[kind] = row.accepted_by_kind.get(kind, 0) + 1
+    row.judge()
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--corruptions", type=int, default=1000, help="corrupted messages per format")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--formats", default=",".join(FORMATS))
+    ap.add_argument("--out", default=str(ROOT / "bench-results" / "faults.json"))
+    args = ap.parse_args(argv)
+    from resources.kafka.broker import kafka_bootstrap
+
+    rows = []
+    with kafka_bootstrap() as bootstrap, tempfile.TemporaryDirectory(prefix="deltaport-faults-") as work:
+        for fmt in args.formats.split(","):
+            row = run_corruption_case(bootstrap, fmt, args.corruptions, args.seed, Path(work))
+            rows.append(row)
+            print(f"{row.case:<20} injected {row.injected:>5} (must fail {row.must_fail:>4}), read {row.read:>5}/"
+                  f"{row.produced:<5} quarantined {row.quarantined:>5}, good quarantined {row.good_quarantined}, "
+                  f"corruptions accepted as valid {row.accepted_corruptions:>4}, {row.seconds:>6.1f} s, "
+                  f"survived {row.survived}" + (f"  CRASH {row.crashed}" if row.crashed else ""), flush=True)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({"config": vars(args), "cases": [asdict(r) for r in rows]}, indent=1))
+    print(f"wrote {args.out}")
+    return 0 if all(r.survived for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
