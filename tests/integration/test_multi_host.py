@@ -75,7 +75,7 @@ def host(folder: Path, kafka_bootstrap: str, remote: str, catalog, state_url: st
     cfg = {
         "sources": [
             {"name": DM, "format": "prostore", "signal_topic": topics[SIGNAL], "backup_topic": topics[BACKUP]},
-            {"name": STREAM, "format": "qlik", "topic": topics[QLIK], "max_rows": 12, "max_seconds": 3600,
+            {"name": STREAM, "format": "qlik", "topic": topics[QLIK], "max_rows": 20, "max_seconds": 3600,
              "idle_seconds": 0},
         ],
         "kafka": {"bootstrap_servers": kafka_bootstrap},
