@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,8 +130,7 @@ def corrupt(value: bytes, rng: random.Random) -> tuple[str, bytes | None, bool]:
         return "garbage", b"\xff" + rng.randbytes(8), True
     path, old = rng.choice(leaves)
     if kind == "wrong_type":
-        new = [old] if not isinstance(old, list) else {"x": old}
-        return kind, json.dumps(_set(doc, path, new)).encode(), False
+        return kind, json.dumps(_set(doc, path, [old])).encode(), False
     strings = [(p, v) for p, v in leaves if isinstance(v, str) and v.isupper()]  # ops, codes, types
     path, _ = rng.choice(strings) if strings else (path, old)
     return kind, json.dumps(_set(doc, path, "DELTAPORT_UNKNOWN_VALUE")).encode(), False
@@ -178,24 +177,12 @@ def _story(fmt: str, seed: int):
     return build_datastream_story(DatastreamConfig(seed=seed, duplicate_rate=0.0)).messages
 
 
-def _produce(bootstrap: str, topic: str, items) -> None:
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 2_000_000,
-                         "linger.ms": 20, "enable.idempotence": True})
-    for m, value, _, _ in items:
-        producer.produce(topic, key=m.key, value=value, partition=0)
-        producer.poll(0)
-    left = producer.flush(60)
-    if left:
-        raise RuntimeError(f"{left} message(s) to {topic} not delivered")
-
-
 def run_corruption_case(bootstrap: str, fmt: str, corruptions: int, seed: int, work: Path,
                         max_messages: int = 500) -> Row:
     from resources.changestream.ledger import CdcLedger
     from resources.changestream.sealing import SealPolicy, seal_topic
     from resources.kafka.admin import create_topic
+    from resources.kafka.publish import publish
     from resources.prostore.delta_index import DeltaIndex
     from resources.prostore.ingest import BACKUP, SIGNAL, ingest_topic
     from resources.state.store import StateStore
@@ -209,7 +196,9 @@ def run_corruption_case(bootstrap: str, fmt: str, corruptions: int, seed: int, w
             row.kinds[kind] = row.kinds.get(kind, 0) + 1
     topic = f"faults.{fmt}.{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, partitions=1)
-    _produce(bootstrap, topic, items)
+    # One partition, in order: a message's offset is its index in `items`.
+    publish([replace(m, partition=0, value=value) for m, value, _, _ in items], bootstrap,
+            {m.role: topic for m, _, _, _ in items})
     store = StateStore(work / f"{fmt}.sqlite")
     started = time.perf_counter()
     try:
@@ -241,7 +230,7 @@ def run_corruption_case(bootstrap: str, fmt: str, corruptions: int, seed: int, w
     row.without_location = sum(1 for b in bad if b.get("topic") != topic or b.get("partition") is None
                                or b.get("offset") is None)
     row.quarantined = len(offsets)
-    for offset, (_, _, kind, must) in enumerate(items):  # one partition: offsets in produce order
+    for offset, (_, _, kind, must) in enumerate(items):
         if kind in ("good", "duplicate"):
             row.good_quarantined += offset in offsets
         else:

@@ -479,14 +479,11 @@ class QlikDecoder:
             return []
         saved = (dict(self._by_version), dict(self._latest), dict(self._by_id), dict(self._schemas))
         try:
-            return self._decode(bytes(value))
-        except DecodeError:
-            self._by_version, self._latest, self._by_id, self._schemas = saved
-            raise
-        except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
-            # A field of an unexpected shape that no check above names: still bad input, typed.
-            self._by_version, self._latest, self._by_id, self._schemas = saved
-            raise QlikBadEnvelopeError(f"malformed message ({type(exc).__name__}: {exc})") from None
+            try:
+                return self._decode(bytes(value))
+            except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+                # A field of an unexpected shape that no check names: still bad input, typed.
+                raise QlikBadEnvelopeError(f"malformed message ({type(exc).__name__}: {exc})") from None
         except BaseException:
             self._by_version, self._latest, self._by_id, self._schemas = saved
             raise

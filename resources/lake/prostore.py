@@ -338,8 +338,7 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
         ident = layout.snapshot(datamart, name)
         if ident not in asked:
             idents = [ident] if asked else [layout.snapshot(datamart, t) for t in schema_at(target)]
-            asked.update(dict.fromkeys(idents))
-            asked.update(last_applied_deltas(spark, idents))
+            asked.update(dict.fromkeys(idents) | last_applied_deltas(spark, idents))  # missing: None
         done = asked[ident]
         return done if done is not None else first - 1
 

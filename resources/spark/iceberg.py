@@ -246,10 +246,14 @@ def _schema_or_none(spark: SparkSession, ident: str) -> StructType | None:
     try:
         return spark.table(ident).schema
     except AnalysisException as exc:
-        condition = exc.getCondition() or ""
-        if condition.startswith(("TABLE_OR_VIEW_NOT_FOUND", "SCHEMA_NOT_FOUND")):
+        if _missing(exc):
             return None
         raise
+
+
+def _missing(exc) -> bool:
+    """Whether Spark's AnalysisException says the table (or its namespace) does not exist."""
+    return (exc.getCondition() or "").startswith(("TABLE_OR_VIEW_NOT_FOUND", "SCHEMA_NOT_FOUND"))
 
 
 def _table_schema(spark: SparkSession, ident: str) -> StructType:
@@ -611,7 +615,7 @@ def _refreshed(spark: SparkSession, ident: str) -> bool:
         spark.catalog.refreshTable(ident)
         return True
     except AnalysisException as exc:
-        if (exc.getCondition() or "").startswith(("TABLE_OR_VIEW_NOT_FOUND", "SCHEMA_NOT_FOUND")):
+        if _missing(exc):
             return False
         raise
 
