@@ -46,6 +46,7 @@ from pathlib import Path
 from resources.errors import DeltaportError
 from resources.maven import MARKER_NAME as MARKER_NAME  # re-exported: the jars folder's marker
 from resources.maven import cache_root, resolve_pom
+from resources.net import free_port
 
 __all__ = [
     "KAFKA_VERSION",
@@ -117,11 +118,6 @@ def _java() -> str:
         raise BrokerError("cannot start Kafka: no 'java' on PATH (and JAVA_HOME is not set); Kafka 4 needs Java 17+")
     return java
 
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _new_cluster_id() -> str:
@@ -340,10 +336,10 @@ class EmbeddedKafka:
         data = Path(tempfile.mkdtemp(prefix="deltaport-kafka-", dir=self._work_dir))
         self._data_dir = data
         (data / "logs").mkdir()
-        self._broker_port = self._fixed_broker_port or _free_port()
-        self._controller_port = self._fixed_controller_port or _free_port()
+        self._broker_port = self._fixed_broker_port or free_port()
+        self._controller_port = self._fixed_controller_port or free_port()
         while self._controller_port == self._broker_port:
-            self._controller_port = _free_port()
+            self._controller_port = free_port()
         self.cluster_id = _new_cluster_id()
 
         props_path = data / "server.properties"

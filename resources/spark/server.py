@@ -16,10 +16,13 @@ What this module guarantees:
   and the start, so one server is started and every caller gets its address. A server whose
   process died, or whose port stopped answering, is started again: a crash or a
   `deltaport spark stop` is never fatal for later runs.
+* Its port is picked below the kernel's ephemeral range, and it is up only when *its* process
+  listens there (`resources.net.serves`), never because something answered at that port; a
+  port taken by another process before the server bound it is replaced by a new one.
 * The server outlives the process that started it (its own session, no parent-death signal):
   a run worker starts it, the next run reuses it warm. `stop()` ends it (SIGTERM, SIGKILL
   after a grace period) and removes the state file.
-* `start()` returns only when the port answers, or raises `SparkServerError` with the tail of
+* `start()` returns only when the server listens, or raises `SparkServerError` with the tail of
   the server's log (early exit, start timeout).
 
 Nothing here imports Dagster or starts a Spark client.
@@ -34,7 +37,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -43,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from resources.errors import DeltaportError
+from resources.net import free_port, serves
 
 __all__ = ["CONNECT_SERVER_CLASS", "LocalSparkServer", "ServerState", "SparkServerError", "spark_submit"]
 
@@ -107,19 +110,22 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def answers(port: int, timeout: float = 1.0, host: str = "127.0.0.1") -> bool:
-    """Whether anything listens at host:port."""
+# What Spark's log says when the gRPC port was taken between our pick and its bind.
+_BIND_FAILURE = "Failed to bind to address"
+_PORT_ATTEMPTS = 3
+
+
+class _PortLost(Exception):
+    """The server exited because another process took its port first."""
+
+
+def _read_from(path: Path, offset: int) -> str:
     try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
     except OSError:
-        return False
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return ""
 
 
 def _tail(path: Path, lines: int = 40) -> str:
@@ -166,7 +172,7 @@ class LocalSparkServer:
     def status(self) -> ServerState | None:
         """The running server, or None (no state file, process gone, or port not answering)."""
         state = self._read_state()
-        if state is None or not _alive(state.pid) or not answers(state.port):
+        if state is None or not _alive(state.pid) or not serves(state.pid, state.port):
             return None
         return state
 
@@ -204,30 +210,17 @@ class LocalSparkServer:
         if stale is not None and _alive(stale.pid):  # running but deaf: replace it
             self._kill(stale.pid, grace=10.0)
         self.state_path.unlink(missing_ok=True)
-        port = _free_port()
-        settings = {**self.settings,
-                    "spark.connect.grpc.binding.address": "127.0.0.1",
-                    "spark.connect.grpc.binding.port": str(port)}
-        command = [str(spark_submit()), "--class", CONNECT_SERVER_CLASS, "--name", "deltaport-spark"]
-        for key, value in sorted(settings.items()):
-            command += ["--conf", f"{key}={value}"]
-        env = engine_env()
         began = time.monotonic()
-        with open(self.log_path, "ab") as out:
-            out.write(f"\n=== starting Spark Connect server on 127.0.0.1:{port} ===\n".encode())
-            out.flush()
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    cwd=self.state_dir, env=env, start_new_session=True)
-        deadline = began + self.start_timeout
-        while not answers(port, timeout=0.5):
-            if proc.poll() is not None:
-                raise SparkServerError(f"the Spark Connect server exited (code {proc.returncode}) while "
-                                       f"starting; log {self.log_path}:\n{_tail(self.log_path)}")
-            if time.monotonic() > deadline:
-                self._kill(proc.pid, grace=5.0)
-                raise SparkServerError(f"the Spark Connect server did not answer within {self.start_timeout:.0f} s; "
-                                       f"log {self.log_path}:\n{_tail(self.log_path)}")
-            time.sleep(0.25)
+        for attempt in range(1, _PORT_ATTEMPTS + 1):
+            try:
+                proc, port = self._launch_and_wait(began)
+                break
+            except _PortLost:
+                if attempt == _PORT_ATTEMPTS:
+                    raise SparkServerError(f"the Spark Connect server lost its port {_PORT_ATTEMPTS} times in a row "
+                                           f"to other processes; log {self.log_path}:\n{_tail(self.log_path)}") from None
+                _log.warning("the port picked for the Spark Connect server was taken before it bound it; "
+                             "starting it on another port")
         state = ServerState(url=f"sc://127.0.0.1:{port}", pid=proc.pid, port=port, log=str(self.log_path),
                             settings_digest=self.settings_digest(), started_at=time.time())
         tmp = self.state_path.with_suffix(".tmp")
@@ -236,6 +229,37 @@ class LocalSparkServer:
         _log.info("Spark Connect server started at %s in %.1f s (pid %d)", state.url,
                   time.monotonic() - began, proc.pid)
         return state
+
+    def _launch_and_wait(self, began: float) -> tuple[subprocess.Popen, int]:
+        """Start the server on a free port; return once *its* process listens there (a port that
+        merely answers may be someone else's, see `resources.net`). Raises `_PortLost` when the
+        server exits because the port was taken meanwhile."""
+        port = free_port()
+        settings = {**self.settings,
+                    "spark.connect.grpc.binding.address": "127.0.0.1",
+                    "spark.connect.grpc.binding.port": str(port)}
+        command = [str(spark_submit()), "--class", CONNECT_SERVER_CLASS, "--name", "deltaport-spark"]
+        for key, value in sorted(settings.items()):
+            command += ["--conf", f"{key}={value}"]
+        with open(self.log_path, "ab") as out:
+            out.write(f"\n=== starting Spark Connect server on 127.0.0.1:{port} ===\n".encode())
+            out.flush()
+            logged_from = out.tell()
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    cwd=self.state_dir, env=engine_env(), start_new_session=True)
+        deadline = began + self.start_timeout
+        while not serves(proc.pid, port):
+            if proc.poll() is not None:
+                if _BIND_FAILURE in _read_from(self.log_path, logged_from):
+                    raise _PortLost(port)
+                raise SparkServerError(f"the Spark Connect server exited (code {proc.returncode}) while "
+                                       f"starting; log {self.log_path}:\n{_tail(self.log_path)}")
+            if time.monotonic() > deadline:
+                self._kill(proc.pid, grace=5.0)
+                raise SparkServerError(f"the Spark Connect server did not answer within {self.start_timeout:.0f} s; "
+                                       f"log {self.log_path}:\n{_tail(self.log_path)}")
+            time.sleep(0.25)
+        return proc, port
 
     def stop(self, *, timeout: float = 30.0) -> bool:
         """Stop the server; False when none was running."""

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Literal
 
 from resources.errors import DeltaportError
 from resources.spark.jars import ICEBERG_RUNTIME_ARTIFACT, ICEBERG_VERSION, ensure_iceberg_jars
-from resources.spark.server import answers
+from resources.net import answers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

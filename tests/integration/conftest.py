@@ -34,12 +34,29 @@ def spark_remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         conf={"spark.driver.extraJavaOptions": "-XX:+UseParallelGC"}))
     url = server.ensure().url
     os.environ["SPARK_REMOTE"] = url
+    _embedded.append(server)
     try:
         yield url
     finally:
+        _embedded.remove(server)
         os.environ.pop("SPARK_REMOTE", None)
         close_sessions(url)
         server.stop()
+
+
+_embedded: list = []  # the session's embedded server, while it is up
+
+
+@pytest.fixture(autouse=True)
+def _spark_server_alive(request: pytest.FixtureRequest) -> None:
+    """Stop the whole session, saying why, when the session's server has died: every later test
+    would otherwise wait out the Connect client's patient retries (~10 minutes each)."""
+    if _embedded and "spark_remote" in request.fixturenames and _embedded[0].status() is None:
+        from resources.spark.server import _tail
+
+        server = _embedded[0]
+        pytest.exit(f"the test session's Spark Connect server is gone; log {server.log_path}:\n"
+                    f"{_tail(server.log_path)}", returncode=3)
 
 
 @pytest.fixture(scope="session")

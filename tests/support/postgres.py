@@ -11,12 +11,13 @@ import glob
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+from resources.net import free_port
 
 PASSWORD_ENV = "DELTAPORT_TEST_PG_PASSWORD"
 URL_ENV = "DELTAPORT_TEST_POSTGRES_URL"
@@ -88,7 +89,7 @@ def start_postgres() -> PostgresServer:
     user = "deltaport"
     _run([*run_as, str(bindir / "initdb"), "-D", str(work / "data"), "-U", user, "--auth=scram-sha-256",
           f"--pwfile={pwfile}", "--no-sync", "-E", "UTF8", "--locale=C"])
-    port = _free_port()
+    port = free_port()
     opts = (f"-p {port} -k {work} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
             "-c full_page_writes=off -c max_connections=200")
     _run([*run_as, str(bindir / "pg_ctl"), "-D", str(work / "data"), "-o", opts, "-l", str(work / "log"),
@@ -102,7 +103,3 @@ def _run(cmd: list[str]) -> None:
         raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.strip() or done.stdout.strip()}")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

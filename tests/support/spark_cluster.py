@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from resources.net import free_port, serves
 from resources.spark.server import engine_env
 
 
@@ -56,7 +56,7 @@ class StandaloneCluster:
 def start_cluster(folder: Path, *, workers: int = 2, cores: int = 1, memory: str = "1g",
                   timeout: float = 120.0) -> StandaloneCluster:
     folder.mkdir(parents=True, exist_ok=True)
-    port, web = _free_port(), _free_port()
+    port, web = free_port(), free_port()
     env = {**engine_env(), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(folder)}
     cluster = StandaloneCluster(f"spark://127.0.0.1:{port}", workers, folder, web_port=web)
 
@@ -68,12 +68,13 @@ def start_cluster(folder: Path, *, workers: int = 2, cores: int = 1, memory: str
     try:
         launch("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
                           "--webui-port", str(web)])
-        _wait(lambda: _answers(port), timeout, "the standalone master", folder / "master.log")
+        master = cluster.procs[-1]  # the JVM itself: spark-class execs java
+        _wait(lambda: serves(master.pid, port), timeout, "the standalone master", folder / "master.log")
         for i in range(workers):
             work = folder / f"worker-{i}"
             work.mkdir(exist_ok=True)
             launch(f"worker-{i}", ["org.apache.spark.deploy.worker.Worker", cluster.master_url, "--host", "127.0.0.1",
-                                   "--cores", str(cores), "--memory", memory, "--webui-port", str(_free_port()),
+                                   "--cores", str(cores), "--memory", memory, "--webui-port", str(free_port()),
                                    "--work-dir", str(work)])
         _wait(lambda: cluster.alive_workers() == workers, timeout, f"{workers} workers", folder / "worker-0.log")
     except BaseException:
@@ -95,13 +96,3 @@ def _wait(ok, timeout: float, what: str, log: Path) -> None:
     raise RuntimeError(f"{what} did not come up in {timeout:.0f} s; {log}:\n{tail}")
 
 
-def _answers(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(1)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
