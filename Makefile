@@ -64,9 +64,10 @@ bench: jars
 	$(PY) bench/stream_bench.py $(STREAM_BENCH_ARGS)
 	$(PY) bench/dagster_bench.py $(DAGSTER_BENCH_ARGS)
 
-# The fault suite at full size (issue 11; its quick cases are in `make test`): for now bad input
-# at scale, 1000 seeded corruptions per wire format through the real broker and the sensor's own
-# reading code. Report: a table and bench-results/faults.json (FAULTS_ARGS="--corruptions 5000").
+# The fault suite at full size (issue 11; its quick cases are in `make test`): `sync` killed at six
+# points of a range run, then recovered and compared with the truth; bad input at scale, 1000
+# seeded corruptions per wire format through the real broker and the sensor's own reading code.
+# Report: a table and bench-results/faults.json (FAULTS_ARGS="--corruptions 5000", "--kills ''").
 faults: jars
 	$(PY) bench/faults.py $(FAULTS_ARGS)
 

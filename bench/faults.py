@@ -1,4 +1,6 @@
-"""Faults in figures (issue 11), first case: bad input at scale, through the real broker.
+"""Faults in figures (issue 11): kills at chosen points of a run (bench/fault_kills.py: `sync`
+SIGKILLed, the next one converges, compared with the truth), and bad input at scale through
+the real broker (below).
 
 For each of the five wire formats (Prostore backup increments: Avro containers; Prostore signal
 events: JSON; Qlik Replicate, DataWorks, Datastream: JSON) an emulated story's messages go to a
@@ -18,7 +20,7 @@ What is checked, per format (a row of the report):
 - the remaining corruptions are counted either way (a flipped bit inside a string is still a
   valid message: the codec cannot know; the lake comparison of later cases covers data).
 
-    python bench/faults.py [--corruptions 1000] [--seed 7] [--formats backup,signal,qlik,...]
+    python bench/faults.py [--corruptions 1000] [--seed 7] [--formats backup,signal,qlik,...] [--kills CASE,...]
 
 Report: a table on stdout and bench-results/faults.json (case, injected, survived, rows lost,
 messages quarantined, good messages quarantined, seconds). `make faults` runs it.
@@ -38,6 +40,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench.fault_kills import KILLS, print_row, publish_story, run_kill_case  # noqa: E402
 
 FORMATS = ("backup", "signal", "qlik", "dataworks", "datastream")
 OVERSIZED = 300_000  # bytes: well over any real message of the stories, under the broker's 1 MiB
@@ -247,13 +251,23 @@ def main(argv=None) -> int:
     ap.add_argument("--corruptions", type=int, default=1000, help="corrupted messages per format")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--formats", default=",".join(FORMATS))
+    ap.add_argument("--kills", default=",".join(KILLS), help="kill cases to run (bench/fault_kills.py); '' for none")
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "faults.json"))
     args = ap.parse_args(argv)
+    from bench.engine import bench_engine
     from resources.kafka.broker import kafka_bootstrap
 
-    rows = []
+    rows: list = []
     with kafka_bootstrap() as bootstrap, tempfile.TemporaryDirectory(prefix="deltaport-faults-") as work:
-        for fmt in args.formats.split(","):
+        kills = [k for k in args.kills.split(",") if k]
+        if kills:
+            with bench_engine(Path(work) / "engine") as engine:
+                story = publish_story(bootstrap, args.seed)
+                for case in kills:
+                    row = run_kill_case(bootstrap, engine.url, story, case, KILLS[case], Path(work) / "kills")
+                    rows.append(row)
+                    print_row(row)
+        for fmt in [f for f in args.formats.split(",") if f]:
             row = run_corruption_case(bootstrap, fmt, args.corruptions, args.seed, Path(work))
             rows.append(row)
             print(f"{row.case:<20} injected {row.injected:>5} (must fail {row.must_fail:>4}), read {row.read:>5}/"

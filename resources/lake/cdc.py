@@ -64,6 +64,7 @@ from typing import Any
 
 from resources.codecs.cdc import BEFORE_IMAGE, DELETE, UPSERT, Change
 from resources.errors import DeltaportError
+from resources.failpoints import failpoint
 from resources.lake.prostore import LakeLayout, MissingDeltasError
 from resources.spark.iceberg import (
     ensure_table,
@@ -700,7 +701,8 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
     after its own last applied delta, or at the first landed delta with its changes."""
     landed = cdc_landed_deltas(spark, layout, source)
     plans: dict[str, tuple[int | None, list[int]]] = {}
-    progress = last_applied_deltas(spark, [layout.snapshot(source, t) for t in sorted(tables)])  # one query
+    progress = last_applied_deltas(spark, [layout.snapshot(source, t) for t in sorted(tables)],
+                                   repair_tags=True)  # one query
     for table in sorted(tables):
         last = progress.get(layout.snapshot(source, table))
         if last is None:
@@ -719,6 +721,7 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
         for n in ns:
             out.append(_apply(spark, layout, source, n, table, tables[table], None, landed, last))
             last = n
+            failpoint("cdc.applied")
     return out
 
 
@@ -745,9 +748,11 @@ def _merge(spark, ident: str, folded, keys: list[str], data: list[str], delta_nu
     folded.createOrReplaceTempView(view)
     try:
         with _session_snapshot_properties(spark, _summary(delta_num, commit_id, None)):
+            failpoint("snapshot.merge")
             spark.sql(sql)
     finally:
         spark.catalog.dropTempView(view)
+    failpoint("snapshot.committed")
     _tag_commit(spark, ident, delta_num, commit_id)
 
 

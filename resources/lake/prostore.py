@@ -54,6 +54,7 @@ from resources.codecs.backup import ChangelogRecord
 from resources.codecs.ddl import ColumnTransition, EntitySchema, column_transition, replay_changelog
 from resources.codecs.types import Column, spark_type
 from resources.errors import DeltaportError
+from resources.failpoints import failpoint
 from resources.spark.iceberg import (
     check_changes,
     ensure_table,
@@ -261,6 +262,8 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
         for d in seen:
             rows, deletes = int(got[f"rows_{d.delta_num}"]), int(got[f"deletes_{d.delta_num}"])
             stats[d.delta_num].append(TableStats(name, rows, rows - deletes, deletes))
+        failpoint("increment.table_committed")
+    failpoint("increment.before_manifest")
     _write_manifest(spark, layout, datamart, deltas, stats)
     return stats
 
@@ -338,7 +341,7 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
         ident = layout.snapshot(datamart, name)
         if ident not in asked:
             idents = [ident] if asked else [layout.snapshot(datamart, t) for t in schema_at(target)]
-            asked.update(dict.fromkeys(idents) | last_applied_deltas(spark, idents))  # missing: None
+            asked.update(dict.fromkeys(idents) | last_applied_deltas(spark, idents, repair_tags=True))
         done = asked[ident]
         return done if done is not None else first - 1
 
@@ -360,9 +363,12 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
             last[name] = n
     prepared = _prepare_ranges(spark, layout, datamart, plan)
     applied = []
-    for n, entity, stats, transition in plan:
+    for i, (n, entity, stats, transition) in enumerate(plan):
         _apply_delta(spark, layout, datamart, n, entity, stats, transition, prepared.get(entity.name))
         applied.append(Applied(n, entity.name, stats.upserts, stats.deletes))
+        failpoint("snapshot.table_done")
+        if i + 1 < len(plan) and plan[i + 1][0] != n:
+            failpoint("snapshot.delta_done")
     return applied
 
 

@@ -15,8 +15,9 @@ What this module guarantees:
   write issued meanwhile by other code on the same session would carry them too).
 * After the commit, the snapshot found by its commit id (not "the current one", which another
   writer may have moved) is tagged ``delta_<N>`` (CREATE OR REPLACE: re-running N moves the
-  tag). Tagging is a second, metadata-only commit; if a process dies between the two,
-  `repair_delta_tags` re-creates missing tags from the summaries. A delta that leaves a state
+  tag). Tagging is a second, metadata-only commit; if a process dies between the two, the
+  next writer tags it before going on (`last_applied_deltas(repair_tags=True)`), and
+  `repair_delta_tags` redoes every missing tag of a history. A delta that leaves a state
   table unchanged costs no data commit: `tag_unchanged` tags the current snapshot (one commit,
   so the delta is recorded or not), and `last_applied_delta` counts tags on the current
   snapshot too.
@@ -39,6 +40,7 @@ when writing, "Spark does not support time fields" when reading).
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import threading
 import uuid
@@ -47,6 +49,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from resources.errors import DeltaportError
+from resources.failpoints import failpoint
+
+_log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -522,11 +527,13 @@ def merge_upserts(
         )
         commit_id = uuid.uuid4().hex
         with _session_snapshot_properties(spark, _summary(delta_num, commit_id, extra_summary)):
+            failpoint("snapshot.merge")
             spark.sql(sql)
     finally:
         spark.catalog.dropTempView(view)
         if not checked:
             changes.unpersist()
+    failpoint("snapshot.committed")
     return _tag_commit(spark, ident, delta_num, commit_id)
 
 
@@ -567,7 +574,8 @@ def last_applied_delta(spark: SparkSession, ident: str) -> int | None:
     return found[ident]
 
 
-def last_applied_deltas(spark: SparkSession, idents: Sequence[str]) -> dict[str, int | None]:
+def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *,
+                        repair_tags: bool = False) -> dict[str, int | None]:
     """`last_applied_delta` of several tables at once: {ident: delta or None} for the tables
     that exist (a missing one is left out). One query, plain scans of metadata tables (a join
     or a LIMIT per table costs more planning and jobs than the rows it saves): every table's
@@ -575,7 +583,11 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str]) -> dict[str,
     commit on the current snapshot is the answer (a delta that left the table unchanged is
     recorded by its tag alone: `tag_unchanged`); only a table whose current snapshot has
     neither (maintenance committed after the last delta, or a rollback) costs a walk of its
-    history. The rows grow by about two per delta: tens of thousands after years of deltas."""
+    history. The rows grow by about two per delta: tens of thousands after years of deltas.
+
+    `repair_tags=True` (writers, before they go on): a last applied delta whose commit lacks its
+    ``delta_<N>`` tag (the process died between the two) is tagged now, so reading as of N
+    stays exact; it costs nothing when every tag is there."""
     existing = [i for i in dict.fromkeys(idents) if _refreshed(spark, i)]
     if not existing:
         return {}
@@ -593,15 +605,27 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str]) -> dict[str,
     rows = spark.sql(" UNION ALL ".join(parts)).collect()
     current = {r["ident"]: r["snapshot_id"] for r in rows if r["kind"] == "BRANCH"}
     newest: dict[str, int] = {}
+    tagged: set[tuple[str, int]] = set()  # (ident, delta) tagged on the current snapshot
     for r in rows:
         if r["kind"] != "BRANCH" and r["delta"] is not None and r["snapshot_id"] == current.get(r["ident"]):
             newest[r["ident"]] = max(newest.get(r["ident"], -1), int(r["delta"]))
+            if r["kind"] == "TAG":
+                tagged.add((r["ident"], int(r["delta"])))
     out: dict[str, int | None] = {}
     for ident in existing:
         if ident not in current:  # no snapshot yet
             out[ident] = None
+        elif ident in newest:
+            out[ident] = newest[ident]
+            if repair_tags and (ident, newest[ident]) not in tagged:
+                _log.warning("%s: delta %d was committed but not tagged (a process died between the two); "
+                             "tagging it now", ident, newest[ident])
+                spark.sql(f"ALTER TABLE {_quote(ident)} CREATE OR REPLACE TAG `{delta_tag(newest[ident])}` "
+                          f"AS OF VERSION {int(current[ident])}")
         else:
-            out[ident] = newest[ident] if ident in newest else _newest_committed_delta(spark, ident)
+            out[ident] = _newest_committed_delta(spark, ident)
+            if repair_tags:
+                repair_delta_tags(spark, ident)
     return out
 
 

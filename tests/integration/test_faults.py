@@ -4,12 +4,17 @@ Bad input at scale, smaller: each of the five wire formats gets seeded corruptio
 its emulated story on the real broker, read by the sensor's own code in bounded ticks. Every
 message read is accounted for, nothing crashes, every corruption that cannot be valid is
 quarantined with its coordinates, and no good message is.
+
+A kill, one of `make faults`' six: `deltaport sync` SIGKILLed between a snapshot MERGE's commit
+and its delta tag, in a range run; the next sync lands every delta equal to the truth, nothing
+twice, every delta readable by its tag (before the fix, the interrupted delta had no tag).
 """
 
 from __future__ import annotations
 
 import pytest
 
+from bench.fault_kills import KILLS, publish_story, run_kill_case
 from bench.faults import FORMATS, run_corruption_case
 
 pytestmark = pytest.mark.integration
@@ -22,4 +27,14 @@ def test_corruptions_are_quarantined_and_the_good_messages_kept(kafka_bootstrap,
     assert row.read == row.produced and row.ticks > 2, row  # several bounded ticks, every message read
     assert row.must_fail > 0 and row.must_fail_quarantined == row.must_fail, row
     assert row.good_quarantined == 0 and row.without_location == 0, row
+    assert row.survived
+
+
+def test_a_sync_killed_between_a_commit_and_its_tag_converges_on_the_next(spark_remote, kafka_bootstrap, tmp_path):
+    case = "kill-snapshot-commit-before-tag"
+    row = run_kill_case(kafka_bootstrap, spark_remote, publish_story(kafka_bootstrap, seed=5, deltas=2), case,
+                        KILLS[case], tmp_path)
+    assert row.killed and row.recovered, row.problems
+    assert (row.rows_lost, row.rows_duplicated, row.increment_rows_extra, row.increment_rows_missing) == (0, 0, 0, 0), row
+    assert row.deltas_applied_twice == 0 and row.untagged_deltas == 0 and not row.problems, row
     assert row.survived
