@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.fault_kills import KILLS, print_row, publish_story, run_kill_case  # noqa: E402
+from bench.fault_restarts import RESTARTS, run_restart_case  # noqa: E402
 
 FORMATS = ("backup", "signal", "qlik", "dataworks", "datastream")
 OVERSIZED = 300_000  # bytes: well over any real message of the stories, under the broker's 1 MiB
@@ -252,6 +253,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--formats", default=",".join(FORMATS))
     ap.add_argument("--kills", default=",".join(KILLS), help="kill cases to run (bench/fault_kills.py); '' for none")
+    ap.add_argument("--restarts", default=",".join(RESTARTS),
+                    help="restart cases to run (bench/fault_restarts.py); '' for none")
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "faults.json"))
     args = ap.parse_args(argv)
     from bench.engine import bench_engine
@@ -260,13 +263,18 @@ def main(argv=None) -> int:
     rows: list = []
     with kafka_bootstrap() as bootstrap, tempfile.TemporaryDirectory(prefix="deltaport-faults-") as work:
         kills = [k for k in args.kills.split(",") if k]
+        restarts = [k for k in args.restarts.split(",") if k]
+        story = publish_story(bootstrap, args.seed) if kills or restarts else None
         if kills:
             with bench_engine(Path(work) / "engine") as engine:
-                story = publish_story(bootstrap, args.seed)
                 for case in kills:
                     row = run_kill_case(bootstrap, engine.url, story, case, KILLS[case], Path(work) / "kills")
                     rows.append(row)
                     print_row(row)
+        for case in restarts:  # each on an embedded server of its own, as `make demo` runs
+            row = run_restart_case(bootstrap, story, case, RESTARTS[case], Path(work) / "restarts")
+            rows.append(row)
+            print_row(row)
         for fmt in [f for f in args.formats.split(",") if f]:
             row = run_corruption_case(bootstrap, fmt, args.corruptions, args.seed, Path(work))
             rows.append(row)

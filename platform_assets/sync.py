@@ -103,7 +103,7 @@ def _sync_source(instance: dg.DagsterInstance, defs: dg.Definitions, name: str,
                                    _rows(run, dg.AssetKey([name, "snapshot"])))
             if not run.success:
                 failure = next((e for e in run.all_events if e.is_step_failure), None)
-                outcome.error = failure.event_specific_data.error.message.strip() if failure else "run failed"
+                outcome.error = step_error(failure) if failure else "run failed"
             out.outcomes.append(outcome)
             echo(render(outcome))
             if not run.success:
@@ -115,6 +115,18 @@ def _sync_source(instance: dg.DagsterInstance, defs: dg.Definitions, name: str,
         idle = 0 if result.run_requests or unread else idle + 1
         if idle >= 2:  # two ticks with nothing to run and nothing left unread
             break
+
+
+def step_error(failure) -> str:
+    """What a failed step says, root cause first: Dagster wraps the asset's own error (the
+    Spark server that went away, a missing delta) in "Error occurred while executing op"."""
+    err = failure.event_specific_data.error
+    while err.cause is not None:
+        err = err.cause
+    lines = [line.strip() for line in err.message.strip().splitlines()] or [err.cls_name or "error"]
+    # A gRPC error (the Spark Connect server) says what happened in its status and details lines.
+    said = [line for line in lines[1:] if line.startswith(("status = ", "details = "))]
+    return f"{' '.join([lines[0], *said])[:600]} (step {failure.step_key})"
 
 
 def render(o: DeltaOutcome) -> str:

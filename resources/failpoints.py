@@ -7,7 +7,9 @@ passed (never at import), holds comma-separated specs:
 * ``name``       SIGKILL this process the first time `name` is passed;
 * ``name@K``     ... the K-th time (e.g. the second table of a delta);
 * ``name~MS``    arm a timer at the first pass and SIGKILL MS milliseconds later, whatever the
-                 process is doing then (inside a MERGE that the Spark server is running).
+                 process is doing then (inside a MERGE that the Spark server is running);
+* ``name=pause`` SIGSTOP this process instead, so the fault suite can break something else at
+                 that exact point (restart the broker, kill the Spark server), then SIGCONT it.
 
 What this module guarantees: with the variable unset (every deployment), `failpoint()` costs a
 dictionary lookup and does nothing. SIGKILL, not an exception: no ``finally``, no atexit hook,
@@ -29,6 +31,7 @@ ENV = "DELTAPORT_FAILPOINTS"
 POINTS = {
     "increment.table_committed": "after one increment table's commit (before the next table's)",
     "increment.before_manifest": "after every increment table of the run, before the manifest row",
+    "increment.write": "before the first increment table's write (its rows are read from Kafka then)",
     "snapshot.merge": "when a snapshot MERGE is sent to Spark (use ~MS to die while it runs)",
     "snapshot.committed": "after a snapshot table's MERGE commit, before its delta_<N> tag",
     "snapshot.table_done": "after a snapshot table reached a delta (commit and tag), before the next table",
@@ -52,11 +55,14 @@ def failpoint(name: str) -> None:
         raise ValueError(f"unknown failpoint {name!r}; known: {sorted(POINTS)}")
     _passes[name] += 1
     for item in spec.split(","):
-        point, delay = item.strip().partition("~")[::2]
+        item, action = item.strip().partition("=")[::2]
+        point, delay = item.partition("~")[::2]
         point, nth = point.partition("@")[::2]
         if point != name or _passes[name] != (int(nth) if nth else 1):
             continue
-        if delay:
+        if action == "pause":
+            os.kill(os.getpid(), signal.SIGSTOP)
+        elif delay:
             timer = threading.Timer(int(delay) / 1000, _die)
             timer.daemon = True
             timer.start()

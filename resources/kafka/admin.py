@@ -155,6 +155,18 @@ def topic_partitions(bootstrap: str, topic: str, timeout: float = 30) -> list[in
     return sorted(leaders)
 
 
+# What a partition answers while its leader takes over (a topic created a moment ago): worth a retry.
+_TRANSIENT = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART}
+
+
+def transient(exc: KafkaException) -> bool:
+    """Whether a Kafka error is worth retrying: retriable by librdkafka's word, or a partition
+    whose leadership is settling (seen in CI: "not leader for partition" right after a topic
+    was created and its leader shown in metadata)."""
+    error = exc.args[0] if exc.args else None
+    return isinstance(error, KafkaError) and (error.retriable() or error.code() in _TRANSIENT)
+
+
 def watermarks(bootstrap: str, topic: str, timeout: float = 30) -> dict[int, tuple[int, int]]:
     """``{partition: (low, high)}``: the earliest offset still stored and the high watermark
     (the offset the next message will get) of each partition. A missing topic is an error."""
@@ -165,12 +177,18 @@ def watermarks(bootstrap: str, topic: str, timeout: float = 30) -> dict[int, tup
     out: dict[int, list[int]] = {p: [-1, -1] for p in leaders}
     for slot, spec in ((0, OffsetSpec.earliest()), (1, OffsetSpec.latest())):
         request = {TopicPartition(topic, p): spec for p in leaders}
-        try:
-            futures = admin.list_offsets(request, request_timeout=_remaining(deadline))
-            for tp, fut in futures.items():
-                out[tp.partition][slot] = fut.result(timeout=_remaining(deadline)).offset
-        except KafkaException as exc:
-            raise KafkaAdminError(op, topic, str(exc.args[0] if exc.args else exc)) from exc
-        except TimeoutError as exc:
-            raise KafkaAdminError(op, topic, f"no answer within {timeout} s from {bootstrap}") from exc
+        while True:
+            try:
+                futures = admin.list_offsets(request, request_timeout=_remaining(deadline))
+                for tp, fut in futures.items():
+                    out[tp.partition][slot] = fut.result(timeout=_remaining(deadline)).offset
+                break
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else exc
+                if transient(exc) and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    continue
+                raise KafkaAdminError(op, topic, str(error)) from exc
+            except TimeoutError as exc:
+                raise KafkaAdminError(op, topic, f"no answer within {timeout} s from {bootstrap}") from exc
     return {p: (lo, hi) for p, (lo, hi) in sorted(out.items())}

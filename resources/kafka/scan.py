@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from resources.errors import DeltaportError
+from resources.kafka.admin import transient
 
 
 class ScanError(DeltaportError):
@@ -58,14 +59,25 @@ def topic_ranges(bootstrap: str, topic: str, *, config: Mapping[str, object] | N
         if tmeta is None or tmeta.error is not None:
             reason = tmeta.error if tmeta is not None else "no metadata"
             raise ScanError(f"topic {topic!r} cannot be read: {reason}")
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
-            for p in sorted(tmeta.partitions)
-        }
+        deadline = time.monotonic() + timeout
+        return {p: _watermarks(consumer, TopicPartition(topic, p), deadline) for p in sorted(tmeta.partitions)}
     except KafkaException as exc:
         raise ScanError(f"topic {topic!r} cannot be read: {exc}") from exc
     finally:
         consumer.close()
+
+
+def _watermarks(consumer: Consumer, tp: TopicPartition, deadline: float) -> tuple[int, int]:
+    """A partition's watermarks, retrying transient errors until `deadline` (a topic created a
+    moment ago can answer "not leader for partition": seen right after `deltaport export`
+    created its topic)."""
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=max(0.5, deadline - time.monotonic()))
+        except KafkaException as exc:
+            if not transient(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def scan(bootstrap: str, topic: str, ranges: Mapping[int, tuple[int, int]] | None = None, *,

@@ -256,6 +256,7 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
             counts += [F.count_if(in_delta).alias(f"rows_{d.delta_num}"),
                        F.count_if(in_delta & (F.col("sys_op") == 1)).alias(f"deletes_{d.delta_num}")]
         ids = ",".join(dict.fromkeys(d.increment_id for d in seen))
+        failpoint("increment.write")
         replace_deltas(spark, ident, frame.observe(observed, *counts), [d.delta_num for d in seen],
                        extra_summary={"deltaport.increment-id": ids})
         got = observed.get

@@ -681,8 +681,11 @@ def record_unchanged(spark: SparkSession, ident: str, schema: StructType, delta_
 
 
 def delta_tags(spark: SparkSession, ident: str) -> dict[int, int]:
-    """``{delta number: snapshot id}`` for every ``delta_<N>`` tag of the table."""
+    """``{delta number: snapshot id}`` for every ``delta_<N>`` tag of the table, as committed now
+    (the session's cached metadata is refreshed first: a long-lived session would otherwise
+    keep reading the tags it saw when it first loaded the table)."""
     quoted = _quote(ident)
+    spark.catalog.refreshTable(ident)
     rows = spark.sql(f"SELECT name, snapshot_id FROM {quoted}.`refs` WHERE type = 'TAG'").collect()
     out = {}
     for name, snapshot_id in rows:
