@@ -65,7 +65,8 @@ bench: jars
 	$(PY) bench/dagster_bench.py $(DAGSTER_BENCH_ARGS)
 
 # The fault suite at full size (issue 11; its quick cases are in `make test`): `sync` killed at six
-# points of a range run, then recovered and compared with the truth; bad input at scale, 1000
+# points of a range run, then recovered and compared with the truth; the embedded Spark server
+# killed under a run (two points); bad input at scale, 1000
 # seeded corruptions per wire format through the real broker and the sensor's own reading code.
 # Report: a table and bench-results/faults.json (FAULTS_ARGS="--corruptions 5000", "--kills ''").
 faults: jars
