@@ -80,7 +80,9 @@ def listens(pid: int, port: int) -> bool | None:
         return False
     try:
         fds = list(os.scandir(f"/proc/{pid}/fd"))
-    except OSError:  # gone, or not ours to look at
+    except PermissionError:  # another user's process: /proc cannot tell
+        return None
+    except OSError:  # gone
         return False
     for fd in fds:
         try:
