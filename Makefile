@@ -66,7 +66,7 @@ bench: jars
 
 # The fault suite at full size (issue 11; its quick cases are in `make test`): `sync` killed at six
 # points of a range run, then recovered and compared with the truth; the embedded Spark server
-# killed under a run (two points); bad input at scale, 1000
+# killed, the broker restarted, under a tick or a run; bad input at scale, 1000
 # seeded corruptions per wire format through the real broker and the sensor's own reading code.
 # Report: a table and bench-results/faults.json (FAULTS_ARGS="--corruptions 5000", "--kills ''").
 faults: jars

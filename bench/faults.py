@@ -272,7 +272,7 @@ def main(argv=None) -> int:
                     rows.append(row)
                     print_row(row)
         for case in restarts:  # each on an embedded server of its own, as `make demo` runs
-            row = run_restart_case(bootstrap, story, case, RESTARTS[case], Path(work) / "restarts")
+            row = run_restart_case(bootstrap, story, case, Path(work) / "restarts", seed=args.seed)
             rows.append(row)
             print_row(row)
         for fmt in [f for f in args.formats.split(",") if f]:

@@ -29,6 +29,7 @@ ENV = "DELTAPORT_FAILPOINTS"
 
 # Every point the code passes, for the fault suite and for a mistyped name to be caught.
 POINTS = {
+    "ingest.read": "after a message of a Prostore topic was read by the sensor's ingest, before it is indexed",
     "increment.table_committed": "after one increment table's commit (before the next table's)",
     "increment.before_manifest": "after every increment table of the run, before the manifest row",
     "increment.write": "before the first increment table's write (its rows are read from Kafka then)",

@@ -17,6 +17,8 @@ What this module guarantees:
   folder is removed unless ``keep_data=True``. On Linux the broker also dies with the Python
   process that started it (parent-death signal), and brokers still running at interpreter exit
   are stopped, so no stray JVM outlives a test run.
+* ``restart()`` kills (or stops) the JVM and starts it again on the same ports and storage:
+  what was written stays, clients reconnect to the same address (the fault suite uses it).
 * Topics are never auto-created (``auto.create.topics.enable=false``); every internal topic has
   replication factor 1, so consumer groups and transactions work on the single node.
 
@@ -206,6 +208,7 @@ class EmbeddedKafka:
         self._static_quorum = "controller.quorum.voters" in self._properties
         self._jvm_options = tuple(jvm_options) if jvm_options is not None else self.DEFAULT_JVM_OPTIONS
         self._proc: subprocess.Popen[bytes] | None = None
+        self._command: list[str] = []
         self._data_dir: Path | None = None
         self._broker_port: int | None = None
         self._controller_port: int | None = None
@@ -376,23 +379,43 @@ class EmbeddedKafka:
         if fmt.returncode != 0:
             raise BrokerError(f"formatting Kafka storage failed (exit {fmt.returncode})\n{self.log_tail()}")
 
-        # 2. Start the broker. Its output goes to files only; it dies with us on Linux.
-        with open(data / "stdout.log", "wb") as out:
+        # 2. Start the broker and wait until it answers a metadata request.
+        self._command = [*jvm, "kafka.Kafka", str(props_path)]
+        self._launch(deadline)
+
+    def _launch(self, deadline: float) -> None:
+        """Start the broker's JVM on the formatted storage (its output goes to files only; it dies
+        with us on Linux), then wait until it answers a metadata request."""
+        assert self._data_dir is not None
+        with open(self._data_dir / "stdout.log", "ab") as out:
             self._proc = subprocess.Popen(
-                [*jvm, "kafka.Kafka", str(props_path)],
+                self._command,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                cwd=data,
+                cwd=self._data_dir,
                 start_new_session=True,  # a Ctrl-C at the terminal reaches us, and we stop it
                 # The death signal follows the *thread* that forks, so only from the main thread.
                 preexec_fn=_set_parent_death_signal
                 if sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread()
                 else None,
             )
-
-        # 3. Wait until it answers a metadata request.
         self._wait_ready(deadline)
+
+    def restart(self, *, crash: bool = True, down_seconds: float = 0.0) -> None:
+        """Stop the broker and start it again on the same ports and storage: topics, messages and
+        committed offsets stay, and clients reconnect to the same address (the fault suite's
+        broker restart). `crash`: SIGKILL, as a lost machine; else SIGTERM, as an orderly restart.
+        `down_seconds`: how long it stays down."""
+        with self._lock:
+            proc = self._proc
+            if proc is None or self._data_dir is None:
+                raise BrokerError("restart() needs a started EmbeddedKafka")
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGKILL if crash else signal.SIGTERM)
+            proc.wait(timeout=self.stop_timeout + 10)
+            time.sleep(down_seconds)
+            self._launch(time.monotonic() + self.start_timeout)
 
     def _server_properties(self, data: Path) -> str:
         bp, cp = self._broker_port, self._controller_port

@@ -23,6 +23,7 @@ from resources.codecs.backup import MESSAGE_TYPE_CHANGELOG, decode_backup_key, i
 from resources.codecs.signal import decode_signal
 from resources.prostore.delta_index import BackupEntry, DeltaIndex, SignalEntry
 from resources.errors import BadMessage, DecodeError, DeltaportError, Location
+from resources.failpoints import failpoint
 from resources.kafka.scan import RawMessage, scan, topic_ranges
 
 BACKUP, SIGNAL = "backup", "signal"
@@ -99,6 +100,7 @@ def ingest_topic(bootstrap: str, topic: str, index: DeltaIndex, kind: str, *, ma
 
     for msg in scan(bootstrap, topic, ranges, config=consumer_config, timeout=timeout):
         result.read += 1
+        failpoint("ingest.read")
         try:
             entry = _backup_entry(msg) if kind == BACKUP else _signal_entry(msg)
             batch[kind].append(entry)

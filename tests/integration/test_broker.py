@@ -192,3 +192,17 @@ def test_maven_failure_is_a_broker_error_with_maven_output(monkeypatch: pytest.M
     with pytest.raises(BrokerError, match=r"(?s)Maven failed.*pom\.xml"):
         broker.ensure_kafka_jars(tmp_path / "jars")
     assert not (tmp_path / "jars" / broker.MARKER_NAME).exists()
+
+
+def test_a_restarted_broker_keeps_its_address_and_messages(tmp_path: Path) -> None:
+    """`restart()` (the fault suite's broker restart): killed and started again on the same ports
+    and storage, the broker still holds what was written, and takes new messages."""
+    with EmbeddedKafka(work_dir=tmp_path) as kafka:
+        address, topic = kafka.bootstrap_servers, "restarted"
+        create_topic(address, topic)
+        _produce(address, topic, [(None, b"k1", b"before")])
+        kafka.restart(crash=True)
+        assert kafka.bootstrap_servers == address
+        _produce(address, topic, [(None, b"k2", b"after")])
+        got = _consume_assigned(address, topic, [0], expected=2)
+        assert [(o, v) for _, o, _, v in got] == [(0, b"before"), (1, b"after")]
