@@ -101,7 +101,8 @@ def _run(bootstrap: str, story: KillStory, case: str, spec: str, work: Path, bre
         os.kill(first.pid, signal.SIGCONT)
         output, _ = first.communicate(timeout=timeout)
         ended_after = time.monotonic() - broken_at
-        failed = [line for line in output.splitlines() if "FAILED" in line or "error" in line.lower()]
+        lines = output.splitlines()
+        failed = [line for line in lines if ": FAILED: " in line] or [line for line in lines if "error" in line.lower()]
         row.left_by_kill = {"first_sync_exit": first.returncode, "ended_after_seconds": round(ended_after, 1),
                             "first_sync_said": (failed[0] if failed else output.strip().splitlines()[-1:])}
         if ended_after > fail_within:
