@@ -50,6 +50,9 @@ def test_embedded_server_starts_once_survives_a_kill_and_stops(tmp_path, monkeyp
     assert session.sql("SELECT 41 + 1 AS n").collect()[0]["n"] == 42
     assert resource.get_session() is session  # warm: the same session, no new connection
 
+    scratch = state_dir / "local"  # spark.local.dir: the jar copies and shuffle files
+    leftover = {d.name for d in scratch.glob("spark-*")}
+    assert leftover, "the server keeps its scratch in its state folder, not in /tmp"
     os.kill(first["pid"], signal.SIGKILL)
     deadline = time.monotonic() + 30
     while _alive(first["pid"]) and time.monotonic() < deadline:
@@ -64,6 +67,7 @@ def test_embedded_server_starts_once_survives_a_kill_and_stops(tmp_path, monkeyp
     assert second["pid"] != first["pid"]
     urls = {re.search(r"sc://[\d.]+:\d+", r.stdout).group(0) for r in both}
     assert urls == {second["url"]}
+    assert not leftover & {d.name for d in scratch.glob("spark-*")}  # a killed server's scratch is gone
 
     again = resource.get_session()  # the same resource reconnects to the new server
     assert again is not session and session.is_stopped  # the dead server's session is closed
