@@ -64,7 +64,8 @@ class KillRow:
     def judge(self) -> None:
         self.survived = (self.killed and self.recovered and not self.problems and self.rows_lost == 0
                          and self.rows_duplicated == 0 and self.increment_rows_extra == 0
-                         and self.increment_rows_missing == 0                         and self.deltas_applied_twice == 0 and self.untagged_deltas == 0)
+                         and self.increment_rows_missing == 0 and self.deltas_applied_twice == 0
+                         and self.untagged_deltas == 0)
 
 
 @dataclass
@@ -92,6 +93,29 @@ def publish_story(bootstrap: str, seed: int, *, deltas: int = 4) -> KillStory:
     return KillStory(sc, topics)
 
 
+def case_folder(work: Path, case: str, bootstrap: str, story: KillStory,
+                remote: str | None = None) -> tuple[Path, str, dict]:
+    """A case's working folder with its deltaport.yaml (a lake and state of its own; the engine at
+    `remote`, or the embedded one started on demand), its catalog name, and the environment its
+    `sync` runs with: as a user runs it, the config names the engine and the instance is
+    ./.dagster of the folder."""
+    from resources.emulator.outgoing import BACKUP, SIGNAL
+
+    folder = work / case
+    folder.mkdir(parents=True)
+    catalog = case.replace("-", "_")
+    (folder / "deltaport.yaml").write_text(yaml.safe_dump({
+        "datamarts": [{"name": DM, "signal_topic": story.topics[SIGNAL], "backup_topic": story.topics[BACKUP]}],
+        "kafka": {"bootstrap_servers": bootstrap},
+        **({"spark": {"remote": remote}} if remote else {}),
+        "lake": {"catalog": catalog, "warehouse": str(folder / "lake")},
+        "state_dir": str(folder / "state"),
+        "sensor": {"max_messages_per_tick": 5000, "max_deltas_per_run": 10},  # one range run
+    }))
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "DELTAPORT_FAILPOINTS", "DAGSTER_HOME")}
+    return folder, catalog, env
+
+
 def _sync(folder: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "platform_assets.cli", "sync", "-c", str(folder / "deltaport.yaml")],
                           cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
@@ -99,22 +123,8 @@ def _sync(folder: Path, env: dict, timeout: float) -> subprocess.CompletedProces
 
 def run_kill_case(bootstrap: str, remote: str, story: KillStory, case: str, spec: str, work: Path,
                   *, timeout: float = 600) -> KillRow:
-    from resources.emulator.outgoing import BACKUP, SIGNAL
-
     row = KillRow(case, spec)
-    folder = work / case
-    folder.mkdir(parents=True)
-    catalog = case.replace("-", "_")
-    (folder / "deltaport.yaml").write_text(yaml.safe_dump({
-        "datamarts": [{"name": DM, "signal_topic": story.topics[SIGNAL], "backup_topic": story.topics[BACKUP]}],
-        "kafka": {"bootstrap_servers": bootstrap},
-        "spark": {"remote": remote},
-        "lake": {"catalog": catalog, "warehouse": str(folder / "lake")},
-        "state_dir": str(folder / "state"),
-        "sensor": {"max_messages_per_tick": 5000, "max_deltas_per_run": 10},  # one range run
-    }))
-    # As a user runs it: the config names the engine, the instance is ./.dagster of the folder.
-    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "DELTAPORT_FAILPOINTS", "DAGSTER_HOME")}
+    folder, catalog, env = case_folder(work, case, bootstrap, story, remote)
     first = _sync(folder, {**env, "DELTAPORT_FAILPOINTS": spec}, timeout)
     row.killed = first.returncode == -9
     if not row.killed:
@@ -137,7 +147,7 @@ def committed_so_far(remote: str, catalog: str, warehouse: Path, sc) -> dict:
     """What a killed sync left: increment deltas per table, manifest deltas, snapshot commits and
     tags per table (shows where in the run the kill landed)."""
     from resources.lake.prostore import LakeLayout, landed_deltas
-    from resources.spark.iceberg import DELTA_PROPERTY, delta_tags, table_exists
+    from resources.spark.iceberg import DELTA_PROPERTY, _quote, delta_tags, table_exists
     from resources.spark.session import CatalogConfig, connect
 
     spark = connect(remote, CatalogConfig(name=catalog, warehouse=str(warehouse)))
@@ -148,8 +158,7 @@ def committed_so_far(remote: str, catalog: str, warehouse: Path, sc) -> dict:
         if table_exists(spark, inc):
             out[f"increment/{table}"] = sorted(r[0] for r in spark.table(inc).select("delta_num").distinct().collect())
         if table_exists(spark, snap):
-            quoted = ".".join(f"`{p}`" for p in snap.split("."))
-            commits = spark.sql(f"SELECT count(*) FROM {quoted}.`snapshots` "
+            commits = spark.sql(f"SELECT count(*) FROM {_quote(snap)}.`snapshots` "
                                 f"WHERE summary['{DELTA_PROPERTY}'] IS NOT NULL").collect()[0][0]
             out[f"snapshot/{table}"] = {"commits": int(commits), "tags": sorted(delta_tags(spark, snap))}
     return out
@@ -158,14 +167,13 @@ def committed_so_far(remote: str, catalog: str, warehouse: Path, sc) -> dict:
 def compare_with_truth(row: KillRow, remote: str, catalog: str, warehouse: Path, sc) -> None:
     from resources.lake.prostore import LakeLayout
     from resources.lake.read import rows_as_of
-    from resources.spark.iceberg import DELTA_PROPERTY, delta_tags, table_exists
+    from resources.spark.iceberg import DELTA_PROPERTY, _quote, delta_tags, table_exists
     from resources.spark.session import CatalogConfig, connect
 
     spark = connect(remote, CatalogConfig(name=catalog, warehouse=str(warehouse)))
     layout = LakeLayout(catalog)
     truth = sc.truth[DM]
     row.deltas = len(truth)
-    keys = {t: sc.databases[DM].tables[t].primary_key for t in sc.databases[DM].tables}
     for n in sorted(truth):
         for table, state in truth[n].items():
             try:
@@ -180,7 +188,7 @@ def compare_with_truth(row: KillRow, remote: str, catalog: str, warehouse: Path,
                 else:
                     row.rows_lost += 1
             row.rows_duplicated += len(extra)
-    for table in sorted(keys):
+    for table in sorted(sc.databases[DM].tables):
         inc = layout.increment(DM, table)
         have = ({r["delta_num"]: r["count"] for r in spark.table(inc).groupBy("delta_num").count().collect()}
                 if table_exists(spark, inc) else {})
@@ -191,7 +199,7 @@ def compare_with_truth(row: KillRow, remote: str, catalog: str, warehouse: Path,
         snap = layout.snapshot(DM, table)
         if not table_exists(spark, snap):
             continue
-        quoted = ".".join(f"`{p}`" for p in snap.split("."))
+        quoted = _quote(snap)
         commits = spark.sql(
             f"SELECT s.summary['{DELTA_PROPERTY}'] AS delta, count(*) AS commits FROM {quoted}.`history` h "
             f"JOIN {quoted}.`snapshots` s ON h.snapshot_id = s.snapshot_id "

@@ -25,9 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import yaml
-
-from bench.fault_kills import DM, KillRow, KillStory, compare_with_truth, publish_story
+from bench.fault_kills import KillRow, KillStory, case_folder, compare_with_truth, publish_story
 
 
 def _kill_spark_server(folder: Path) -> None:
@@ -35,7 +33,7 @@ def _kill_spark_server(folder: Path) -> None:
     os.killpg(server["pid"], signal.SIGKILL)
 
 
-# case -> (the failpoint where the sync pauses, what breaks then, whether it needs its own broker)
+# case -> (the failpoint where the sync pauses, the part broken then: the Spark server or the broker)
 RESTARTS: dict[str, tuple[str, str]] = {
     "spark-server-killed-in-snapshot": ("snapshot.merge@2=pause", "spark"),
     "spark-server-killed-in-increment": ("increment.write=pause", "spark"),
@@ -68,22 +66,11 @@ def run_restart_case(bootstrap: str, story: KillStory | None, case: str, work: P
 
 def _run(bootstrap: str, story: KillStory, case: str, spec: str, work: Path, breaker: Callable[[Path], None],
          timeout: float, fail_within: float) -> KillRow:
-    from resources.emulator.outgoing import BACKUP, SIGNAL
     from resources.spark.session import close_sessions
 
     row = KillRow(case, spec)
-    folder = work / case
-    folder.mkdir(parents=True)
-    catalog = case.replace("-", "_")
+    folder, catalog, env = case_folder(work, case, bootstrap, story)  # the embedded engine, on demand
     config = folder / "deltaport.yaml"
-    config.write_text(yaml.safe_dump({
-        "datamarts": [{"name": DM, "signal_topic": story.topics[SIGNAL], "backup_topic": story.topics[BACKUP]}],
-        "kafka": {"bootstrap_servers": bootstrap},
-        "lake": {"catalog": catalog, "warehouse": str(folder / "lake")},
-        "state_dir": str(folder / "state"),
-        "sensor": {"max_messages_per_tick": 5000, "max_deltas_per_run": 10},
-    }))
-    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "DELTAPORT_FAILPOINTS", "DAGSTER_HOME")}
     command = [sys.executable, "-m", "platform_assets.cli", "sync", "-c", str(config)]
     try:
         first = subprocess.Popen(command, cwd=folder, env={**env, "DELTAPORT_FAILPOINTS": spec},

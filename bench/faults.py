@@ -1,6 +1,7 @@
 """Faults in figures (issue 11): kills at chosen points of a run (bench/fault_kills.py: `sync`
-SIGKILLed, the next one converges, compared with the truth), and bad input at scale through
-the real broker (below).
+SIGKILLed, the next one converges, compared with the truth), the Spark server or the broker
+broken under a run (bench/fault_restarts.py), and bad input at scale through the real broker
+(below).
 
 For each of the five wire formats (Prostore backup increments: Avro containers; Prostore signal
 events: JSON; Qlik Replicate, DataWorks, Datastream: JSON) an emulated story's messages go to a
@@ -21,6 +22,7 @@ What is checked, per format (a row of the report):
   valid message: the codec cannot know; the lake comparison of later cases covers data).
 
     python bench/faults.py [--corruptions 1000] [--seed 7] [--formats backup,signal,qlik,...] [--kills CASE,...]
+        [--restarts CASE,...]
 
 Report: a table on stdout and bench-results/faults.json (case, injected, survived, rows lost,
 messages quarantined, good messages quarantined, seconds). `make faults` runs it.

@@ -32,7 +32,7 @@ POINTS = {
     "ingest.read": "after a message of a Prostore topic was read by the sensor's ingest, before it is indexed",
     "increment.table_committed": "after one increment table's commit (before the next table's)",
     "increment.before_manifest": "after every increment table of the run, before the manifest row",
-    "increment.write": "before the first increment table's write (its rows are read from Kafka then)",
+    "increment.write": "before an increment table's write (its rows are read from Kafka then)",
     "snapshot.merge": "when a snapshot MERGE is sent to Spark (use ~MS to die while it runs)",
     "snapshot.committed": "after a snapshot table's MERGE commit, before its delta_<N> tag",
     "snapshot.table_done": "after a snapshot table reached a delta (commit and tag), before the next table",

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from resources.errors import DeltaportError
+
+T = TypeVar("T")
 
 __all__ = ["KafkaAdminError", "create_topic", "delete_topic", "topic_partitions", "watermarks"]
 
@@ -167,6 +170,18 @@ def transient(exc: KafkaException) -> bool:
     return isinstance(error, KafkaError) and (error.retriable() or error.code() in _TRANSIENT)
 
 
+def retry_transient(call: Callable[[], T], deadline: float) -> T:
+    """`call()`, tried again every 0.2 s while it fails with a `transient` error and `deadline`
+    (time.monotonic) is ahead."""
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            if not transient(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+
+
 def watermarks(bootstrap: str, topic: str, timeout: float = 30) -> dict[int, tuple[int, int]]:
     """``{partition: (low, high)}``: the earliest offset still stored and the high watermark
     (the offset the next message will get) of each partition. A missing topic is an error."""
@@ -177,18 +192,16 @@ def watermarks(bootstrap: str, topic: str, timeout: float = 30) -> dict[int, tup
     out: dict[int, list[int]] = {p: [-1, -1] for p in leaders}
     for slot, spec in ((0, OffsetSpec.earliest()), (1, OffsetSpec.latest())):
         request = {TopicPartition(topic, p): spec for p in leaders}
-        while True:
-            try:
-                futures = admin.list_offsets(request, request_timeout=_remaining(deadline))
-                for tp, fut in futures.items():
-                    out[tp.partition][slot] = fut.result(timeout=_remaining(deadline)).offset
-                break
-            except KafkaException as exc:
-                error = exc.args[0] if exc.args else exc
-                if transient(exc) and time.monotonic() < deadline:
-                    time.sleep(0.2)
-                    continue
-                raise KafkaAdminError(op, topic, str(error)) from exc
-            except TimeoutError as exc:
-                raise KafkaAdminError(op, topic, f"no answer within {timeout} s from {bootstrap}") from exc
+
+        def offsets(request=request) -> dict[int, int]:
+            futures = admin.list_offsets(request, request_timeout=_remaining(deadline))
+            return {tp.partition: fut.result(timeout=_remaining(deadline)).offset for tp, fut in futures.items()}
+
+        try:
+            for part, offset in retry_transient(offsets, deadline).items():
+                out[part][slot] = offset
+        except KafkaException as exc:
+            raise KafkaAdminError(op, topic, str(exc.args[0] if exc.args else exc)) from exc
+        except TimeoutError as exc:
+            raise KafkaAdminError(op, topic, f"no answer within {timeout} s from {bootstrap}") from exc
     return {p: (lo, hi) for p, (lo, hi) in sorted(out.items())}

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from resources.errors import DeltaportError
-from resources.kafka.admin import transient
+from resources.kafka.admin import retry_transient
 
 
 class ScanError(DeltaportError):
@@ -71,13 +71,8 @@ def _watermarks(consumer: Consumer, tp: TopicPartition, deadline: float) -> tupl
     """A partition's watermarks, retrying transient errors until `deadline` (a topic created a
     moment ago can answer "not leader for partition": seen right after `deltaport export`
     created its topic)."""
-    while True:
-        try:
-            return consumer.get_watermark_offsets(tp, timeout=max(0.5, deadline - time.monotonic()))
-        except KafkaException as exc:
-            if not transient(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    return retry_transient(lambda: consumer.get_watermark_offsets(tp, timeout=max(0.5, deadline - time.monotonic())),
+                           deadline)
 
 
 def scan(bootstrap: str, topic: str, ranges: Mapping[int, tuple[int, int]] | None = None, *,

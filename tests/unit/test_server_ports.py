@@ -72,11 +72,17 @@ def test_listens_tells_our_listener_from_a_mere_answer(foreign_listener):
         assert net.listens(os.getpid(), other.getsockname()[1]) is False  # bound, not listening
 
 
+def _server(tmp_path, monkeypatch, ports, mode: str, start_timeout: float) -> LocalSparkServer:
+    """A server whose port picks are `ports` (in turn, the last one again) and whose spark-submit
+    is the stand-in in `mode`."""
+    picks = iter(ports)
+    monkeypatch.setattr(server_module, "free_port", lambda: next(picks, ports[-1]))
+    monkeypatch.setattr(server_module, "spark_submit", lambda: _stand_in(tmp_path, mode))
+    return LocalSparkServer(tmp_path / "state", {"spark.master": "local[1]"}, start_timeout=start_timeout)
+
+
 def test_a_port_taken_before_the_server_binds_it_is_replaced(tmp_path, monkeypatch, foreign_listener):
-    picks = iter([foreign_listener, net.free_port()])
-    monkeypatch.setattr(server_module, "free_port", lambda: next(picks))
-    monkeypatch.setattr(server_module, "spark_submit", lambda: _stand_in(tmp_path, "binds"))
-    server = LocalSparkServer(tmp_path / "state", {"spark.master": "local[1]"}, start_timeout=30)
+    server = _server(tmp_path, monkeypatch, [foreign_listener, net.free_port()], "binds", 30)
     try:
         state = server.ensure()
         assert state.port != foreign_listener
@@ -89,17 +95,13 @@ def test_a_port_taken_before_the_server_binds_it_is_replaced(tmp_path, monkeypat
 
 
 def test_an_answer_from_someone_else_is_not_a_started_server(tmp_path, monkeypatch, foreign_listener):
-    monkeypatch.setattr(server_module, "free_port", lambda: foreign_listener)
-    monkeypatch.setattr(server_module, "spark_submit", lambda: _stand_in(tmp_path, "deaf"))
-    server = LocalSparkServer(tmp_path / "state", {"spark.master": "local[1]"}, start_timeout=2)
+    server = _server(tmp_path, monkeypatch, [foreign_listener], "deaf", 2)
     with pytest.raises(SparkServerError, match="did not answer within"):
         server.ensure()
     assert not server.state_path.exists()
 
 
 def test_a_server_that_keeps_losing_its_port_fails_naming_the_cause(tmp_path, monkeypatch, foreign_listener):
-    monkeypatch.setattr(server_module, "free_port", lambda: foreign_listener)
-    monkeypatch.setattr(server_module, "spark_submit", lambda: _stand_in(tmp_path, "binds"))
-    server = LocalSparkServer(tmp_path / "state", {"spark.master": "local[1]"}, start_timeout=30)
+    server = _server(tmp_path, monkeypatch, [foreign_listener], "binds", 30)
     with pytest.raises(SparkServerError, match="lost its port 3 times"):
         server.ensure()
