@@ -25,6 +25,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from decimal import Decimal
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -39,6 +40,8 @@ SQLITE, POSTGRES = "sqlite", "postgresql"
 class StateStoreError(DeltaportError):
     """The state store cannot be reached or is not usable by this deltaport."""
 
+
+_SQLITE_WAIT_SECONDS = 30.0
 
 _VERSIONS = """CREATE TABLE IF NOT EXISTS state_schema (
   component TEXT PRIMARY KEY, version INTEGER NOT NULL, migrated_at TEXT NOT NULL)"""
@@ -88,9 +91,9 @@ class StateStore:
         """A connection in autocommit mode: each statement sees what was committed before it."""
         if self.dialect == SQLITE:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            db = sqlite3.connect(self.path, timeout=_SQLITE_WAIT_SECONDS, isolation_level=None)
             try:
-                db.execute("PRAGMA journal_mode=WAL")
+                _wal(db, self.where)
                 db.execute("PRAGMA synchronous=NORMAL")
                 yield Connection(db, SQLITE)
             finally:
@@ -310,3 +313,22 @@ def _quietly(fn) -> None:
         fn()
     except Exception:  # noqa: BLE001 - cleanup after a failure must not hide the failure
         pass
+
+
+def _wal(db: sqlite3.Connection, where: str) -> None:
+    """Put the file in WAL mode (a no-op once it is). Turning a new, empty file to WAL needs it to
+    itself, and SQLite answers "database is locked" at once on that path instead of waiting as the
+    connection's timeout says (two processes creating one store at once: a sensor and a `sync`).
+    So wait here, as for any other lock."""
+    deadline = time.monotonic() + _SQLITE_WAIT_SECONDS
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() > deadline:
+                raise StateStoreError(f"state store {where}: still locked by another process after "
+                                      f"{_SQLITE_WAIT_SECONDS:.0f} s ({exc})") from exc
+            time.sleep(0.005)
