@@ -21,6 +21,7 @@ import dagster as dg
 from platform_assets.config import PlatformConfig
 from platform_assets.definitions import build_definitions
 from platform_assets.prostore.sensors import request_deltas
+from resources.errors import DeltaportError
 from resources.state.cursors import SyncCursors
 from resources.state.store import state_store
 
@@ -45,10 +46,11 @@ class DeltaOutcome:
 class SyncResult:
     outcomes: list[DeltaOutcome] = field(default_factory=list)
     waiting: dict[str, str] = field(default_factory=dict)  # source -> why its next delta waits
+    failed: dict[str, str] = field(default_factory=dict)  # source -> why it could not be read
 
     @property
     def ok(self) -> bool:
-        return all(o.success for o in self.outcomes)
+        return not self.failed and all(o.success for o in self.outcomes)
 
     def landed(self) -> list[tuple[str, int]]:
         """(source, delta) of every delta landed, in order."""
@@ -87,9 +89,14 @@ def _sync_source(instance: dg.DagsterInstance, defs: dg.Definitions, name: str,
     job = defs.resolve_job_def(f"{name}_delta_job")
     idle = 0
     for _ in range(max_ticks):
-        with dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
-                                     resources=defs.resources) as ctx:
-            result = sensor(ctx)
+        try:
+            with dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
+                                         resources=defs.resources) as ctx:
+                result = sensor(ctx)
+        except DeltaportError as exc:  # the tick failed: the source cannot be read; its cursor stays
+            out.failed[name] = str(exc)
+            echo(f"{name}: FAILED: {exc}")
+            return
         for req in result.dynamic_partitions_requests or []:
             instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
         if result.skip_reason:

@@ -1,7 +1,7 @@
 """`deltaport sync`: one headless pass, for cron and CI. Evaluates each datamart's DELTA_CLOSE
 sensor once (and again while it has work), materializes the due deltas in order on the Dagster
 instance of $DAGSTER_HOME (default ./.dagster), prints a line per delta and table, and exits 0
-when every run succeeded, 1 otherwise."""
+when every run succeeded, 1 when a run failed or a source could not be read."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ def run(args) -> int:
         result = sync(cfg, instance)
     for dm, why in sorted(result.waiting.items()):
         print(f"{dm}: {why}")
+    if result.failed:
+        print(f"sync: {len(result.failed)} source(s) could not be read: {', '.join(sorted(result.failed))}")
     failed = sum(len(o.deltas) for o in result.outcomes if not o.success)
     runs = len(result.outcomes)
     print(f"sync: {len(result.landed())} delta(s) landed in {runs} run(s), {failed} failed")

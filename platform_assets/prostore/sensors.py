@@ -197,8 +197,11 @@ def build_delta_sensor(*, datamart: DatamartConfig, job,
             due, waiting, new_cursor, _ = evaluate(datamart, index.get(), kafka, cursor,
                                                    max_messages=settings.max_messages_per_tick, log=context.log)
         except DeltaportError as exc:
-            context.log.error(str(exc))
-            return dg.SensorResult(skip_reason=f"{datamart.name}: {exc}")
+            # A source that cannot be read (refused credentials, a denied topic, a snapshot that
+            # contradicts the config) fails the tick: red in the UI, the cursor kept, and `sync`
+            # exits 1. A source merely waiting is a skip.
+            context.log.error(f"{datamart.name}: {exc}")
+            raise
         return delta_runs(context, parts, datamart.name, due, waiting or "no new closed delta", new_cursor,
                           settings.max_deltas_per_run)
 

@@ -73,8 +73,8 @@ def build_seal_sensor(*, stream: StreamConfig, job, settings: SensorConfig) -> d
                                                           max_messages=settings.max_messages_per_tick,
                                                           log=context.log)
         except DeltaportError as exc:
-            context.log.error(str(exc))
-            return dg.SensorResult(skip_reason=f"{stream.name}: {exc}")
+            context.log.error(f"{stream.name}: {exc}")  # fails the tick (see the datamart sensor)
+            raise
         return delta_runs(context, parts, stream.name, due, waiting or "no new sealed delta", new_cursor,
                           settings.max_deltas_per_run)
 

@@ -67,7 +67,8 @@ def test_a_lake_bootstrapped_from_a_snapshot_goes_on_with_the_live_deltas(spark_
     assert per_table(LAST) != per_table(LAST + 1)
     with dg.instance_for_test() as instance:
         wrong = sync(config(LAST + 1, "boot_wrong"), instance, echo=lambda line: None)
-        assert wrong.landed() == [] and "is not the source delta of the snapshot's last delta" in wrong.waiting[DM]
+        assert wrong.landed() == [] and not wrong.ok
+        assert "is not the source delta of the snapshot's last delta" in wrong.failed[DM], wrong.failed
 
     cfg = config(LAST, "boot")
     defs = build_definitions(cfg)
@@ -89,5 +90,5 @@ def test_a_lake_bootstrapped_from_a_snapshot_goes_on_with_the_live_deltas(spark_
         again, _ = snapshot_export(sc, DM, depth=3, as_of=4)
         publish(again, kafka_bootstrap, {BACKUP: snap})
         second = sync(cfg, instance, echo=lambda line: None)
-        assert second.landed() == []
-        assert "will not merge" in second.waiting[DM], second.waiting
+        assert second.landed() == [] and not second.ok
+        assert "will not merge" in second.failed[DM], second.failed
