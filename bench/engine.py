@@ -26,6 +26,7 @@ class Engine:
     url: str
     server_pid: int | None
     start_seconds: float
+    log_path: Path | None = None  # the embedded server's log (None for a remote engine)
 
 
 @contextlib.contextmanager
@@ -40,7 +41,8 @@ def bench_engine(work: Path, *, master: str = "local[2]") -> Iterator[Engine]:
     if state is not None:
         os.environ["SPARK_REMOTE"] = url  # Dagster runs and subprocesses of the benchmark use it too
     try:
-        yield Engine(spark, url, state.pid if state else None, time.perf_counter() - began)
+        yield Engine(spark, url, state.pid if state else None, time.perf_counter() - began,
+                     server.log_path if server is not None else None)
     finally:
         close_sessions(url)
         if server is not None:

@@ -74,8 +74,10 @@ class KillStory:
     topics: dict
 
 
-def publish_story(bootstrap: str, seed: int, *, deltas: int = 4) -> KillStory:
-    """The story every kill case lands, on topics of its own."""
+def publish_story(bootstrap: str, seed: int, *, deltas: int = 4, client_config: dict | None = None,
+                  prefix: str = "kills") -> KillStory:
+    """The story every kill case lands, on topics of its own (`prefix`.signal/backup.<tag>);
+    `client_config`: a secured broker's client settings."""
     import uuid
 
     from resources.emulator.outgoing import BACKUP, SIGNAL
@@ -86,15 +88,15 @@ def publish_story(bootstrap: str, seed: int, *, deltas: int = 4) -> KillStory:
     sc = build_scenario(EmulatorConfig(seed=seed, deltas=deltas, datamarts=(DM,), chunk_size=8, backup_partitions=2,
                                        cancel_rate=0.0, ddl_at_delta=2, faults=Faults()))
     tag = uuid.uuid4().hex[:8]
-    topics = {SIGNAL: f"kills.signal.{tag}", BACKUP: f"kills.backup.{tag}"}
-    create_topic(bootstrap, topics[SIGNAL])
-    create_topic(bootstrap, topics[BACKUP], partitions=2)
-    publish(sc.messages, bootstrap, topics)
+    topics = {SIGNAL: f"{prefix}.signal.{tag}", BACKUP: f"{prefix}.backup.{tag}"}
+    create_topic(bootstrap, topics[SIGNAL], client_config=client_config)
+    create_topic(bootstrap, topics[BACKUP], partitions=2, client_config=client_config)
+    publish(sc.messages, bootstrap, topics, producer_config=client_config)
     return KillStory(sc, topics)
 
 
 def case_folder(work: Path, case: str, bootstrap: str, story: KillStory,
-                remote: str | None = None) -> tuple[Path, str, dict]:
+                remote: str | None = None, kafka_properties: dict | None = None) -> tuple[Path, str, dict]:
     """A case's working folder with its deltaport.yaml (a lake and state of its own; the engine at
     `remote`, or the embedded one started on demand), its catalog name, and the environment its
     `sync` runs with: as a user runs it, the config names the engine and the instance is
@@ -106,7 +108,7 @@ def case_folder(work: Path, case: str, bootstrap: str, story: KillStory,
     catalog = case.replace("-", "_")
     (folder / "deltaport.yaml").write_text(yaml.safe_dump({
         "datamarts": [{"name": DM, "signal_topic": story.topics[SIGNAL], "backup_topic": story.topics[BACKUP]}],
-        "kafka": {"bootstrap_servers": bootstrap},
+        "kafka": {"bootstrap_servers": bootstrap, **({"properties": kafka_properties} if kafka_properties else {})},
         **({"spark": {"remote": remote}} if remote else {}),
         "lake": {"catalog": catalog, "warehouse": str(folder / "lake")},
         "state_dir": str(folder / "state"),

@@ -1,7 +1,8 @@
 """Faults in figures (issue 11): kills at chosen points of a run (bench/fault_kills.py: `sync`
 SIGKILLed, the next one converges, compared with the truth), the Spark server or the broker
-broken under a run (bench/fault_restarts.py), and bad input at scale through the real broker
-(below).
+broken under a run (bench/fault_restarts.py), Kafka over SASL_SSL with ACLs: right, wrong and
+denied credentials, the password never written anywhere (bench/fault_security.py), and bad input at
+scale through the real broker (below).
 
 For each of the five wire formats (Prostore backup increments: Avro containers; Prostore signal
 events: JSON; Qlik Replicate, DataWorks, Datastream: JSON) an emulated story's messages go to a
@@ -22,7 +23,7 @@ What is checked, per format (a row of the report):
   valid message: the codec cannot know; the lake comparison of later cases covers data).
 
     python bench/faults.py [--corruptions 1000] [--seed 7] [--formats backup,signal,qlik,...] [--kills CASE,...]
-        [--restarts CASE,...]
+        [--restarts CASE,...] [--security CASE,...]
 
 Report: a table on stdout and bench-results/faults.json (case, injected, survived, rows lost,
 messages quarantined, good messages quarantined, seconds). `make faults` runs it.
@@ -45,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.fault_kills import KILLS, print_row, publish_story, run_kill_case  # noqa: E402
 from bench.fault_restarts import RESTARTS, run_restart_case  # noqa: E402
+from bench.fault_security import SECURITY, print_security_row, run_security_cases  # noqa: E402
 
 FORMATS = ("backup", "signal", "qlik", "dataworks", "datastream")
 OVERSIZED = 300_000  # bytes: well over any real message of the stories, under the broker's 1 MiB
@@ -257,6 +259,8 @@ def main(argv=None) -> int:
     ap.add_argument("--kills", default=",".join(KILLS), help="kill cases to run (bench/fault_kills.py); '' for none")
     ap.add_argument("--restarts", default=",".join(RESTARTS),
                     help="restart cases to run (bench/fault_restarts.py); '' for none")
+    ap.add_argument("--security", default=",".join(SECURITY),
+                    help="SASL_SSL/ACL cases to run (bench/fault_security.py); '' for none")
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "faults.json"))
     args = ap.parse_args(argv)
     from bench.engine import bench_engine
@@ -267,12 +271,18 @@ def main(argv=None) -> int:
         kills = [k for k in args.kills.split(",") if k]
         restarts = [k for k in args.restarts.split(",") if k]
         story = publish_story(bootstrap, args.seed) if kills or restarts else None
-        if kills:
+        security = [k for k in args.security.split(",") if k]
+        if kills or security:
             with bench_engine(Path(work) / "engine") as engine:
                 for case in kills:
                     row = run_kill_case(bootstrap, engine.url, story, case, KILLS[case], Path(work) / "kills")
                     rows.append(row)
                     print_row(row)
+                if security:
+                    for row in run_security_cases(engine.url, Path(work) / "security", seed=args.seed, cases=security,
+                                                  extra_logs=(engine.log_path,) if engine.log_path else ()):
+                        rows.append(row)
+                        print_security_row(row)
         for case in restarts:  # each on an embedded server of its own, as `make demo` runs
             row = run_restart_case(bootstrap, story, case, Path(work) / "restarts", seed=args.seed)
             rows.append(row)

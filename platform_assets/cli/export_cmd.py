@@ -77,7 +77,8 @@ def run(args) -> int:
     landed = sorted(manifest)
     if not landed:
         raise DeltaportError(f"{args.source!r} has no delta in the lake")
-    create_topic(bootstrap, args.topic, partitions=args.partitions, timeout=kafka.timeout_seconds)
+    create_topic(bootstrap, args.topic, partitions=args.partitions, timeout=kafka.timeout_seconds,
+                 client_config=kafka.client_config())
     if args.snapshot_depth is None:
         first = args.from_delta
         if first is None and args.to_delta is None:
@@ -108,7 +109,8 @@ def run(args) -> int:
             deltas = export_snapshot(spark, layout, args.source, args.snapshot_depth, last, options,
                                      as_datamart=args.as_datamart, landed=manifest)
         total = args.snapshot_depth + 1
-        held = sum(high - low for low, high in watermarks(bootstrap, args.topic, kafka.timeout_seconds).values())
+        held = sum(high - low for low, high in watermarks(bootstrap, args.topic, kafka.timeout_seconds,
+                                                                  client_config=kafka.client_config()).values())
         if held:
             raise DeltaportError(f"topic {args.topic!r} already holds {held} messages: a snapshot goes to a "
                                  "topic of its own (the seed: a topic with several snapshots is not restorable)")

@@ -36,7 +36,8 @@ class KafkaAdminError(DeltaportError):
         super().__init__(f"{operation} on topic {topic!r} failed: {reason}")
 
 
-def _admin(bootstrap: str, timeout: float) -> AdminClient:
+def _admin(bootstrap: str, timeout: float, config: Mapping[str, object] | None = None) -> AdminClient:
+    """An admin client; `config`: the cluster's client settings (security.protocol, sasl.*, ...)."""
     ms = str(max(1000, int(timeout * 1000)))
     return AdminClient(
         {
@@ -44,6 +45,7 @@ def _admin(bootstrap: str, timeout: float) -> AdminClient:
             "socket.timeout.ms": ms,
             "socket.connection.setup.timeout.ms": ms,
             "logger": _log,
+            **(config or {}),
         }
     )
 
@@ -77,6 +79,7 @@ def create_topic(
     timeout: float = 30,
     *,
     replication_factor: int = 1,
+    client_config: Mapping[str, object] | None = None,
 ) -> bool:
     """Create topic `name` and wait until each of its partitions has a leader.
 
@@ -85,7 +88,7 @@ def create_topic(
     """
     op = "create_topic"
     deadline = time.monotonic() + timeout
-    admin = _admin(bootstrap, timeout)
+    admin = _admin(bootstrap, timeout, client_config)
     new = NewTopic(
         name,
         num_partitions=partitions,
@@ -121,12 +124,13 @@ def create_topic(
     raise KafkaAdminError(op, name, f"topic not ready within {timeout} s ({last})")
 
 
-def delete_topic(bootstrap: str, name: str, timeout: float = 30, *, missing_ok: bool = True) -> bool:
+def delete_topic(bootstrap: str, name: str, timeout: float = 30, *, missing_ok: bool = True,
+                 client_config: Mapping[str, object] | None = None) -> bool:
     """Delete topic `name`. Returns True if deleted, False if it did not exist (when
     `missing_ok`; otherwise a missing topic is a `KafkaAdminError`)."""
     op = "delete_topic"
     deadline = time.monotonic() + timeout
-    admin = _admin(bootstrap, timeout)
+    admin = _admin(bootstrap, timeout, client_config)
     try:
         futures = admin.delete_topics([name], request_timeout=timeout, operation_timeout=timeout)
         futures[name].result(timeout=_remaining(deadline))
@@ -150,10 +154,11 @@ def _existing_leaders(admin: AdminClient, op: str, topic: str, timeout: float) -
     return leaders
 
 
-def topic_partitions(bootstrap: str, topic: str, timeout: float = 30) -> list[int]:
+def topic_partitions(bootstrap: str, topic: str, timeout: float = 30, *,
+                     client_config: Mapping[str, object] | None = None) -> list[int]:
     """The topic's partition ids, sorted. A missing topic is a `KafkaAdminError`."""
     op = "topic_partitions"
-    admin = _admin(bootstrap, timeout)
+    admin = _admin(bootstrap, timeout, client_config)
     leaders = _existing_leaders(admin, op, topic, timeout)
     return sorted(leaders)
 
@@ -182,12 +187,13 @@ def retry_transient(call: Callable[[], T], deadline: float) -> T:
             time.sleep(0.2)
 
 
-def watermarks(bootstrap: str, topic: str, timeout: float = 30) -> dict[int, tuple[int, int]]:
+def watermarks(bootstrap: str, topic: str, timeout: float = 30, *,
+               client_config: Mapping[str, object] | None = None) -> dict[int, tuple[int, int]]:
     """``{partition: (low, high)}``: the earliest offset still stored and the high watermark
     (the offset the next message will get) of each partition. A missing topic is an error."""
     op = "watermarks"
     deadline = time.monotonic() + timeout
-    admin = _admin(bootstrap, timeout)
+    admin = _admin(bootstrap, timeout, client_config)
     leaders = _existing_leaders(admin, op, topic, timeout)
     out: dict[int, list[int]] = {p: [-1, -1] for p in leaders}
     for slot, spec in ((0, OffsetSpec.earliest()), (1, OffsetSpec.latest())):

@@ -19,6 +19,9 @@ What this module guarantees:
   are stopped, so no stray JVM outlives a test run.
 * ``restart()`` kills (or stops) the JVM and starts it again on the same ports and storage:
   what was written stays, clients reconnect to the same address (the fault suite uses it).
+* With ``security=BrokerSecurity(...)`` the client listener is SASL_SSL (SCRAM-SHA-512, a
+  self-signed certificate for 127.0.0.1) with ACLs (`broker_security`); `client_config(user)`
+  gives a client's settings.
 * Topics are never auto-created (``auto.create.topics.enable=false``); every internal topic has
   replication factor 1, so consumer groups and transactions work on the single node.
 
@@ -46,6 +49,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from resources.errors import DeltaportError
+from resources.kafka.broker_security import BrokerSecurity, format_arguments, server_properties, write_tls
 from resources.maven import MARKER_NAME as MARKER_NAME  # re-exported: the jars folder's marker
 from resources.maven import cache_root, resolve_pom
 from resources.net import free_port
@@ -196,6 +200,7 @@ class EmbeddedKafka:
         controller_port: int | None = None,
         properties: Mapping[str, str] | None = None,
         jvm_options: Sequence[str] | None = None,
+        security: BrokerSecurity | None = None,
     ) -> None:
         self._jars_dir = Path(jars_dir) if jars_dir is not None else None
         self.start_timeout = start_timeout
@@ -205,6 +210,8 @@ class EmbeddedKafka:
         self._fixed_broker_port = broker_port
         self._fixed_controller_port = controller_port
         self._properties = dict(properties or {})
+        self.security = security
+        self._tls: tuple[Path, Path, str] | None = None  # (keystore, CA file, store password)
         self._static_quorum = "controller.quorum.voters" in self._properties
         self._jvm_options = tuple(jvm_options) if jvm_options is not None else self.DEFAULT_JVM_OPTIONS
         self._proc: subprocess.Popen[bytes] | None = None
@@ -220,10 +227,20 @@ class EmbeddedKafka:
 
     @property
     def bootstrap_servers(self) -> str:
-        """``127.0.0.1:PORT`` of the PLAINTEXT listener (only while started)."""
+        """``127.0.0.1:PORT`` of the client listener (only while started)."""
         if self._broker_port is None or self._proc is None:
             raise BrokerError("the embedded Kafka broker is not running")
         return f"127.0.0.1:{self._broker_port}"
+
+    def client_config(self, user: str | None = None, password: str | None = None) -> dict[str, str]:
+        """librdkafka settings a client needs besides bootstrap.servers: none for a PLAINTEXT
+        broker; for a secured one, SASL_SSL as `user` (default: the admin) with its password, or
+        `password` (a wrong one, to see it refused)."""
+        if self.security is None:
+            return {}
+        if self._tls is None:
+            raise BrokerError("the embedded Kafka broker is not running")
+        return self.security.client_config(self._tls[1], user, password)
 
     @property
     def data_dir(self) -> Path | None:
@@ -345,7 +362,12 @@ class EmbeddedKafka:
             self._controller_port = free_port()
         self.cluster_id = _new_cluster_id()
 
+        extra_format: list[str] = []
+        if self.security is not None:
+            self._tls = write_tls(data / "tls", java)
+            extra_format = format_arguments(self.security)
         props_path = data / "server.properties"
+        props_path.touch(mode=0o600)  # a secured broker's file holds passwords
         props_path.write_text(self._server_properties(data), encoding="utf-8")
         log4j_path = data / "log4j2.properties"
         log4j_path.write_text(_LOG4J2_PROPERTIES.format(log_file=data / "logs" / "server.log"), encoding="utf-8")
@@ -368,7 +390,7 @@ class EmbeddedKafka:
                 fmt = subprocess.run(
                     [*jvm, "kafka.tools.StorageTool", "format",
                      "--cluster-id", self.cluster_id, "--config", str(props_path),
-                     *([] if self._static_quorum else ["--standalone"])],
+                     *([] if self._static_quorum else ["--standalone"]), *extra_format],
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                     timeout=max(5.0, deadline - time.monotonic()),
                 )  # fmt: skip
@@ -444,6 +466,8 @@ class EmbeddedKafka:
             "num.io.threads": "4",
             "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
         }
+        if self.security is not None and self._tls is not None:
+            props.update(server_properties(self.security, bp, cp, self._tls[0], self._tls[2]))
         if self._static_quorum:  # the caller chose the static quorum (controller.quorum.voters)
             del props["controller.quorum.bootstrap.servers"]
         props.update({str(k): str(v) for k, v in self._properties.items()})
@@ -480,7 +504,8 @@ class EmbeddedKafka:
                 time.sleep(min(0.2, max(0.0, remaining)))
                 continue
             if admin is None:
-                admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "logger": _probe_log})
+                admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "logger": _probe_log,
+                                     **self.client_config()})
             try:
                 md = admin.list_topics(timeout=max(0.1, min(2.0, remaining)))
                 if md.brokers:

@@ -6,10 +6,16 @@ assigned by hand), so it can run beside the platform's own consumers without dis
 Messages come out as plain `RawMessage`s; every `msg.error()` is checked; the consumer is
 closed in `finally`. Offset ranges let a reader fetch exactly one delta's messages: the cost
 is O(messages in the ranges), not O(topic).
+
+A secured cluster's refusals are errors of their own, raised at once rather than after the
+timeout (librdkafka only retries a refused login): `KafkaAuthError` (SASL credentials refused)
+and `KafkaAccessError` (an ACL denies the topic). They name the broker, the user and the topic,
+never the password. librdkafka's own log lines go to the ``resources.kafka.scan`` logger.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -20,8 +26,20 @@ from resources.errors import DeltaportError
 from resources.kafka.admin import retry_transient
 
 
+_log = logging.getLogger(__name__)
+_log.addHandler(logging.NullHandler())
+
+
 class ScanError(DeltaportError):
     """The topic could not be read (unknown topic, broker unreachable, timeout)."""
+
+
+class KafkaAuthError(ScanError):
+    """The broker refused the client's SASL credentials."""
+
+
+class KafkaAccessError(ScanError):
+    """The broker's ACLs deny this client the topic."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +52,36 @@ class RawMessage:
     value: bytes | None
 
 
-def _consumer(bootstrap: str, config: Mapping[str, object] | None) -> Consumer:
+class _Refusals:
+    """librdkafka's error callback: keeps a refused login, which librdkafka would retry forever."""
+
+    def __init__(self, bootstrap: str, config: Mapping[str, object]):
+        self.bootstrap, self.user = bootstrap, config.get("sasl.username")
+        self.mechanism = config.get("sasl.mechanism", "SASL")
+        self.refused: KafkaError | None = None
+
+    def __call__(self, error: KafkaError) -> None:
+        if error.code() == KafkaError._AUTHENTICATION:
+            self.refused = error
+
+    def check(self, consumer: Consumer) -> None:
+        """Raise `KafkaAuthError` if the broker refused the login (serves pending callbacks first)."""
+        if self.refused is None:
+            consumer.poll(0)
+        if self.refused is not None:
+            raise KafkaAuthError(f"Kafka at {self.bootstrap} refused the credentials of user {self.user!r} "
+                                 f"({self.mechanism}): {self.refused.str()}")
+
+    def denied(self, topic: str, error: KafkaError) -> KafkaAccessError:
+        return KafkaAccessError(f"Kafka at {self.bootstrap}: user {self.user!r} may not read topic {topic!r} "
+                                f"({error.name()}: grant it READ and DESCRIBE on the topic)")
+
+
+_DENIED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
+
+
+def _consumer(bootstrap: str, config: Mapping[str, object] | None) -> tuple[Consumer, _Refusals]:
+    refusals = _Refusals(bootstrap, config or {})
     conf = {
         "bootstrap.servers": bootstrap,
         "group.id": "deltaport-scan",  # required by librdkafka; never committed to
@@ -44,24 +91,43 @@ def _consumer(bootstrap: str, config: Mapping[str, object] | None) -> Consumer:
         # Retention may have deleted the start of a range: resume from the earliest offset left.
         "auto.offset.reset": "earliest",
         "socket.timeout.ms": 10_000,
+        "logger": _log,
     }
     conf.update(config or {})
-    return Consumer(conf)
+    conf["error_cb"] = refusals
+    return Consumer(conf), refusals
+
+
+def _metadata(consumer: Consumer, refusals: _Refusals, topic: str, timeout: float):
+    """The topic's metadata, asked in short slices so a refused login ends the wait at once."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return consumer.list_topics(topic, timeout=min(1.0, max(0.1, deadline - time.monotonic())))
+        except KafkaException:
+            refusals.check(consumer)
+            if time.monotonic() >= deadline:
+                raise
 
 
 def topic_ranges(bootstrap: str, topic: str, *, config: Mapping[str, object] | None = None,
                  timeout: float = 15.0) -> dict[int, tuple[int, int]]:
     """{partition: (low, high)} watermarks: the offsets a full scan would read now."""
-    consumer = _consumer(bootstrap, config)
+    consumer, refusals = _consumer(bootstrap, config)
     try:
-        meta = consumer.list_topics(topic, timeout=timeout)
+        meta = _metadata(consumer, refusals, topic, timeout)
         tmeta = meta.topics.get(topic)
+        if tmeta is not None and tmeta.error is not None and tmeta.error.code() in _DENIED:
+            raise refusals.denied(topic, tmeta.error)
         if tmeta is None or tmeta.error is not None:
             reason = tmeta.error if tmeta is not None else "no metadata"
             raise ScanError(f"topic {topic!r} cannot be read: {reason}")
         deadline = time.monotonic() + timeout
         return {p: _watermarks(consumer, TopicPartition(topic, p), deadline) for p in sorted(tmeta.partitions)}
     except KafkaException as exc:
+        error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        if error is not None and error.code() in _DENIED:
+            raise refusals.denied(topic, error) from None
         raise ScanError(f"topic {topic!r} cannot be read: {exc}") from exc
     finally:
         consumer.close()
@@ -91,7 +157,7 @@ def scan(bootstrap: str, topic: str, ranges: Mapping[int, tuple[int, int]] | Non
     done = 0
     if not todo:
         return
-    consumer = _consumer(bootstrap, config)
+    consumer, refusals = _consumer(bootstrap, config)
     try:
         consumer.assign([TopicPartition(topic, p, lo if lo >= 0 else OFFSET_BEGINNING) for p, (lo, _) in todo.items()])
         remaining = dict(todo)
@@ -99,6 +165,7 @@ def scan(bootstrap: str, topic: str, ranges: Mapping[int, tuple[int, int]] | Non
         while remaining:
             msg = consumer.poll(1.0)
             if msg is None:
+                refusals.check(consumer)
                 if time.monotonic() - last_seen > timeout:
                     raise ScanError(f"topic {topic!r}: no message for {timeout:.0f} s, still to read "
                                     f"{ {p: r for p, r in remaining.items()} }")
@@ -111,6 +178,12 @@ def scan(bootstrap: str, topic: str, ranges: Mapping[int, tuple[int, int]] | Non
                     if msg.partition() in remaining and msg.offset() >= remaining[msg.partition()][1]:
                         remaining.pop(msg.partition())
                     continue
+                if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                    # librdkafka looks up the coordinator of `group.id`, which a scan never uses
+                    # (it assigns, never commits): a user without group ACLs reads all the same.
+                    continue
+                if err.code() in _DENIED:
+                    raise refusals.denied(topic, err)
                 raise ScanError(f"topic {topic!r} partition {msg.partition()}: {err.str()}")
             p, off = msg.partition(), msg.offset()
             if p not in remaining or off >= remaining[p][1] or off < remaining[p][0]:

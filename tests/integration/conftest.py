@@ -47,6 +47,12 @@ def spark_remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 _embedded: list = []  # the session's embedded server, while it is up
 
 
+@pytest.fixture(scope="session")
+def spark_server_log(spark_remote: str):
+    """The session's embedded Spark server log (None when the tests use $SPARK_REMOTE's)."""
+    return _embedded[0].log_path if _embedded else None
+
+
 @pytest.fixture(autouse=True)
 def _spark_server_alive(request: pytest.FixtureRequest) -> None:
     """Stop the whole session, saying why, when the session's server has died: every later test
