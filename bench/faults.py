@@ -1,6 +1,7 @@
 """Faults in figures (issue 11): kills at chosen points of a run (bench/fault_kills.py: `sync`
 SIGKILLed, the next one converges, compared with the truth), the Spark server or the broker
-broken under a run (bench/fault_restarts.py), Kafka over SASL_SSL with ACLs: right, wrong and
+broken under a run (bench/fault_restarts.py), a run worker and the daemon killed under the Dagster
+daemon (bench/fault_daemon.py), Kafka over SASL_SSL with ACLs: right, wrong and
 denied credentials, the password never written anywhere (bench/fault_security.py), and bad input at
 scale through the real broker (below).
 
@@ -23,7 +24,7 @@ What is checked, per format (a row of the report):
   valid message: the codec cannot know; the lake comparison of later cases covers data).
 
     python bench/faults.py [--corruptions 1000] [--seed 7] [--formats backup,signal,qlik,...] [--kills CASE,...]
-        [--restarts CASE,...] [--security CASE,...]
+        [--restarts CASE,...] [--daemon CASE,...] [--security CASE,...]
 
 Report: a table on stdout and bench-results/faults.json (case, injected, survived, rows lost,
 messages quarantined, good messages quarantined, seconds). `make faults` runs it.
@@ -46,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.fault_kills import KILLS, print_row, publish_story, run_kill_case  # noqa: E402
 from bench.fault_restarts import RESTARTS, run_restart_case  # noqa: E402
+from bench.fault_daemon import DAEMON_CASES, run_daemon_case  # noqa: E402
 from bench.fault_security import SECURITY, print_security_row, run_security_cases  # noqa: E402
 
 FORMATS = ("backup", "signal", "qlik", "dataworks", "datastream")
@@ -259,6 +261,8 @@ def main(argv=None) -> int:
     ap.add_argument("--kills", default=",".join(KILLS), help="kill cases to run (bench/fault_kills.py); '' for none")
     ap.add_argument("--restarts", default=",".join(RESTARTS),
                     help="restart cases to run (bench/fault_restarts.py); '' for none")
+    ap.add_argument("--daemon", default=",".join(DAEMON_CASES),
+                    help="cases under the Dagster daemon (bench/fault_daemon.py); '' for none")
     ap.add_argument("--security", default=",".join(SECURITY),
                     help="SASL_SSL/ACL cases to run (bench/fault_security.py); '' for none")
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "faults.json"))
@@ -270,12 +274,17 @@ def main(argv=None) -> int:
     with kafka_bootstrap() as bootstrap, tempfile.TemporaryDirectory(prefix="deltaport-faults-") as work:
         kills = [k for k in args.kills.split(",") if k]
         restarts = [k for k in args.restarts.split(",") if k]
-        story = publish_story(bootstrap, args.seed) if kills or restarts else None
+        daemon = [k for k in args.daemon.split(",") if k]
+        story = publish_story(bootstrap, args.seed) if kills or restarts or daemon else None
         security = [k for k in args.security.split(",") if k]
-        if kills or security:
+        if kills or security or daemon:
             with bench_engine(Path(work) / "engine") as engine:
                 for case in kills:
                     row = run_kill_case(bootstrap, engine.url, story, case, KILLS[case], Path(work) / "kills")
+                    rows.append(row)
+                    print_row(row)
+                for case in daemon:
+                    row = run_daemon_case(bootstrap, engine.url, story, case, Path(work) / "daemon")
                     rows.append(row)
                     print_row(row)
                 if security:

@@ -11,6 +11,10 @@ passed (never at import), holds comma-separated specs:
 * ``name=pause`` SIGSTOP this process instead, so the fault suite can break something else at
                  that exact point (restart the broker, kill the Spark server), then SIGCONT it.
 
+Counts are per process. With ``DELTAPORT_FAILPOINTS_ONCE`` set to a file path, a point fires in
+one process only, the first to create that file (a daemon's run that is retried in a new process
+must not die again at the same point).
+
 What this module guarantees: with the variable unset (every deployment), `failpoint()` costs a
 dictionary lookup and does nothing. SIGKILL, not an exception: no ``finally``, no atexit hook,
 no flush runs, as when the kernel's OOM killer or a lost node ends a run worker.
@@ -23,9 +27,10 @@ import signal
 import threading
 from collections import Counter
 
-__all__ = ["ENV", "POINTS", "failpoint"]
+__all__ = ["ENV", "ONCE_ENV", "POINTS", "failpoint"]
 
 ENV = "DELTAPORT_FAILPOINTS"
+ONCE_ENV = "DELTAPORT_FAILPOINTS_ONCE"
 
 # Every point the code passes, for the fault suite and for a mistyped name to be caught.
 POINTS = {
@@ -47,6 +52,19 @@ def _die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _first_to_fire() -> bool:
+    once = os.environ.get(ONCE_ENV)
+    if not once:
+        return True
+    try:
+        fd = os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    os.write(fd, str(os.getpid()).encode())  # who fired: the suite may need to break it further
+    os.close(fd)
+    return True
+
+
 def failpoint(name: str) -> None:
     """Pass the point `name`: die here when the fault suite asked for it."""
     spec = os.environ.get(ENV)
@@ -59,7 +77,7 @@ def failpoint(name: str) -> None:
         item, action = item.strip().partition("=")[::2]
         point, delay = item.partition("~")[::2]
         point, nth = point.partition("@")[::2]
-        if point != name or _passes[name] != (int(nth) if nth else 1):
+        if point != name or _passes[name] != (int(nth) if nth else 1) or not _first_to_fire():
             continue
         if action == "pause":
             os.kill(os.getpid(), signal.SIGSTOP)

@@ -1,0 +1,148 @@
+"""Faults in figures (issue 11), under the Dagster daemon: a run worker killed in the middle of a
+run, and the daemon itself killed in the middle of a sensor tick; the platform converges with no
+hand on it.
+
+The story and the checks are the kill cases' (bench/fault_kills.py). Each case has a folder of its
+own as a deployment has: deltaport.yaml, a workspace, and a Dagster instance (SQLite) whose
+dagster.yaml is the project's own, so its run retries are what is tested. `dagster-daemon run`
+(sensors every second, runs launched as processes of their own by its code server) lands the
+story while ``DELTAPORT_FAILPOINTS`` breaks it once (``DELTAPORT_FAILPOINTS_ONCE``: the first
+process to reach the point, not the retry after it):
+- run-worker-killed-under-daemon: the run worker is SIGKILLed after a snapshot MERGE's commit,
+  before its tag (as the OOM killer ends it). The code server reports the run failed (its process
+  died), the daemon's run retries launch it again, and the retry lands the rest.
+- daemon-killed-mid-tick: the sensor's code server stops itself in the middle of reading the
+  signal topic (``=pause``), and the daemon is SIGKILLed with its code server. A new daemon
+  (no failpoints) picks up the sensor from its last cursor and lands everything.
+Checked: every delta lands with no hand (no backfill, no `sync`); the lake equals the truth at
+every delta, nothing applied twice, every delta tagged; the runs it took (failed, retried) and
+the time from the break to the last delta landed (time to recover).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from bench.fault_kills import DM, KillRow, KillStory, case_folder, compare_with_truth
+from bench.fault_restarts import _stopped
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# case -> the failpoint spec armed in the daemon's processes (its code server, its run workers)
+DAEMON_CASES: dict[str, str] = {
+    "run-worker-killed-under-daemon": "snapshot.committed@2",
+    "daemon-killed-mid-tick": "ingest.read@10=pause",
+}
+
+
+def _deployment(folder: Path, env: dict) -> dict:
+    """The case folder as a deployment: workspace.yaml and a Dagster home with the project's
+    dagster.yaml (SQLite storage in the home). Returns the daemon's environment."""
+    (folder / "workspace.yaml").write_text(yaml.safe_dump({"load_from": [{"python_module": {
+        "module_name": "platform_assets.definitions", "location_name": "deltaport"}}]}))
+    home = folder / "dagster-home"
+    home.mkdir()
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    config = folder / "deltaport.yaml"
+    raw = yaml.safe_load(config.read_text())
+    raw["sensor"] = {**raw.get("sensor", {}), "interval_seconds": 1}
+    config.write_text(yaml.safe_dump(raw))
+    return {**env, "DAGSTER_HOME": str(home), "DELTAPORT_CONFIG": str(config)}
+
+
+def _daemon(folder: Path, env: dict, log: Path) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        return subprocess.Popen([str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w",
+                                 str(folder / "workspace.yaml")], cwd=folder, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=60)
+
+
+def run_daemon_case(bootstrap: str, remote: str, story: KillStory, case: str, work: Path,
+                    *, timeout: float = 600) -> KillRow:
+    import dagster as dg
+
+    from platform_assets.prostore.partitions import partition_key
+
+    spec = DAEMON_CASES[case]
+    row = KillRow(case, spec)
+    folder, catalog, env = case_folder(work, case, bootstrap, story, remote)
+    env = _deployment(folder, env)
+    fired = folder / "failpoint.fired"
+    log = folder / "daemon.log"
+    armed = {**env, "DELTAPORT_FAILPOINTS": spec, "DELTAPORT_FAILPOINTS_ONCE": str(fired)}
+    want = {partition_key(n) for n in story.scenario.truth[DM]}
+    daemon = _daemon(folder, armed, log)
+    broke_at = None
+    try:
+        with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+            deadline = time.monotonic() + timeout
+            while True:
+                if fired.exists() and broke_at is None:
+                    pid = int(fired.read_text() or 0)
+                    if spec.endswith("=pause"):
+                        while not _stopped(pid) and time.monotonic() < deadline:
+                            time.sleep(0.05)
+                        _kill_group(daemon)  # the daemon and its code server, in the middle of the tick
+                        with _quiet():
+                            os.kill(pid, signal.SIGKILL)
+                        daemon = _daemon(folder, env, log)  # a new daemon, nothing armed
+                    broke_at = time.monotonic()
+                    row.killed = True
+                done = set(instance.get_materialized_partitions(dg.AssetKey([DM, "snapshot"])))
+                if done >= want and broke_at is not None:
+                    row.recover_seconds = round(time.monotonic() - broke_at, 2)
+                    row.recovered = True
+                    break
+                if daemon.poll() is not None:
+                    row.problems.append(f"the daemon exited ({daemon.returncode}): {_tail(log)}")
+                    break
+                if time.monotonic() > deadline:
+                    row.problems.append(f"landed {sorted(done)} of {sorted(want)} within {timeout:.0f} s "
+                                        f"(failpoint fired: {fired.exists()}): {_tail(log)}")
+                    break
+                time.sleep(0.5)
+            settle = time.monotonic() + 60  # the last run's own end (its materializations come first)
+            while row.recovered and any(not r.is_finished for r in instance.get_runs()) and time.monotonic() < settle:
+                time.sleep(0.5)
+            runs = instance.get_runs()
+            row.left_by_kill = {
+                "runs": len(runs),
+                "failed_runs": sum(r.status == dg.DagsterRunStatus.FAILURE for r in runs),
+                "retries": sum("dagster/parent_run_id" in r.tags for r in runs),
+                "unfinished_runs": sum(not r.is_finished for r in runs),
+            }
+    finally:
+        _kill_group(daemon)
+    if not row.killed:
+        row.problems.append(f"the failpoint {spec} never fired")
+    compare_with_truth(row, remote, catalog, folder / "lake", story.scenario)
+    row.judge()
+    return row
+
+
+class _quiet:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        return kind is ProcessLookupError
+
+
+def _tail(path: Path, chars: int = 3000) -> str:
+    return path.read_text(errors="replace")[-chars:] if path.exists() else ""
