@@ -14,6 +14,10 @@ process to reach the point, not the retry after it):
 - daemon-killed-mid-tick: the sensor's code server stops itself in the middle of reading the
   signal topic (``=pause``), and the daemon is SIGKILLed with its code server. A new daemon
   (no failpoints) picks up the sensor from its last cursor and lands everything.
+- daemon-killed-mid-run: the run worker stops itself in a snapshot MERGE, and the daemon's whole
+  process group (daemon, code server, run worker) is SIGKILLed, as when its host restarts. No
+  code server is left to report the run; a new daemon's run monitoring finds its worker gone
+  (platform_assets/run_launcher.py), fails it, and the run retries land it.
 Checked: every delta lands with no hand (no backfill, no `sync`); the lake equals the truth at
 every delta, nothing applied twice, every delta tagged; the runs it took (failed, retried) and
 the time from the break to the last delta landed (time to recover).
@@ -40,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DAEMON_CASES: dict[str, str] = {
     "run-worker-killed-under-daemon": "snapshot.committed@2",
     "daemon-killed-mid-tick": "ingest.read@10=pause",
+    "daemon-killed-mid-run": "snapshot.merge@2=pause",
 }
 
 
@@ -117,15 +122,15 @@ def run_daemon_case(bootstrap: str, remote: str, story: KillStory, case: str, wo
                                         f"(failpoint fired: {fired.exists()}): {_tail(log)}")
                     break
                 time.sleep(0.5)
-            settle = time.monotonic() + 60  # the last run's own end (its materializations come first)
-            while row.recovered and any(not r.is_finished for r in instance.get_runs()) and time.monotonic() < settle:
-                time.sleep(0.5)
+            if row.recovered:
+                runs_finished(instance, 60)  # the last run's own end (its materializations come first)
             runs = instance.get_runs()
             row.left_by_kill = {
                 "runs": len(runs),
                 "failed_runs": sum(r.status == dg.DagsterRunStatus.FAILURE for r in runs),
                 "retries": sum("dagster/parent_run_id" in r.tags for r in runs),
                 "unfinished_runs": sum(not r.is_finished for r in runs),
+                "why_failed": [_why(instance, r.run_id) for r in runs if r.status == dg.DagsterRunStatus.FAILURE],
             }
     finally:
         _kill_group(daemon)
@@ -134,6 +139,25 @@ def run_daemon_case(bootstrap: str, remote: str, story: KillStory, case: str, wo
     compare_with_truth(row, remote, catalog, folder / "lake", story.scenario)
     row.judge()
     return row
+
+
+def runs_finished(instance, within: float) -> bool:
+    """Wait up to `within` seconds until every run of the instance has finished."""
+    deadline = time.monotonic() + within
+    while any(not r.is_finished for r in instance.get_runs()):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
+
+
+def _why(instance, run_id: str) -> str:
+    """Who failed the run and why: the first engine event or failure that says so."""
+    for entry in instance.all_logs(run_id):
+        text = entry.message or ""
+        if "worker" in text or "terminated by signal" in text or "Exceeded maximum runtime" in text:
+            return text[:200]
+    return ""
 
 
 class _quiet:

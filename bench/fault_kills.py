@@ -166,7 +166,10 @@ def committed_so_far(remote: str, catalog: str, warehouse: Path, sc) -> dict:
     return out
 
 
-def compare_with_truth(row: KillRow, remote: str, catalog: str, warehouse: Path, sc) -> None:
+def compare_with_truth(row: KillRow, remote: str, catalog: str, warehouse: Path, sc, *, dm: str = DM,
+                       deltas: list[int] | None = None) -> None:
+    """Add `dm`'s differences from the truth to `row`: snapshot tables as of each of `deltas`
+    (default: every delta), increment rows per delta, deltas applied twice, deltas untagged."""
     from resources.lake.prostore import LakeLayout
     from resources.lake.read import rows_as_of
     from resources.spark.iceberg import DELTA_PROPERTY, _quote, delta_tags, table_exists
@@ -174,12 +177,12 @@ def compare_with_truth(row: KillRow, remote: str, catalog: str, warehouse: Path,
 
     spark = connect(remote, CatalogConfig(name=catalog, warehouse=str(warehouse)))
     layout = LakeLayout(catalog)
-    truth = sc.truth[DM]
-    row.deltas = len(truth)
-    for n in sorted(truth):
+    truth = sc.truth[dm]
+    row.deltas += len(truth)
+    for n in sorted(truth) if deltas is None else deltas:
         for table, state in truth[n].items():
             try:
-                got = rows_as_of(spark, layout, DM, table, n)
+                got = rows_as_of(spark, layout, dm, table, n)
             except Exception as exc:  # noqa: BLE001 - an unreadable delta is a finding, reported
                 row.problems.append(f"{table} as of delta {n}: {type(exc).__name__}: {str(exc)[:300]}")
                 got = []
@@ -190,15 +193,15 @@ def compare_with_truth(row: KillRow, remote: str, catalog: str, warehouse: Path,
                 else:
                     row.rows_lost += 1
             row.rows_duplicated += len(extra)
-    for table in sorted(sc.databases[DM].tables):
-        inc = layout.increment(DM, table)
+    for table in sorted(sc.databases[dm].tables):
+        inc = layout.increment(dm, table)
         have = ({r["delta_num"]: r["count"] for r in spark.table(inc).groupBy("delta_num").count().collect()}
                 if table_exists(spark, inc) else {})
         for n in truth:
-            want = sum(1 for c in sc.increments[DM].get(n, []) if c.table == table)
+            want = sum(1 for c in sc.increments[dm].get(n, []) if c.table == table)
             row.increment_rows_extra += max(0, have.get(n, 0) - want)
             row.increment_rows_missing += max(0, want - have.get(n, 0))
-        snap = layout.snapshot(DM, table)
+        snap = layout.snapshot(dm, table)
         if not table_exists(spark, snap):
             continue
         quoted = _quote(snap)

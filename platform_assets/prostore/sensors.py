@@ -51,6 +51,13 @@ def datamart_tags(datamart: str) -> dict[str, str]:
     return {"deltaport/datamart": datamart}
 
 
+def run_tags(datamart: str, first: int) -> dict[str, str]:
+    """A delta run's tags: its datamart's, and a queue priority that puts earlier deltas first.
+    A run retried after its worker died comes back with its parent's tags, so it goes ahead of
+    the later ranges queued meanwhile (their snapshots would refuse to skip its deltas)."""
+    return {**datamart_tags(datamart), "dagster/priority": str(-first)}
+
+
 def evaluate(datamart: DatamartConfig, index, kafka: KafkaResource, cursor: dict, *, max_messages: int,
              log=None) -> tuple[list[int], str | None, dict, dict]:
     """One tick, without Dagster: (deltas to request, reason the next one waits, new cursor,
@@ -243,9 +250,9 @@ def range_request(source: str, first: int, last: int) -> dg.RunRequest:
     (Dagster's range tags, as a backfill with a multi-run BackfillPolicy makes) for several.
     The run key names the whole range: a range never hides a delta it does not cover."""
     if first == last:
-        return dg.RunRequest(partition_key=partition_key(first), run_key=f"{source}:{first}", tags=datamart_tags(source))
+        return dg.RunRequest(partition_key=partition_key(first), run_key=f"{source}:{first}", tags=run_tags(source, first))
     return dg.RunRequest(run_key=f"{source}:{first}-{last}",
-                         tags={**datamart_tags(source), RANGE_START_TAG: partition_key(first),
+                         tags={**run_tags(source, first), RANGE_START_TAG: partition_key(first),
                                RANGE_END_TAG: partition_key(last)})
 
 

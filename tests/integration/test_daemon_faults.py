@@ -1,9 +1,14 @@
-"""A run worker SIGKILLed under the Dagster daemon (bench/fault_daemon.py, one of `make faults`'
-daemon cases): with the project's dagster.yaml (run retries for crashed runs, run monitoring
-freeing the dead run's pool slot), the daemon lands the whole story with no hand on it, the lake
-equal to the truth at every delta, nothing applied twice. Before that configuration, the killed
-run stayed failed and its deltas were never requested again; the retry then waited for good on
-the slot the dead step held."""
+"""Run workers killed under the Dagster daemon (bench/fault_daemon.py, two of `make faults`' daemon
+cases), with the project's dagster.yaml: the daemon lands the whole story with no hand on it, the
+lake equal to the truth at every delta, nothing applied twice.
+
+- A run worker SIGKILLed (as the OOM killer does): its code server fails the run, the run retries
+  launch it again, run monitoring frees the pool slot the dead step held (without that, the
+  retry waited behind it for good).
+- The daemon's whole process group SIGKILLed in the middle of a run (its host restarted): nobody
+  is left to report the run; the new daemon's run monitoring asks deltaport's launcher, which
+  finds the worker gone (before it, the run stayed STARTED and held its datamart for ever).
+"""
 
 from __future__ import annotations
 
@@ -14,13 +19,20 @@ from bench.fault_kills import publish_story
 
 pytestmark = pytest.mark.integration
 
+WHO_FAILED = {
+    "run-worker-killed-under-daemon": "terminated by signal 9",  # its code server saw it die
+    "daemon-killed-mid-run": "the run worker (pid",  # run monitoring, through deltaport's launcher
+}
 
+
+@pytest.mark.parametrize("case", sorted(WHO_FAILED))
 def test_a_run_worker_killed_under_the_daemon_is_retried_and_lands_everything(spark_remote, kafka_bootstrap,
-                                                                               tmp_path):
+                                                                               tmp_path, case):
     row = run_daemon_case(kafka_bootstrap, spark_remote, publish_story(kafka_bootstrap, seed=5, deltas=3),
-                          "run-worker-killed-under-daemon", tmp_path, timeout=300)
+                          case, tmp_path, timeout=300)
     assert row.killed and row.recovered, row.problems
-    assert row.left_by_kill["failed_runs"] == 1 and row.left_by_kill["retries"] >= 1, row.left_by_kill
-    assert row.left_by_kill["unfinished_runs"] == 0, row.left_by_kill
+    left = row.left_by_kill
+    assert left["failed_runs"] == 1 and left["retries"] >= 1 and left["unfinished_runs"] == 0, left
+    assert WHO_FAILED[case] in left["why_failed"][0], left
     assert (row.rows_lost, row.rows_duplicated, row.increment_rows_extra, row.increment_rows_missing) == (0, 0, 0, 0), row
     assert row.deltas_applied_twice == 0 and row.untagged_deltas == 0 and not row.problems, row
