@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.fault_daemon import _daemon, _deployment, _kill_group, runs_finished
+from bench.fault_daemon import _daemon, _deployment, _kill_group, _tail, runs_finished
 from bench.fault_kills import KillRow, compare_with_truth
 
 DATAMARTS = ("marketing", "sourcedb")
@@ -87,7 +87,9 @@ class _Sampler(threading.Thread):
             for w in workers:
                 self.worker_peaks[w] = max(self.worker_peaks.get(w, 0.0), _rss_mib(w))
             self.samples.append({"t": time.monotonic(), "daemon": _rss_mib(pid),
-                                 "code_server": sum(_rss_mib(s) for s in servers),
+                                 # the largest: the daemon reloads its workspace every minute, and
+                                 # the code server it replaces lingers until its heartbeat times out
+                                 "code_server": max((_rss_mib(s) for s in servers), default=0.0),
                                  "spark_server": _rss_mib(self.spark_pid) if self.spark_pid else 0.0})
 
 
@@ -158,7 +160,7 @@ def run_soak(bootstrap: str, remote: str, work: Path, *, deltas: int = 250, pace
                     row.recovered = True
                     break
                 if daemon.poll() is not None:
-                    row.problems.append(f"the daemon exited ({daemon.returncode})")
+                    row.problems.append(f"the daemon exited ({daemon.returncode}): {_tail(log)}")
                     break
                 if time.monotonic() > deadline:
                     row.problems.append(f"not landed within {timeout:.0f} s: "

@@ -1,7 +1,8 @@
 """Faults in figures (issue 11): kills at chosen points of a run (bench/fault_kills.py: `sync`
 SIGKILLed, the next one converges, compared with the truth), the Spark server or the broker
 broken under a run (bench/fault_restarts.py), a run worker and the daemon killed under the Dagster
-daemon (bench/fault_daemon.py), Kafka over SASL_SSL with ACLs: right, wrong and
+daemon (bench/fault_daemon.py), a soak of 500 deltas through the daemon with faults sprinkled in and
+memory sampled (bench/fault_soak.py), Kafka over SASL_SSL with ACLs: right, wrong and
 denied credentials, the password never written anywhere (bench/fault_security.py), and bad input at
 scale through the real broker (below).
 
@@ -24,7 +25,7 @@ What is checked, per format (a row of the report):
   valid message: the codec cannot know; the lake comparison of later cases covers data).
 
     python bench/faults.py [--corruptions 1000] [--seed 7] [--formats backup,signal,qlik,...] [--kills CASE,...]
-        [--restarts CASE,...] [--daemon CASE,...] [--security CASE,...]
+        [--restarts CASE,...] [--daemon CASE,...] [--security CASE,...] [--soak 250] [--soak-pace 1]
 
 Report: a table on stdout and bench-results/faults.json (case, injected, survived, rows lost,
 messages quarantined, good messages quarantined, seconds). `make faults` runs it.
@@ -49,6 +50,7 @@ from bench.fault_kills import KILLS, print_row, publish_story, run_kill_case  # 
 from bench.fault_restarts import RESTARTS, run_restart_case  # noqa: E402
 from bench.fault_daemon import DAEMON_CASES, run_daemon_case  # noqa: E402
 from bench.fault_security import SECURITY, print_security_row, run_security_cases  # noqa: E402
+from bench.fault_soak import print_soak_row, run_soak  # noqa: E402
 
 FORMATS = ("backup", "signal", "qlik", "dataworks", "datastream")
 OVERSIZED = 300_000  # bytes: well over any real message of the stories, under the broker's 1 MiB
@@ -263,6 +265,8 @@ def main(argv=None) -> int:
                     help="restart cases to run (bench/fault_restarts.py); '' for none")
     ap.add_argument("--daemon", default=",".join(DAEMON_CASES),
                     help="cases under the Dagster daemon (bench/fault_daemon.py); '' for none")
+    ap.add_argument("--soak", type=int, default=250, help="deltas per datamart of the soak (two datamarts); 0: none")
+    ap.add_argument("--soak-pace", type=float, default=1.0, help="seconds between two DELTA_CLOSEs of the soak")
     ap.add_argument("--security", default=",".join(SECURITY),
                     help="SASL_SSL/ACL cases to run (bench/fault_security.py); '' for none")
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "faults.json"))
@@ -277,7 +281,7 @@ def main(argv=None) -> int:
         daemon = [k for k in args.daemon.split(",") if k]
         story = publish_story(bootstrap, args.seed) if kills or restarts or daemon else None
         security = [k for k in args.security.split(",") if k]
-        if kills or security or daemon:
+        if kills or security or daemon or args.soak:
             with bench_engine(Path(work) / "engine") as engine:
                 for case in kills:
                     row = run_kill_case(bootstrap, engine.url, story, case, KILLS[case], Path(work) / "kills")
@@ -287,6 +291,11 @@ def main(argv=None) -> int:
                     row = run_daemon_case(bootstrap, engine.url, story, case, Path(work) / "daemon")
                     rows.append(row)
                     print_row(row)
+                if args.soak:
+                    row = run_soak(bootstrap, engine.url, Path(work) / "soak", deltas=args.soak, pace=args.soak_pace,
+                                   seed=args.seed, spark_pid=engine.server_pid)
+                    rows.append(row)
+                    print_soak_row(row)
                 if security:
                     for row in run_security_cases(engine.url, Path(work) / "security", seed=args.seed, cases=security,
                                                   extra_logs=(engine.log_path,) if engine.log_path else ()):
