@@ -64,10 +64,9 @@ class _Refusals:
         if error.code() == KafkaError._AUTHENTICATION:
             self.refused = error
 
-    def check(self, consumer: Consumer) -> None:
-        """Raise `KafkaAuthError` if the broker refused the login (serves pending callbacks first)."""
-        if self.refused is None:
-            consumer.poll(0)
+    def check(self) -> None:
+        """Raise `KafkaAuthError` if the broker refused the login (as of the callbacks served so far:
+        librdkafka serves them in `poll`)."""
         if self.refused is not None:
             raise KafkaAuthError(f"Kafka at {self.bootstrap} refused the credentials of user {self.user!r} "
                                  f"({self.mechanism}): {self.refused.str()}")
@@ -105,7 +104,8 @@ def _metadata(consumer: Consumer, refusals: _Refusals, topic: str, timeout: floa
         try:
             return consumer.list_topics(topic, timeout=min(1.0, max(0.1, deadline - time.monotonic())))
         except KafkaException:
-            refusals.check(consumer)
+            consumer.poll(0)  # serves the error callback; nothing is assigned yet, so no message is taken
+            refusals.check()
             if time.monotonic() >= deadline:
                 raise
 
@@ -165,7 +165,7 @@ def scan(bootstrap: str, topic: str, ranges: Mapping[int, tuple[int, int]] | Non
         while remaining:
             msg = consumer.poll(1.0)
             if msg is None:
-                refusals.check(consumer)
+                refusals.check()  # the poll above served the error callback
                 if time.monotonic() - last_seen > timeout:
                     raise ScanError(f"topic {topic!r}: no message for {timeout:.0f} s, still to read "
                                     f"{ {p: r for p, r in remaining.items()} }")
