@@ -38,6 +38,7 @@ from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
 from resources.kafka.broker import kafka_bootstrap
+from resources.spark.server import LocalSparkServer
 
 TOPICS = {SIGNAL: "prostore.signal", BACKUP: "prostore.backup"}
 # Faults the platform recovers from by itself (a lost chunk never re-exported would block a delta).
@@ -55,8 +56,11 @@ def register(sub) -> None:
     p.set_defaults(run=run)
 
 
-def _workspace(bootstrap: str, spark_remote: str, streams: list[DemoStream], idle_seconds: float) -> dict[str, Path]:
+def _workspace(bootstrap: str, streams: list[DemoStream], idle_seconds: float) -> dict[str, Path]:
     root = (state_dir() / "demo").resolve()
+    # An embedded server a `deltaport read --config` of the last demo started in its folder goes
+    # with the folder (else it would run on with its state file deleted).
+    LocalSparkServer(root / "state", {}).stop()
     shutil.rmtree(root, ignore_errors=True)
     paths = {"root": root, "config": root / "deltaport.yaml", "dagster_home": root / "dagster",
              "workspace": root / "workspace.yaml"}
@@ -71,8 +75,10 @@ def _workspace(bootstrap: str, spark_remote: str, streams: list[DemoStream], idl
                      "backup_topic": TOPICS[BACKUP]},
                     {"name": "sourcedb", "format": "prostore", "backup_topic": TOPICS[BACKUP]},
                     *(s.config(idle_seconds) for s in streams)],
+        # No spark.remote: the demo's runs get its server from $SPARK_REMOTE, and a `deltaport read
+        # --config` of this file after the demo (whose server may be stopped by then) starts the
+        # embedded one of this folder instead of calling a server that is gone.
         "kafka": {"bootstrap_servers": bootstrap},
-        "spark": {"remote": spark_remote},
         "lake": {"catalog": "lake", "type": "hadoop", "warehouse": "lake"},
         "sensor": {"interval_seconds": 5, "max_messages_per_tick": 5000},
         "state_dir": "state",
@@ -89,7 +95,8 @@ def run(args) -> int:
         print(f"broker at {bootstrap} ({time.monotonic() - started:.1f} s)", flush=True)
         streams = demo_streams(args.seed, args.deltas)
         # --once: a quiet stream's last changes are sealed at once; with the UI after 10 s of quiet.
-        paths = _workspace(bootstrap, spark_remote, streams, 0 if args.once else 10)
+        paths = _workspace(bootstrap, streams, 0 if args.once else 10)
+        os.environ["SPARK_REMOTE"] = spark_remote  # this process's runs and dagster dev's
         os.environ["DELTAPORT_CONFIG"] = str(paths["config"])
         os.environ["DAGSTER_HOME"] = str(paths["dagster_home"])
         sc = build_scenario(EmulatorConfig(seed=args.seed, deltas=args.deltas, streams=2, chunk_size=5,

@@ -15,6 +15,7 @@ from platform_assets.cli.common import add_config_option, state_dir
 from platform_assets.config import load_config
 from platform_assets.engine import engine_for
 from resources.spark.engine import EngineSettings
+from resources.spark.session import connect_address
 
 
 def register(sub) -> None:
@@ -28,7 +29,8 @@ def run(args) -> int:
     spark = engine_for(load_config(args.config))
     remote = spark.remote_url()
     if remote:
-        print(f"deltaport uses the Spark Connect server at {remote} (spark.remote or $SPARK_REMOTE); "
+        host, port = connect_address(remote)  # not the address's params: they may hold a token
+        print(f"deltaport uses the Spark Connect server at {host}:{port} (spark.remote or $SPARK_REMOTE); "
               "the embedded server is not used")
         return 0 if args.action != "status" else _status_remote(spark)
     server = spark.local_server()

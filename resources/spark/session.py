@@ -204,10 +204,43 @@ _sessions_lock = threading.Lock()
 EMBEDDED_RETRY_POLICY: Mapping[str, int] = {"max_retries": 4, "initial_backoff": 100, "max_backoff": 4000}
 
 
+# How long a new session waits for a remote server that accepts no connection at all before it
+# fails naming the address: long enough for a server that is restarting, short enough that a
+# server that is gone (say, a stopped demo's) is an error, not ten minutes of pyspark's retries.
+REMOTE_ANSWER_SECONDS = 20.0
+SPARK_CONNECT_PORT = 15002  # Spark Connect's port when an address gives none
+
+
+def connect_address(url: str) -> tuple[str, int | None]:
+    """host and port of ``sc://host[:port][/;params]`` (None: a port that is not a number). The
+    params (a token, say) are never part of it, so it may be printed."""
+    hostport = url[len("sc://"):].split("/", 1)[0]
+    host, colon, port = hostport.rpartition(":")
+    if not colon:
+        return hostport or "127.0.0.1", SPARK_CONNECT_PORT
+    return host.strip("[]") or "127.0.0.1", int(port) if port.isdigit() else None
+
+
 def _answers(url: str) -> bool:
     """Whether anything listens at the host:port of ``sc://host:port[/;params]``."""
-    host, _, port = url[len("sc://"):].split("/", 1)[0].rpartition(":")
-    return port.isdigit() and answers(int(port), host=host or "127.0.0.1")
+    host, port = connect_address(url)
+    return port is not None and answers(port, host=host)
+
+
+def _wait_answering(url: str, within: float) -> None:
+    """Return once something accepts connections at `url`'s address; `SparkSessionError` naming
+    the address after `within` seconds of refusals."""
+    import time
+
+    deadline = time.monotonic() + within
+    while not _answers(url):
+        if time.monotonic() >= deadline:
+            host, port = connect_address(url)
+            raise SparkSessionError(
+                f"no Spark Connect server answers at {host}:{port} (spark.remote or $SPARK_REMOTE; "
+                f"waited {within:.0f} s): start that server, or leave spark.remote and $SPARK_REMOTE "
+                "unset to use the embedded one (`deltaport spark start`)")
+        time.sleep(0.5)
 
 
 def _release(session: SparkSession, url: str) -> None:
@@ -239,7 +272,8 @@ def connect(url: str, catalog: CatalogConfig | None = None, *, incarnation: str 
     `incarnation` names the embedded server process behind `url` (its pid and start time): a
     new one means the old sessions died with their server, so a new session is made. With an
     incarnation (the embedded server) a call to a server that stopped answering fails within
-    seconds; without one (a user's cluster) pyspark's patient default retries hold.
+    seconds; without one (a user's cluster) pyspark's patient default retries hold, once something
+    answers at the address at all (`REMOTE_ANSWER_SECONDS`).
     Raises `SparkSessionError` when the server lacks Iceberg's SQL extensions.
     """
     from pyspark.sql import SparkSession
@@ -255,6 +289,8 @@ def connect(url: str, catalog: CatalogConfig | None = None, *, incarnation: str 
         if session is not None and not session.is_stopped:
             _make_active(session)
             return session
+        if not incarnation:  # a remote server: fail within seconds if nothing is there at all
+            _wait_answering(url, REMOTE_ANSWER_SECONDS)
         # create(), not getOrCreate(): the latter returns any earlier session, whatever its address.
         session = SparkSession.builder.remote(url).create()
         if incarnation:

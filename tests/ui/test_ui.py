@@ -105,21 +105,28 @@ def test_ui_shows_lineage_and_partitions(tmp_path: Path) -> None:
         dom = Path(page.dom).read_text(encoding="utf-8")
         assert all(text in dom for text in page.must_show), page
 
-    # The same lake through `deltaport read`: as many rows as the demo counted against the truth,
-    # one JSON object per line, timestamps in ISO 8601 with microseconds and Z, sorted by key.
+    # The same lake through `deltaport read`, run as a user would after the demo (no $SPARK_REMOTE;
+    # the Spark server the demo used may be gone): as many rows as the demo counted against the
+    # truth, one JSON object per line, timestamps in ISO 8601 with microseconds and Z, sorted by key.
     last = DELTAS - 1
     counted = re.search(rf"^{DATAMART}\s+{last}\s+sales\s+(\d+)\s+(\d+)\s+yes$",
                         (tmp_path / "demo.log").read_text(encoding="utf-8"), re.M)
     assert counted, "the demo printed no equal row count for sales"
+    config = str(demo / "deltaport.yaml")
     cli = [sys.executable, "-m", "platform_assets.cli", "read", f"{DATAMART}.sales", "--as-of-delta", str(last),
-           "--config", str(demo / "deltaport.yaml")]
-    res = subprocess.run(cli, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
-    rows = [json.loads(line) for line in res.stdout.splitlines()]
-    assert len(rows) == int(counted.group(1))
-    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", r["transaction_date"]) for r in rows)
-    assert [r["id"] for r in rows] == sorted(r["id"] for r in rows)
-    res = subprocess.run(cli + ["--format", "csv"], capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0 and res.stdout.splitlines()[0] == (
-        "id,transaction_date,product_code,product_units,store_id,description")
-    assert len(res.stdout.splitlines()) == len(rows) + 1
+           "--config", config]
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
+    try:
+        res = subprocess.run(cli, capture_output=True, text=True, timeout=300, env=env)
+        assert res.returncode == 0, res.stderr[-3000:]
+        rows = [json.loads(line) for line in res.stdout.splitlines()]
+        assert len(rows) == int(counted.group(1))
+        assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", r["transaction_date"]) for r in rows)
+        assert [r["id"] for r in rows] == sorted(r["id"] for r in rows)
+        res = subprocess.run(cli + ["--format", "csv"], capture_output=True, text=True, timeout=300, env=env)
+        assert res.returncode == 0 and res.stdout.splitlines()[0] == (
+            "id,transaction_date,product_code,product_units,store_id,description")
+        assert len(res.stdout.splitlines()) == len(rows) + 1
+    finally:  # the embedded server `read` started in the demo's folder
+        subprocess.run([sys.executable, "-m", "platform_assets.cli", "spark", "stop", "--config", config],
+                       env=env, capture_output=True, timeout=120)
