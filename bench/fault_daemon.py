@@ -78,6 +78,38 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait(timeout=60)
 
 
+class Daemon:
+    """`dagster-daemon run` on a deployment folder; `restart` kills its whole process group (the
+    daemon, its code server, the run workers it launched: a host restart) and starts a new one."""
+
+    def __init__(self, folder: Path, env: dict, log: Path):
+        self.folder, self.log = folder, log
+        self.proc = _daemon(folder, env, log)
+
+    def restart(self, env: dict) -> None:
+        _kill_group(self.proc)
+        self.proc = _daemon(self.folder, env, self.log)
+
+    def stop(self) -> None:
+        _kill_group(self.proc)
+
+
+def watch(daemon: Daemon, *, landed, deadline: float, every: float, on_tick=lambda: None,
+          not_landed=lambda: "not landed") -> str | None:
+    """Poll until `landed()`: None. Each round first calls `on_tick()` (where a case breaks
+    something). A problem string when the daemon exits or the monotonic `deadline` passes
+    (`not_landed()` says what was missing)."""
+    while True:
+        on_tick()
+        if landed():
+            return None
+        if daemon.proc.poll() is not None:
+            return f"the daemon exited ({daemon.proc.returncode}): {_tail(daemon.log)}"
+        if time.monotonic() > deadline:
+            return not_landed()
+        time.sleep(every)
+
+
 def run_daemon_case(bootstrap: str, remote: str, story: KillStory, case: str, work: Path,
                     *, timeout: float = 600) -> KillRow:
     import dagster as dg
@@ -92,37 +124,38 @@ def run_daemon_case(bootstrap: str, remote: str, story: KillStory, case: str, wo
     log = folder / "daemon.log"
     armed = {**env, "DELTAPORT_FAILPOINTS": spec, "DELTAPORT_FAILPOINTS_ONCE": str(fired)}
     want = {partition_key(n) for n in story.scenario.truth[DM]}
-    daemon = _daemon(folder, armed, log)
-    broke_at = None
+    daemon = Daemon(folder, armed, log)
+    broke_at: list[float] = []
+
+    def break_once() -> None:
+        if not fired.exists() or broke_at:
+            return
+        pid = int(fired.read_text() or 0)
+        if spec.endswith("=pause"):
+            while not _stopped(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            daemon.restart(env)  # the daemon and its code server killed mid-tick; the new one unarmed
+            with _quiet():
+                os.kill(pid, signal.SIGKILL)
+        broke_at.append(time.monotonic())
+        row.killed = True
+
     try:
         with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
             deadline = time.monotonic() + timeout
-            while True:
-                if fired.exists() and broke_at is None:
-                    pid = int(fired.read_text() or 0)
-                    if spec.endswith("=pause"):
-                        while not _stopped(pid) and time.monotonic() < deadline:
-                            time.sleep(0.05)
-                        _kill_group(daemon)  # the daemon and its code server, in the middle of the tick
-                        with _quiet():
-                            os.kill(pid, signal.SIGKILL)
-                        daemon = _daemon(folder, env, log)  # a new daemon, nothing armed
-                    broke_at = time.monotonic()
-                    row.killed = True
-                done = set(instance.get_materialized_partitions(dg.AssetKey([DM, "snapshot"])))
-                if done >= want and broke_at is not None:
-                    row.recover_seconds = round(time.monotonic() - broke_at, 2)
-                    row.recovered = True
-                    break
-                if daemon.poll() is not None:
-                    row.problems.append(f"the daemon exited ({daemon.returncode}): {_tail(log)}")
-                    break
-                if time.monotonic() > deadline:
-                    row.problems.append(f"landed {sorted(done)} of {sorted(want)} within {timeout:.0f} s "
-                                        f"(failpoint fired: {fired.exists()}): {_tail(log)}")
-                    break
-                time.sleep(0.5)
-            if row.recovered:
+
+            def done() -> set[str]:
+                return set(instance.get_materialized_partitions(dg.AssetKey([DM, "snapshot"])))
+
+            problem = watch(daemon, landed=lambda: bool(broke_at) and done() >= want, deadline=deadline, every=0.5,
+                            on_tick=break_once,
+                            not_landed=lambda: f"landed {sorted(done())} of {sorted(want)} within {timeout:.0f} s "
+                                               f"(failpoint fired: {fired.exists()}): {_tail(log)}")
+            if problem:
+                row.problems.append(problem)
+            else:
+                row.recover_seconds = round(time.monotonic() - broke_at[0], 2)
+                row.recovered = True
                 runs_finished(instance, 60)  # the last run's own end (its materializations come first)
             runs = instance.get_runs()
             row.left_by_kill = {
@@ -133,7 +166,7 @@ def run_daemon_case(bootstrap: str, remote: str, story: KillStory, case: str, wo
                 "why_failed": [_why(instance, r.run_id) for r in runs if r.status == dg.DagsterRunStatus.FAILURE],
             }
     finally:
-        _kill_group(daemon)
+        daemon.stop()
     if not row.killed:
         row.problems.append(f"the failpoint {spec} never fired")
     compare_with_truth(row, remote, catalog, folder / "lake", story.scenario)

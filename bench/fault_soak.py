@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.fault_daemon import _daemon, _deployment, _kill_group, _tail, runs_finished
+from bench.fault_daemon import Daemon, _deployment, runs_finished, watch
 from bench.fault_kills import KillRow, compare_with_truth
 
 DATAMARTS = ("marketing", "sourcedb")
@@ -128,8 +128,8 @@ def run_soak(bootstrap: str, remote: str, work: Path, *, deltas: int = 250, pace
     want = {dm: {partition_key(n) for n in sc.truth[dm]} for dm in DATAMARTS}
     sampler = _Sampler(spark_pid)
     sampler.start()
-    daemon = _daemon(folder, armed, log)
-    sampler.daemon_pid = daemon.pid
+    daemon = Daemon(folder, armed, log)
+    sampler.daemon_pid = daemon.proc.pid
     began = time.monotonic()
     closes = [0]
 
@@ -141,32 +141,32 @@ def run_soak(bootstrap: str, remote: str, work: Path, *, deltas: int = 250, pace
     publisher = threading.Thread(target=lambda: publish(sc.messages, bootstrap, topics, pace=paced), daemon=True)
     publisher.start()
     half = len(DATAMARTS) * deltas // 2
-    restarted = False
+    restarted = []
+
+    def restart_halfway() -> None:
+        if not restarted and closes[0] >= half:
+            daemon.restart(env)  # the daemon, its code server and any run it had going
+            sampler.daemon_pid = daemon.proc.pid
+            restarted.append(True)
+        if not publisher.is_alive() and not row.published_seconds:
+            row.published_seconds = round(time.monotonic() - began, 1)
+
     try:
         with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
-            deadline = began + timeout
-            while True:
-                if not restarted and closes[0] >= half:
-                    _kill_group(daemon)  # the daemon, its code server and any run it had going
-                    daemon = _daemon(folder, env, log)
-                    sampler.daemon_pid = daemon.pid
-                    restarted = True
-                if not publisher.is_alive() and not row.published_seconds:
-                    row.published_seconds = round(time.monotonic() - began, 1)
-                done = {dm: set(instance.get_materialized_partitions(dg.AssetKey([dm, "snapshot"])))
+            def done() -> dict[str, set[str]]:
+                return {dm: set(instance.get_materialized_partitions(dg.AssetKey([dm, "snapshot"])))
                         for dm in DATAMARTS}
-                if all(done[dm] >= want[dm] for dm in DATAMARTS) and not publisher.is_alive():
-                    row.landed_seconds = round(time.monotonic() - began, 1)
-                    row.recovered = True
-                    break
-                if daemon.poll() is not None:
-                    row.problems.append(f"the daemon exited ({daemon.returncode}): {_tail(log)}")
-                    break
-                if time.monotonic() > deadline:
-                    row.problems.append(f"not landed within {timeout:.0f} s: "
-                                        f"{ {dm: len(done[dm]) for dm in DATAMARTS} } of {deltas}")
-                    break
-                time.sleep(2)
+
+            problem = watch(daemon, on_tick=restart_halfway, deadline=began + timeout, every=2,
+                            landed=lambda: not publisher.is_alive() and all(
+                                got >= want[dm] for dm, got in done().items()),
+                            not_landed=lambda: f"not landed within {timeout:.0f} s: "
+                                               f"{ {dm: len(got) for dm, got in done().items()} } of {deltas}")
+            if problem:
+                row.problems.append(problem)
+            else:
+                row.landed_seconds = round(time.monotonic() - began, 1)
+                row.recovered = True
             runs_finished(instance, 120)
             runs = instance.get_runs(limit=100_000)
             sizes = [_range_size(r.tags) for r in runs if r.status == dg.DagsterRunStatus.SUCCESS]
@@ -176,9 +176,9 @@ def run_soak(bootstrap: str, remote: str, work: Path, *, deltas: int = 250, pace
                         "deltas_per_run_median": statistics.median(sizes) if sizes else 0,
                         "deltas_per_run_max": max(sizes, default=0)}
     finally:
-        _kill_group(daemon)
+        daemon.stop()
         sampler.stop.set()
-    row.killed = fired.exists() and restarted
+    row.killed = fired.exists() and bool(restarted)
     if not fired.exists():
         row.problems.append("the run-worker failpoint never fired")
     row.memory, row.flat = _memory_report(sampler)
