@@ -264,13 +264,36 @@ def request_deltas(request: dg.RunRequest) -> list[int]:
     return [int(request.partition_key)]
 
 
+# A run that has not ended: it holds (or waits for) its source's one run slot.
+IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+             dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+
+
+def run_in_flight(instance: dg.DagsterInstance, source: str) -> dg.DagsterRun | None:
+    """A run of `source` that has not ended (queued, starting, running), if any."""
+    runs = instance.get_runs(filters=dg.RunsFilter(tags=datamart_tags(source), statuses=IN_FLIGHT), limit=1)
+    return runs[0] if runs else None
+
+
 def delta_runs(context: dg.SensorEvaluationContext, parts: dg.DynamicPartitionsDefinition, source: str,
                due: list[int], waiting: str, cursor: dict, max_per_run: int) -> dg.SensorResult:
     """The sensor's answer: the partitions (when new) and the runs of the due deltas, in order,
     at most `max_per_run` deltas per run; else the reason nothing is due. Shared by every
-    source's sensor."""
+    source's sensor.
+
+    While a run of the source has not ended, due deltas are not requested yet (the cursor stays
+    at the first of them): a source runs one run at a time, so a run requested now would only
+    queue; requested when the run in flight ends, everything that closed meanwhile goes in one
+    range run. Deltas closing faster than a run lands them so become few large runs (fixed cost
+    per run, not per delta) instead of a queue of one-delta runs."""
     existing = set(context.instance.get_dynamic_partitions(parts.name))
     new_keys = [partition_key(n) for n in due if partition_key(n) not in existing]
+    busy = run_in_flight(context.instance, source) if due else None
+    if busy is not None:
+        waiting = (f"{source}: deltas {due[0]}..{due[-1]} wait for run {busy.run_id[:8]} ({busy.status.value}) "
+                   f"to end, to be requested together (up to {max_per_run} per run)")
+        context.log.info(waiting)
+        due, cursor = [], {**cursor, "next": due[0]}
     runs = [range_request(source, first, last) for first, last in ranges(due, max_per_run)]
     return dg.SensorResult(
         run_requests=runs,

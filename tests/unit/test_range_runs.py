@@ -3,12 +3,16 @@ run in one process each."""
 
 from __future__ import annotations
 
+import json
+
 import dagster as dg
 import pytest
 
 from platform_assets.config import parse_config
 from platform_assets.definitions import build_definitions
-from platform_assets.prostore.sensors import RANGE_END_TAG, RANGE_START_TAG, range_request, ranges, request_deltas
+from platform_assets.prostore.partitions import delta_partitions
+from platform_assets.prostore.sensors import (RANGE_END_TAG, RANGE_START_TAG, datamart_tags, delta_runs, range_request,
+                                              ranges, request_deltas)
 from resources.spark.iceberg import _ranges_text
 
 
@@ -55,3 +59,28 @@ def test_a_delta_job_runs_its_steps_in_the_run_process():
     defs = build_definitions(parse_config({"sources": [{"name": "dm", "signal_topic": "s", "backup_topic": "b"},
                                                        {"name": "q", "format": "qlik", "topic": "t"}]}))
     assert {defs.resolve_job_def(f"{s}_delta_job").executor_def.name for s in ("dm", "q")} == {"in_process"}
+
+
+def _sensor_answer(instance: dg.DagsterInstance, due: list[int]) -> dg.SensorResult:
+    parts = delta_partitions("sales")
+    with dg.build_sensor_context(instance=instance) as ctx:
+        return delta_runs(ctx, parts, "sales", due, "no new closed delta", {"next": due[-1] + 1}, 5)
+
+
+def test_due_deltas_wait_while_a_run_of_their_source_is_in_flight_then_go_in_ranges():
+    with dg.instance_for_test() as instance:
+        busy = instance.add_run(dg.DagsterRun(job_name="sales_delta_job", run_id="a" * 36,
+                                              status=dg.DagsterRunStatus.STARTED, tags=datamart_tags("sales")))
+        instance.add_run(dg.DagsterRun(job_name="other_delta_job", run_id="b" * 36,
+                                       status=dg.DagsterRunStatus.STARTING, tags=datamart_tags("other")))
+        held = _sensor_answer(instance, [3, 4])
+        assert held.run_requests == [] and json.loads(held.cursor) == {"next": 3}  # asked again next tick
+        assert "deltas 3..4 wait for run aaaaaaaa (STARTED)" in held.skip_reason.skip_message
+        assert [p.partition_keys for p in held.dynamic_partitions_requests] == [["00000003", "00000004"]]
+
+        instance.handle_run_event(busy.run_id, dg.DagsterEvent(  # the run ends
+            event_type_value="PIPELINE_SUCCESS", job_name="sales_delta_job", message="done"))
+        assert instance.get_run_by_id(busy.run_id).status == dg.DagsterRunStatus.SUCCESS
+        free = _sensor_answer(instance, [3, 4, 5, 6, 7, 8, 9])  # closed meanwhile: one range
+        assert [r.run_key for r in free.run_requests] == ["sales:3-7", "sales:8-9"]
+        assert json.loads(free.cursor) == {"next": 10}
