@@ -102,14 +102,22 @@ class StateStore:
             # One connection per thread and process, kept: opening one costs a round trip or
             # three (and TLS), more than the statements the platform runs on it.
             conn = getattr(self._local, "conn", None)
-            if conn is None or conn.closed or getattr(self._local, "pid", None) != os.getpid():
+            if conn is not None and (conn.closed or getattr(self._local, "pid", None) != os.getpid()
+                                     or _ended_by_server(conn)):
+                self._drop(conn)  # cut while it was kept (a restart, a failover): a new one
+                conn = None
+            if conn is None:
                 conn = self._pg_connect()
                 self._local.conn, self._local.pid = conn, os.getpid()
             try:
                 yield Connection(conn, POSTGRES)
-            except BaseException:
+            except BaseException as exc:
                 if conn.closed or conn.get_transaction_status() != 0:  # not idle: drop it, do not reuse
                     self._drop(conn)
+                if _connection_lost(exc):
+                    raise StateStoreError(f"state store {self.where}: the connection was lost "
+                                          f"({_first_line(exc)}); the work in hand was cut short and is "
+                                          "retried by the next tick, run or sync") from exc
                 raise
 
     @contextmanager
@@ -167,11 +175,18 @@ class StateStore:
                 raise StateStoreError(f"state store {self.where}: environment variable {self.password_env} "
                                       "(its password) is not set")
             kwargs["password"] = os.environ[self.password_env]
-        try:
-            conn = psycopg2.connect(self.url, **kwargs)
-        except psycopg2.Error as exc:
-            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise StateStoreError(f"cannot connect to the state store {self.where}: {detail}") from None
+        deadline = time.monotonic() + _PG_RECONNECT_SECONDS
+        while True:
+            try:
+                conn = psycopg2.connect(self.url, **kwargs)
+                break
+            except psycopg2.Error as exc:
+                # A server restarting or failing over refuses for a few seconds: wait for it. A
+                # refusal that waiting cannot cure (a password, a database missing) fails at once.
+                if _connection_lost(exc) and time.monotonic() < deadline:
+                    time.sleep(0.5)
+                    continue
+                raise StateStoreError(f"cannot connect to the state store {self.where}: {_first_line(exc)}") from None
         conn.autocommit = True
         return conn
 
@@ -306,6 +321,46 @@ def _pg_value(v):
 
 def _statements(script: str) -> list[str]:
     return [s.strip() for s in script.split(";") if s.strip()]
+
+
+# How long opening a PostgreSQL connection waits for a server that refuses because it is down,
+# starting or shutting down (a restart takes seconds; a managed failover up to about half a minute).
+_PG_RECONNECT_SECONDS = 30.0
+
+# libpq's words for a connection that could not be made or was cut, as opposed to one refused for
+# good (authentication, a missing database) or a statement's own error.
+_LOST = ("server closed the connection", "terminating connection", "connection refused",
+         "the database system is", "could not receive data", "could not send data", "connection reset",
+         "timeout expired", "connection already closed", "no connection to the server", "ssl syscall error",
+         "eof detected")
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """Whether `exc` is psycopg2's report of a connection cut or not (yet) possible."""
+    import psycopg2
+
+    if not isinstance(exc, (psycopg2.OperationalError, psycopg2.InterfaceError)):
+        return False
+    text = str(exc).lower()
+    return any(word in text for word in _LOST)
+
+
+def _ended_by_server(conn) -> bool:
+    """Whether the server ended a kept, idle connection: an idle session has nothing to read, one
+    the server terminated has its goodbye and the end of the stream waiting. No round trip; a
+    false alarm costs only a new connection."""
+    import select
+
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _quietly(fn) -> None:

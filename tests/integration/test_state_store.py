@@ -52,6 +52,37 @@ def test_schema_is_versioned_and_a_newer_one_is_refused(store):
         old.migrate("thing", ["CREATE TABLE t1 (a INTEGER PRIMARY KEY)"])
 
 
+def _cut(postgres, store: StateStore) -> None:
+    """Terminate the store's PostgreSQL sessions from outside (what a restart or failover does)."""
+    import psycopg2
+
+    conn = psycopg2.connect(postgres.url, password=postgres.password)
+    try:
+        conn.autocommit = True
+        db = store.url.rsplit("/", 1)[1]
+        conn.cursor().execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
+                              "AND pid <> pg_backend_pid()", (db,))
+    finally:
+        conn.close()
+
+
+def test_a_kept_connection_the_server_cut_is_replaced_and_a_cut_in_a_transaction_is_a_typed_error(postgres):
+    store = StateStore(postgres.database(), password_env=PASSWORD_ENV)
+    store.migrate("thing", ["CREATE TABLE t3 (a INTEGER PRIMARY KEY)"])
+    with store.transaction("thing") as db:
+        db.execute("INSERT INTO t3 VALUES (?)", (1,))
+    _cut(postgres, store)  # while the connection is kept, idle
+    with store.transaction("thing") as db:  # a new connection, no error
+        db.execute("INSERT INTO t3 VALUES (?)", (2,))
+    with pytest.raises(StateStoreError, match=r"the connection was lost .*retried by the next tick"):
+        with store.transaction("thing") as db:
+            db.execute("INSERT INTO t3 VALUES (?)", (3,))
+            _cut(postgres, store)  # in the middle of the transaction: it rolls back
+            db.execute("INSERT INTO t3 VALUES (?)", (4,))
+    with store.connect() as db:
+        assert [r[0] for r in db.execute("SELECT a FROM t3 ORDER BY a")] == [1, 2]
+
+
 def test_a_failed_transaction_leaves_nothing(store):
     store.migrate("thing", ["CREATE TABLE t2 (a INTEGER PRIMARY KEY)"])
     with pytest.raises(ZeroDivisionError):
