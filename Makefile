@@ -69,7 +69,7 @@ bench: jars
 # killed, the broker restarted, under a tick or a run; bad input at scale, 1000
 # seeded corruptions per wire format through the real broker and the sensor's own reading code.
 # Report: a table and bench-results/faults.json (FAULTS_ARGS="--corruptions 5000", "--kills ''").
-faults: jars
+faults: jars postgres
 	$(PY) bench/faults.py $(FAULTS_ARGS)
 
 clean:

@@ -65,11 +65,18 @@ def run_restart_case(bootstrap: str, story: KillStory | None, case: str, work: P
 
 
 def _run(bootstrap: str, story: KillStory, case: str, spec: str, work: Path, breaker: Callable[[Path], None],
-         timeout: float, fail_within: float) -> KillRow:
+         timeout: float, fail_within: float, *, remote: str | None = None,
+         configure: Callable[[Path, dict], dict] | None = None) -> KillRow:
+    """The case: `sync` paused at `spec`, `breaker(folder)`, resumed; then a second `sync`.
+    `remote`: a shared engine (else the embedded one of the case's folder, started on demand and
+    stopped after); `configure(folder, env)`: changes the case's deltaport.yaml and returns the
+    environment its syncs run with (say, a state store and Dagster instance on PostgreSQL)."""
     from resources.spark.session import close_sessions
 
     row = KillRow(case, spec)
-    folder, catalog, env = case_folder(work, case, bootstrap, story)  # the embedded engine, on demand
+    folder, catalog, env = case_folder(work, case, bootstrap, story, remote)
+    if configure is not None:
+        env = configure(folder, env)
     config = folder / "deltaport.yaml"
     command = [sys.executable, "-m", "platform_assets.cli", "sync", "-c", str(config)]
     try:
@@ -102,6 +109,11 @@ def _run(bootstrap: str, story: KillStory, case: str, spec: str, work: Path, bre
         if not row.recovered:
             row.problems.append(f"the recovering sync failed (exit {second.returncode}): "
                                 f"{(second.stdout + second.stderr)[-1500:]}")
+        if remote is not None:
+            if row.recovered:
+                compare_with_truth(row, remote, catalog, folder / "lake", story.scenario)
+            row.judge()
+            return row
         url = json.loads((folder / "state" / "spark.json").read_text())["url"] if row.recovered else None
         if url:
             compare_with_truth(row, url, catalog, folder / "lake", story.scenario)

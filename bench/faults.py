@@ -1,6 +1,7 @@
 """Faults in figures (issue 11): kills at chosen points of a run (bench/fault_kills.py: `sync`
 SIGKILLed, the next one converges, compared with the truth), the Spark server or the broker
-broken under a run (bench/fault_restarts.py), a run worker and the daemon killed under the Dagster
+broken under a run (bench/fault_restarts.py), PostgreSQL (the state store and the Dagster instance)
+restarted under a run and a tick (bench/fault_postgres.py), a run worker and the daemon killed under the Dagster
 daemon (bench/fault_daemon.py), a soak of 500 deltas through the daemon with faults sprinkled in and
 memory sampled (bench/fault_soak.py), Kafka over SASL_SSL with ACLs: right, wrong and
 denied credentials, the password never written anywhere (bench/fault_security.py), and bad input at
@@ -25,7 +26,8 @@ What is checked, per format (a row of the report):
   valid message: the codec cannot know; the lake comparison of later cases covers data).
 
     python bench/faults.py [--corruptions 1000] [--seed 7] [--formats backup,signal,qlik,...] [--kills CASE,...]
-        [--restarts CASE,...] [--daemon CASE,...] [--security CASE,...] [--soak 250] [--soak-pace 1]
+        [--restarts CASE,...] [--postgres CASE,...] [--daemon CASE,...] [--security CASE,...] [--soak 250]
+        [--soak-pace 1]
 
 Report: a table on stdout and bench-results/faults.json (case, injected, survived, rows lost,
 messages quarantined, good messages quarantined, seconds). `make faults` runs it.
@@ -48,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.fault_kills import KILLS, print_row, publish_story, run_kill_case  # noqa: E402
 from bench.fault_restarts import RESTARTS, run_restart_case  # noqa: E402
+from bench.fault_postgres import POSTGRES_CASES, run_postgres_case  # noqa: E402
 from bench.fault_daemon import DAEMON_CASES, run_daemon_case  # noqa: E402
 from bench.fault_security import SECURITY, print_security_row, run_security_cases  # noqa: E402
 from bench.fault_soak import print_soak_row, run_soak  # noqa: E402
@@ -263,6 +266,8 @@ def main(argv=None) -> int:
     ap.add_argument("--kills", default=",".join(KILLS), help="kill cases to run (bench/fault_kills.py); '' for none")
     ap.add_argument("--restarts", default=",".join(RESTARTS),
                     help="restart cases to run (bench/fault_restarts.py); '' for none")
+    ap.add_argument("--postgres", default=",".join(POSTGRES_CASES),
+                    help="PostgreSQL restarted under a sync (bench/fault_postgres.py; a server of its own); '' for none")
     ap.add_argument("--daemon", default=",".join(DAEMON_CASES),
                     help="cases under the Dagster daemon (bench/fault_daemon.py); '' for none")
     ap.add_argument("--soak", type=int, default=250, help="deltas per datamart of the soak (two datamarts); 0: none")
@@ -279,14 +284,26 @@ def main(argv=None) -> int:
         kills = [k for k in args.kills.split(",") if k]
         restarts = [k for k in args.restarts.split(",") if k]
         daemon = [k for k in args.daemon.split(",") if k]
-        story = publish_story(bootstrap, args.seed) if kills or restarts or daemon else None
+        postgres = [k for k in args.postgres.split(",") if k]
+        story = publish_story(bootstrap, args.seed) if kills or restarts or daemon or postgres else None
         security = [k for k in args.security.split(",") if k]
-        if kills or security or daemon or args.soak:
+        if kills or security or daemon or args.soak or postgres:
             with bench_engine(Path(work) / "engine") as engine:
                 for case in kills:
                     row = run_kill_case(bootstrap, engine.url, story, case, KILLS[case], Path(work) / "kills")
                     rows.append(row)
                     print_row(row)
+                if postgres:
+                    from tests.support.postgres import start_postgres
+
+                    server = start_postgres()  # restarted by the cases
+                    try:
+                        for case in postgres:
+                            row = run_postgres_case(bootstrap, engine.url, story, case, Path(work) / "postgres", server)
+                            rows.append(row)
+                            print_row(row)
+                    finally:
+                        server.stop()
                 for case in daemon:
                     row = run_daemon_case(bootstrap, engine.url, story, case, Path(work) / "daemon")
                     rows.append(row)

@@ -32,6 +32,7 @@ class PostgresServer:
     data_dir: Path | None = None
     run_as: list[str] | None = None
     bindir: Path | None = None
+    options: str = ""  # the server's start options (port, socket folder, settings)
 
     def database(self, prefix: str = "dp") -> str:
         """A new empty database; its URL (no password)."""
@@ -50,6 +51,37 @@ class PostgresServer:
         """The JDBC address of a database URL of this server."""
         rest = url.split("@", 1)[-1]
         return f"jdbc:postgresql://{rest}"
+
+    def restart(self, *, down_seconds: float = 2.0) -> None:
+        """Stop the server (fast: every connection is cut, open transactions roll back), stay down
+        `down_seconds` (connections are refused), start it again on the same port. A server of
+        $DELTAPORT_TEST_POSTGRES_URL is not ours to restart: its connections are cut instead."""
+        import time
+
+        if self.data_dir is None:
+            self.cut_connections()
+            return
+        pg_ctl = [*self.run_as, str(self.bindir / "pg_ctl"), "-D", str(self.data_dir / "data")]
+        _run([*pg_ctl, "-m", "fast", "-w", "stop"])
+        time.sleep(down_seconds)
+        # pg_ctl restarts with the options of the last start (postmaster.opts) only via `restart`;
+        # after a stop, `start` needs them again: the same port, socket folder and settings.
+        _run([*pg_ctl, "-o", self.options, "-l", str(self.data_dir / "log"), "-w", "-t", "60", "start"])
+
+    def cut_connections(self) -> int:
+        """Terminate every other session on the server (what a failover or an idle-connection killer
+        does to clients); the number cut."""
+        import psycopg2
+
+        conn = psycopg2.connect(self.url, password=self.password)
+        try:
+            conn.autocommit = True
+            cur = conn.cursor()
+            cur.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                        "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'")
+            return cur.fetchone()[0]
+        finally:
+            conn.close()
 
     def stop(self) -> None:
         if self.data_dir is None:
@@ -94,7 +126,7 @@ def start_postgres() -> PostgresServer:
             "-c full_page_writes=off -c max_connections=200")
     _run([*run_as, str(bindir / "pg_ctl"), "-D", str(work / "data"), "-o", opts, "-l", str(work / "log"),
           "-w", "-t", "60", "start"])
-    return PostgresServer(f"postgresql://{user}@127.0.0.1:{port}/postgres", password, work, run_as, bindir)
+    return PostgresServer(f"postgresql://{user}@127.0.0.1:{port}/postgres", password, work, run_as, bindir, opts)
 
 
 def _run(cmd: list[str]) -> None:
