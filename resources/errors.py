@@ -12,11 +12,7 @@ from dataclasses import dataclass
 
 
 class DeltaportError(Exception):
-    """Root of every error deltaport raises on purpose. `transient`: a retry may cure it (a lost
-    connection, a server restarting), so a step that fails on it is retried; every other one fails
-    its step at once (bad configuration, a missing delta: a retry would only fail again)."""
-
-    transient = False
+    """Root of every error deltaport raises on purpose."""
 
 
 @dataclass(frozen=True)

@@ -53,18 +53,9 @@ def topic_key(topic: str) -> dg.AssetKey:
     return dg.AssetKey(["kafka", topic])
 
 
-# A step that fails on something a retry may cure (a lost connection; a Spark server or database
-# restarting; any error deltaport did not raise on purpose) runs again in the same run, after 3 s
-# and then 6 s: every step is idempotent (the kill cases of the fault suite show it), and a run
-# that failed instead would leave its deltas to a human (the sensor has moved past them). Failures
-# a retry cannot cure (bad configuration, a missing delta) skip the retries.
-STEP_RETRY = dg.RetryPolicy(max_retries=2, delay=3, backoff=dg.Backoff.EXPONENTIAL)
-
-
-def asset_failure(context, exc: DeltaportError) -> dg.Failure:
-    """The step's failure for one of deltaport's errors: retried only when it is transient."""
+def asset_failure(context, exc: Exception) -> dg.Failure:
     return dg.Failure(description=f"{context.asset_key.to_user_string()}[{context.partition_key}]: {exc}",
-                      metadata={"error": type(exc).__name__}, allow_retries=exc.transient)
+                      metadata={"error": type(exc).__name__})
 
 
 def _changelog_records(backup: BackupSlice):
@@ -85,7 +76,7 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
     backup_in = dg.AssetIn(key=topic_key(datamart.backup_topic), metadata={
         "datamart": dm, **({"bootstrap_topic": boot.topic, "bootstrap_last_delta": boot.last_delta} if boot else {})})
     snapshot_deps = [topic_key(boot.topic)] if boot else []  # lineage: the snapshot topic feeds them too
-    common = dict(group_name=dm, partitions_def=parts, pool=f"deltaport_{dm}", retry_policy=STEP_RETRY,
+    common = dict(group_name=dm, partitions_def=parts, pool=f"deltaport_{dm}",
                   backfill_policy=dg.BackfillPolicy.multi_run(max_deltas_per_run))
     changelog_key, increment_key = dg.AssetKey([dm, "changelog"]), dg.AssetKey([dm, "increment"])
 
@@ -152,8 +143,7 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
             history = changelog_history(session, layout, dm)  # read once, for the MERGEs and the checks
             applied = apply_snapshots(session, layout, dm, n, history=history)
         except MissingDeltasError as exc:
-            raise dg.Failure(description=str(exc), metadata={"missing_deltas": exc.missing},
-                             allow_retries=False) from exc
+            raise dg.Failure(description=str(exc), metadata={"missing_deltas": exc.missing}) from exc
         except DeltaportError as exc:
             raise asset_failure(context, exc) from exc
         counts, results = checks.snapshot_checks(session, layout, dm, n, history=history)

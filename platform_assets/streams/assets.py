@@ -30,7 +30,7 @@ from collections import Counter
 import dagster as dg
 
 from platform_assets.config import StreamConfig
-from platform_assets.prostore.assets import STEP_RETRY, asset_failure, topic_key
+from platform_assets.prostore.assets import asset_failure, topic_key
 from platform_assets.prostore.partitions import delta_partitions, delta_span, run_deltas
 from platform_assets.streams import checks
 from resources.codecs.cdc import BEFORE_IMAGE
@@ -77,7 +77,7 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_
     src = stream.name
     parts = delta_partitions(src)
     topic_in = dg.AssetIn(key=topic_key(stream.topic), metadata={"source": src, "format": stream.format})
-    common = dict(group_name=src, partitions_def=parts, pool=f"deltaport_{src}", retry_policy=STEP_RETRY,
+    common = dict(group_name=src, partitions_def=parts, pool=f"deltaport_{src}",
                   backfill_policy=dg.BackfillPolicy.multi_run(max_deltas_per_run))
     changelog_key, increment_key = dg.AssetKey([src, "changelog"]), dg.AssetKey([src, "increment"])
     snapshot_key = dg.AssetKey([src, "snapshot"])
@@ -164,8 +164,7 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_
             keys = table_keys(session, layout, src, n)
             applied = apply_cdc_through(session, layout, src, n, keys)
         except MissingDeltasError as exc:
-            raise dg.Failure(description=str(exc), metadata={"missing_deltas": exc.missing},
-                             allow_retries=False) from exc
+            raise dg.Failure(description=str(exc), metadata={"missing_deltas": exc.missing}) from exc
         except DeltaportError as exc:
             raise asset_failure(context, exc) from exc
         counts, results = checks.snapshot_checks(session, layout, src, n, keys)

@@ -111,11 +111,10 @@ class BackupTopicIOManager(dg.ConfigurableIOManager):
         try:
             boot = plan_bootstrap(topic, datamart, last, self.index.get().export_runs(topic, datamart))
         except BootstrapError as exc:
-            raise dg.Failure(description=str(exc), metadata={"topic": topic}, allow_retries=False) from exc
+            raise dg.Failure(description=str(exc), metadata={"topic": topic}) from exc
         if boot is None:
             raise dg.Failure(description=f"the snapshot of {datamart!r} in {topic!r} is not all in the index yet "
-                                         "(has the sensor read it through?)", metadata={"topic": topic},
-                             allow_retries=False)
+                                         "(has the sensor read it through?)", metadata={"topic": topic})
         return boot
 
     def _slice(self, topic: str, datamart: str, delta: int, *, as_delta: int | None = None,
@@ -124,12 +123,11 @@ class BackupTopicIOManager(dg.ConfigurableIOManager):
         if report is None:
             raise dg.Failure(description=f"no backup of datamart {datamart!r} delta {delta} in topic {topic!r} "
                                          "(has the sensor indexed it?)",
-                             metadata={"topic": topic, "delta": delta}, allow_retries=False)
+                             metadata={"topic": topic, "delta": delta})
         if report.chosen is None:
             why = "; ".join(f"{i.increment_id}: {', '.join(i.reasons)}" for i in report.increments)
             raise dg.Failure(description=f"datamart {datamart!r} delta {delta}: no complete increment in topic "
-                                         f"{topic!r} ({why})", metadata={"topic": topic, "delta": delta},
-                             allow_retries=False)
+                                         f"{topic!r} ({why})", metadata={"topic": topic, "delta": delta})
         return BackupSlice(topic, datamart, delta if as_delta is None else as_delta, report, tuple(refs),
                            self.kafka.bootstrap(), self.kafka.client_config(), self.kafka.timeout_seconds, state)
 

@@ -108,7 +108,6 @@ class SparkResource(dg.ConfigurableResource):
                 description=f"could not reach the Spark engine: {exc}",
                 metadata={"error": type(exc).__name__, "remote": self.remote_url() or "embedded",
                           "catalog": self.catalog_name},
-                allow_retries=exc.transient,
             ) from exc
 
     @property

@@ -83,12 +83,6 @@ class SparkSessionError(DeltaportError):
     server without the Iceberg extensions)."""
 
 
-class SparkServerUnavailable(SparkSessionError):
-    """Nothing answers at the engine's address (yet): a server restarting, or one that is gone."""
-
-    transient = True
-
-
 @dataclass(frozen=True)
 class CatalogConfig:
     """An Iceberg catalog as Spark sees it: ``spark.sql.catalog.<name>.*``.
@@ -242,7 +236,7 @@ def _wait_answering(url: str, within: float) -> None:
     while not _answers(url):
         if time.monotonic() >= deadline:
             host, port = connect_address(url)
-            raise SparkServerUnavailable(
+            raise SparkSessionError(
                 f"no Spark Connect server answers at {host}:{port} (spark.remote or $SPARK_REMOTE; "
                 f"waited {within:.0f} s): start that server, or leave spark.remote and $SPARK_REMOTE "
                 "unset to use the embedded one (`deltaport spark start`)")

@@ -41,12 +41,6 @@ class StateStoreError(DeltaportError):
     """The state store cannot be reached or is not usable by this deltaport."""
 
 
-class StateStoreUnavailable(StateStoreError):
-    """The store's server cut the connection or refuses one for now (a restart, a failover)."""
-
-    transient = True
-
-
 _SQLITE_WAIT_SECONDS = 30.0
 
 _VERSIONS = """CREATE TABLE IF NOT EXISTS state_schema (
@@ -121,7 +115,7 @@ class StateStore:
                 if conn.closed or conn.get_transaction_status() != 0:  # not idle: drop it, do not reuse
                     self._drop(conn)
                 if _connection_lost(exc):
-                    raise StateStoreUnavailable(f"state store {self.where}: the connection was lost "
+                    raise StateStoreError(f"state store {self.where}: the connection was lost "
                                           f"({_first_line(exc)}); the work in hand was cut short and is "
                                           "retried by the next tick, run or sync") from exc
                 raise
@@ -189,12 +183,10 @@ class StateStore:
             except psycopg2.Error as exc:
                 # A server restarting or failing over refuses for a few seconds: wait for it. A
                 # refusal that waiting cannot cure (a password, a database missing) fails at once.
-                lost = _connection_lost(exc)
-                if lost and time.monotonic() < deadline:
+                if _connection_lost(exc) and time.monotonic() < deadline:
                     time.sleep(0.5)
                     continue
-                kind = StateStoreUnavailable if lost else StateStoreError
-                raise kind(f"cannot connect to the state store {self.where}: {_first_line(exc)}") from None
+                raise StateStoreError(f"cannot connect to the state store {self.where}: {_first_line(exc)}") from None
         conn.autocommit = True
         return conn
 
