@@ -20,7 +20,7 @@ import dagster as dg
 
 from platform_assets.config import PlatformConfig
 from platform_assets.definitions import build_definitions
-from platform_assets.prostore.sensors import request_deltas
+from platform_assets.prostore.sensors import request_deltas, runs_in_flight
 from resources.errors import DeltaportError
 from resources.state.cursors import SyncCursors
 from resources.state.store import state_store
@@ -28,6 +28,9 @@ from resources.state.store import state_store
 
 # The runs' event logs stay in the instance (and the UI); the terminal gets one line per delta.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+# Marks a run that a `sync` executed in its own process (the daemon's runs carry dagster/run_key).
+SYNC_RUN_TAG = "deltaport/run_key"
 
 
 @dataclass
@@ -78,8 +81,31 @@ def sync(cfg: PlatformConfig, instance: dg.DagsterInstance, *, max_ticks: int = 
                 out.waiting[name] = "another `deltaport sync` is landing this source; left to it"
                 echo(f"{name}: {out.waiting[name]}")
                 continue
+            fail_orphaned_runs(instance, name, echo)
             _sync_source(instance, defs, name, sensor_name, cursors, out, max_ticks, echo)
     return out
+
+
+def fail_orphaned_runs(instance: dg.DagsterInstance, source: str, echo=print) -> list[str]:
+    """Fail the runs of `source` that an earlier `sync` left unended; their ids.
+
+    A `sync` runs in its own process, so one that was killed (or whose host went down) leaves its
+    run STARTED for ever: no daemon monitors it. Such a run would hold its source (the sensor
+    requests nothing while a run of the source is in flight) and no later sync would land a
+    delta. Called with the source's sync lock held, which a living sync on any host holds for
+    as long as it works: so every unended sync run of the source is an orphan, whichever host it
+    ran on. Its deltas are requested again by the tick that follows (its cursor was never
+    saved past them). Runs launched by the daemon are left to the daemon's run monitoring."""
+    failed = []
+    for run in runs_in_flight(instance, source):
+        if SYNC_RUN_TAG not in run.tags:
+            continue
+        instance.report_run_failed(run, message=f"failed by a later `deltaport sync`: the sync that ran it ended "
+                                                "without ending it (killed, or its host went down)")
+        echo(f"{source}: run {run.run_id[:8]} ({run.status.value}) of an earlier sync that died marked failed; "
+             "its deltas are landed again")
+        failed.append(run.run_id)
+    return failed
 
 
 def _sync_source(instance: dg.DagsterInstance, defs: dg.Definitions, name: str,
@@ -103,7 +129,7 @@ def _sync_source(instance: dg.DagsterInstance, defs: dg.Definitions, name: str,
             out.waiting[name] = result.skip_reason.skip_message
         for req in result.run_requests:
             run = job.execute_in_process(partition_key=req.partition_key, instance=instance,
-                                         tags={**req.tags, "deltaport/run_key": req.run_key}, raise_on_error=False,
+                                         tags={**req.tags, SYNC_RUN_TAG: req.run_key}, raise_on_error=False,
                                          run_config=QUIET)
             outcome = DeltaOutcome(name, request_deltas(req), run.success,
                                    _rows(run, dg.AssetKey([name, "increment"])),

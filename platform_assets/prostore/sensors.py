@@ -269,9 +269,14 @@ IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dag
              dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 
 
+def runs_in_flight(instance: dg.DagsterInstance, source: str, limit: int | None = None) -> list[dg.DagsterRun]:
+    """The runs of `source` that have not ended (queued, starting, running), newest first."""
+    return list(instance.get_runs(filters=dg.RunsFilter(tags=datamart_tags(source), statuses=IN_FLIGHT), limit=limit))
+
+
 def run_in_flight(instance: dg.DagsterInstance, source: str) -> dg.DagsterRun | None:
-    """A run of `source` that has not ended (queued, starting, running), if any."""
-    runs = instance.get_runs(filters=dg.RunsFilter(tags=datamart_tags(source), statuses=IN_FLIGHT), limit=1)
+    """A run of `source` that has not ended, if any."""
+    runs = runs_in_flight(instance, source, limit=1)
     return runs[0] if runs else None
 
 

@@ -1,0 +1,31 @@
+"""A `sync` killed in the middle of a run leaves that run STARTED: the next sync (holding the
+source's lock, so no living sync owns it) fails it, so the sensor's one-run-at-a-time hold does
+not keep the source waiting for ever; a run the daemon launched is left to run monitoring."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from platform_assets.prostore.sensors import datamart_tags, run_in_flight
+from platform_assets.sync import SYNC_RUN_TAG, fail_orphaned_runs
+
+
+def _run(instance: dg.DagsterInstance, run_id: str, source: str, tags: dict) -> dg.DagsterRun:
+    return instance.add_run(dg.DagsterRun(job_name=f"{source}_delta_job", run_id=run_id,
+                                          status=dg.DagsterRunStatus.STARTED, tags={**datamart_tags(source), **tags}))
+
+
+def test_the_next_sync_fails_a_dead_syncs_run_and_leaves_the_daemons():
+    with dg.instance_for_test() as instance:
+        orphan = _run(instance, "a" * 36, "sales", {SYNC_RUN_TAG: "sales:1-2"})
+        other_source = _run(instance, "b" * 36, "other", {SYNC_RUN_TAG: "other:1"})
+        said = []
+        assert fail_orphaned_runs(instance, "sales", echo=said.append) == [orphan.run_id]
+        assert instance.get_run_by_id(orphan.run_id).status == dg.DagsterRunStatus.FAILURE
+        assert instance.get_run_by_id(other_source.run_id).status == dg.DagsterRunStatus.STARTED
+        assert run_in_flight(instance, "sales") is None
+        assert "run aaaaaaaa (STARTED) of an earlier sync that died marked failed" in said[0]
+
+        daemons = _run(instance, "c" * 36, "sales", {"dagster/run_key": "sales:3"})
+        assert fail_orphaned_runs(instance, "sales", echo=said.append) == []
+        assert run_in_flight(instance, "sales").run_id == daemons.run_id  # the sensor still waits for it
