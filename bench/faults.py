@@ -23,7 +23,10 @@ What is checked, per format (a row of the report):
   short) is quarantined with its topic, partition and offset;
 - no good message (an original or an exact duplicate) is quarantined;
 - the remaining corruptions are counted either way (a flipped bit inside a string is still a
-  valid message: the codec cannot know; the lake comparison of later cases covers data).
+  valid message: the codec cannot know; the lake comparison of later cases covers data);
+- change streams: every corruption accepted as valid can be landed by the lake beside the
+  story's good changes (each value fits a column type: `resources.lake.cdc.check_landable`): one
+  that could not would fail its whole delta at the increment, and every later delta would wait.
 
     python bench/faults.py [--corruptions 1000] [--seed 7] [--formats backup,signal,qlik,...] [--kills CASE,...]
         [--restarts CASE,...] [--postgres CASE,...] [--daemon CASE,...] [--security CASE,...] [--soak 250]
@@ -73,6 +76,7 @@ class Row:
     without_location: int = 0  # quarantine records lacking topic/partition/offset: must be 0
     accepted_corruptions: int = 0  # corruptions that decode as valid messages
     accepted_by_kind: dict = field(default_factory=dict)
+    accepted_unlandable: int = 0  # accepted corruptions the lake could not hold (would fail their delta): must be 0
     ticks: int = 0
     seconds: float = 0.0
     crashed: str | None = None
@@ -81,7 +85,8 @@ class Row:
 
     def judge(self) -> None:
         self.survived = (self.crashed is None and self.read == self.produced and self.good_quarantined == 0
-                         and self.must_fail_quarantined == self.must_fail and self.without_location == 0)
+                         and self.must_fail_quarantined == self.must_fail and self.without_location == 0
+                         and self.accepted_unlandable == 0)
 
 
 # --- corruptions (pure) ---------------------------------------------------------------------
@@ -254,8 +259,46 @@ def run_corruption_case(bootstrap: str, fmt: str, corruptions: int, seed: int, w
             if offset not in offsets:
                 row.accepted_corruptions += 1
                 row.accepted_by_kind[kind] = row.accepted_by_kind.get(kind, 0) + 1
+    if fmt not in ("backup", "signal") and row.crashed is None:
+        row.accepted_unlandable = len(unlandable(fmt, items, offsets))
     row.judge()
     return row
+
+
+def unlandable(fmt: str, items: list, quarantined: set[int]) -> list[tuple[int, str]]:
+    """[(offset, why)] of the change-stream messages that were not quarantined but whose changes
+    the lake could not land beside the story's good changes (a value with no column type, or
+    one that fits no type of its column): such a message would fail its whole delta, and every
+    later delta would wait behind it. Decoded again in order, as the sealer does."""
+    from collections import defaultdict
+
+    from resources.changestream.sealing import make_decoder
+    from resources.codecs.cdc import Change
+    from resources.errors import DecodeError
+    from resources.lake.cdc import CdcTypeError, check_landable
+
+    decode = make_decoder(fmt)
+    good: dict = defaultdict(list)
+    accepted: list[tuple[int, list]] = []
+    for offset, (msg, value, kind, _) in enumerate(items):
+        try:
+            changes = [r for r in decode(msg.key, value) if isinstance(r, Change)]
+        except DecodeError:
+            continue  # quarantined by the sealer (counted above)
+        if kind in ("good", "duplicate"):
+            for ch in changes:
+                good[(ch.namespace, ch.table)].append(ch)
+        elif offset not in quarantined:
+            accepted.append((offset, changes))
+    out = []
+    for offset, changes in accepted:
+        for table in {(ch.namespace, ch.table) for ch in changes}:
+            try:
+                check_landable(good[table] + [ch for ch in changes if (ch.namespace, ch.table) == table])
+            except CdcTypeError as exc:
+                out.append((offset, str(exc)))
+                break
+    return out
 
 
 def main(argv=None) -> int:
@@ -327,7 +370,8 @@ def main(argv=None) -> int:
             rows.append(row)
             print(f"{row.case:<20} injected {row.injected:>5} (must fail {row.must_fail:>4}), read {row.read:>5}/"
                   f"{row.produced:<5} quarantined {row.quarantined:>5}, good quarantined {row.good_quarantined}, "
-                  f"corruptions accepted as valid {row.accepted_corruptions:>4}, {row.seconds:>6.1f} s, "
+                  f"corruptions accepted as valid {row.accepted_corruptions:>4} (the lake could not land "
+                  f"{row.accepted_unlandable}), {row.seconds:>6.1f} s, "
                   f"survived {row.survived}" + (f"  CRASH {row.crashed}" if row.crashed else ""), flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"config": vars(args), "cases": [asdict(r) for r in rows]}, indent=1))

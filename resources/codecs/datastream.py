@@ -69,7 +69,8 @@ Order (`order_key`, comparable between any two Datastream changes; meaningful wi
 
 Errors (no location: whoever read the bytes pins it on with `located()`), `part="value"`:
 `BadJsonError` (not UTF-8 JSON), `BadContainerFileError` (broken Avro container),
-`DatastreamBadEnvelopeError` (a field missing, mistyped or inconsistent),
+`DatastreamBadEnvelopeError` (a field missing, mistyped or inconsistent; a payload column holding an
+array or object),
 `DatastreamUnknownChangeTypeError`, `DatastreamUnknownReadMethodError` (family not cdc, backfill
 or supplementation). Pure: no Dagster, no Kafka client.
 """
@@ -284,6 +285,12 @@ def _event(obj: Any, column_types: dict[str, str]) -> DatastreamEvent:
     payload = obj.get("payload")
     if not isinstance(payload, Mapping):
         raise _bad(f"payload is {type(payload).__name__}, expected an object (the whole row)")
+    nested = next((k for k, v in payload.items() if isinstance(v, (Mapping, list, tuple))), None)
+    if nested is not None:
+        # A column holds one value: an array or object there is no row the lake can hold, and
+        # landing it would fail the whole delta (every later one waits behind it).
+        raise _bad(f"payload column {nested!r} is {'an object' if isinstance(payload[nested], Mapping) else 'an array'}"
+                   ", expected a single value (null, boolean, number, string, or an Avro scalar)")
     return DatastreamEvent(
         read_method=read_method, database_type=db, family=family, uuid=_req_str(obj, "uuid"),
         source_timestamp_us=_timestamp_us(obj["source_timestamp"], "source_timestamp"),

@@ -321,6 +321,17 @@ def infer_columns(changes: Iterable[Change], known: Sequence[tuple[str, Any]] = 
     return out
 
 
+def check_landable(changes: Sequence[Change], known: Sequence[tuple[str, Any]] = ()) -> list[tuple[str, Any]]:
+    """The columns `infer_columns` gives one table's changes, after checking that every value
+    fits its column as `changes_frame` would; else `CdcTypeError` naming the column. No Spark."""
+    columns = infer_columns(changes, known)
+    types = dict(columns)
+    for ch in changes:
+        for name, value in ch.values.items():
+            _spark_value(value, types[name], name)
+    return columns
+
+
 def increment_columns(spark, layout: LakeLayout, source: str, table: str) -> list[tuple[str, Any]]:
     """The data columns [(name, Spark DataType)] of the table's increment table ([] if none)."""
     ident = layout.increment(source, table)

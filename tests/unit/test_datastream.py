@@ -705,3 +705,10 @@ def test_other_seeds_and_partitions_replay_to_the_truth(seed):
     assert replay(story.messages) == nonempty(story.state_at(story.last_event_time_us))
     mid = (story.backfill_end_us + story.last_event_time_us - story.max_lateness_us) // 2
     assert replay(story.messages, mid) == nonempty(story.state_at(mid))
+
+
+@pytest.mark.parametrize("nested, what", [([7], "an array"), ({"v": 7}, "an object")])
+def test_a_payload_column_holding_an_array_or_object_is_a_bad_envelope(nested, what):
+    # Valid JSON, but no row the lake can hold: landed, it would fail its whole delta.
+    with pytest.raises(DatastreamBadEnvelopeError, match=f"payload column 'tier' is {what}"):
+        decode_datastream(None, enc(mysql_event(payload={"id": 7, "tier": nested})))
