@@ -5,8 +5,9 @@ close and its backup reach the broker, one `sync` pass (the sensor's code, then 
 run, in process, on a Dagster instance) lands it. Measured per delta: wall time from the
 close being in Kafka to the snapshot landed, each step's seconds (from the run's events), and
 the Iceberg commits each table took (its metadata log grows by one per commit, tags included),
-and the peak memory of this process (sync and the in-process runs), the Spark Connect server's
-JVM and its Python workers (bench/peak_memory.py).
+the Spark Connect round trips it made (bench/round_trips.py: by kind, and the busiest call sites
+of deltaport's code), and the peak memory of this process (sync and the in-process runs), the
+Spark Connect server's JVM and its Python workers (bench/peak_memory.py).
 Then a backlog: `--backlog` closed deltas published at once, landed by one `sync` (in range runs
 of up to `sensor.max_deltas_per_run`). Each is set against the plain script (bench/plain_script.py:
 consume + fastavro + Parquet, the same deltas' tables from the same offsets) run in the same
@@ -39,6 +40,7 @@ import dagster as dg  # noqa: E402
 
 from bench.engine import bench_engine  # noqa: E402
 from bench.peak_memory import PeakMemory, max_peak  # noqa: E402
+from bench.round_trips import counting_round_trips  # noqa: E402
 from bench.plain_script import user_script  # noqa: E402
 from platform_assets.config import parse_config  # noqa: E402
 from platform_assets.definitions import index_resource, resources_for  # noqa: E402
@@ -151,7 +153,7 @@ def run(args) -> dict:
                 for n, msgs in steady:
                     before = commit_counts(spark, "lake")
                     publish(msgs, bootstrap, topics)
-                    with PeakMemory(engine.server_pid) as mem:
+                    with PeakMemory(engine.server_pid) as mem, counting_round_trips() as trips:
                         t0 = time.perf_counter()
                         out = sync(cfg, instance, echo=lambda line: None)
                         seconds = time.perf_counter() - t0
@@ -164,16 +166,20 @@ def run(args) -> dict:
                              "steps": {k: round(v, 2) for k, v in step_seconds(instance, runs).items()},
                              "commits": {t: after[t] - before.get(t, 0) for t in after},
                              "equal": landed == [n] and check(spark, layout, sc, n),
-                             "peak_memory_mib": mem.peak.to_dict()}
+                             "peak_memory_mib": mem.peak.to_dict(), "spark_round_trips": trips.to_dict()}
                     _, entry["plain_seconds"] = plain_script(bootstrap, topics[BACKUP], index, landed, work)
                     entry["plain_seconds"] = round(entry["plain_seconds"], 3)
                     res["steady"].append(entry)
                     print(f"delta {n}: {seconds:.2f} s, {rows} rows, steps {entry['steps']}, "
-                          f"commits {sum(entry['commits'].values())}, equal {entry['equal']}", flush=True)
+                          f"commits {sum(entry['commits'].values())}, Spark round trips {trips.total} "
+                          f"({trips.to_dict()['seconds_waited']} s waited), equal {entry['equal']}", flush=True)
+                    if args.trace_round_trips:
+                        for site in trips.to_dict(top=args.trace_round_trips)["top_sites"]:
+                            print(f"    {site['calls']:4d} {site['seconds']:7.3f} s  {site['site']}", flush=True)
                 if backlog:
                     before = commit_counts(spark, "lake")
                     publish([m for _, msgs in backlog for m in msgs], bootstrap, topics)
-                    with PeakMemory(engine.server_pid) as mem:
+                    with PeakMemory(engine.server_pid) as mem, counting_round_trips() as trips:
                         t0 = time.perf_counter()
                         out = sync(cfg, instance, echo=lambda line: None)
                         seconds = time.perf_counter() - t0
@@ -187,6 +193,7 @@ def run(args) -> dict:
                         "commits": sum(after.values()) - sum(before.get(t, 0) for t in after),
                         "equal": landed == [n for n, _ in backlog] and all(check(spark, layout, sc, n) for n in landed)}
                     res["backlog"]["runs"] = len(out.outcomes)
+                    res["backlog"]["spark_round_trips"] = trips.to_dict()
                     res["backlog"]["peak_memory_mib"] = backlog_peak.to_dict()
                     runs = [r.run_id for r in instance.get_runs(limit=len(out.outcomes))]
                     res["backlog"]["steps"] = {k: round(v, 2) for k, v in step_seconds(instance, runs).items()}
@@ -202,6 +209,10 @@ def run(args) -> dict:
     res["summary"] = {
         "median_seconds_per_delta_warm": statistics.median(e["seconds"] for e in warm) if warm else None,
         "median_commits_per_delta": statistics.median(sum(e["commits"].values()) for e in warm) if warm else None,
+        "median_round_trips_per_delta": statistics.median(
+            e["spark_round_trips"]["round_trips"] for e in warm) if warm else None,
+        "backlog_round_trips_per_delta": round(res["backlog"]["spark_round_trips"]["round_trips"]
+                                               / max(1, len(res["backlog"]["landed"])), 1) if res["backlog"] else None,
         # same rows, so the rows/s ratio is the inverse ratio of the times
         "median_steady_ratio_vs_plain": statistics.median(
             e["plain_seconds"] / e["seconds"] for e in with_rows) if with_rows else None,
@@ -220,6 +231,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", type=int, default=2000, help="row changes per delta")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--max-per-run", type=int, default=20, help="sensor.max_deltas_per_run (1: a run per delta)")
+    ap.add_argument("--trace-round-trips", type=int, default=0, metavar="N",
+                    help="print each steady delta's N busiest call sites of Spark round trips")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-results" / "dagster.json")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)

@@ -1,0 +1,103 @@
+"""Spark Connect round trips of one phase of the benchmark, by kind and by deltaport call site.
+
+Every call the client makes to the server is a gRPC round trip: ExecutePlan (a query, a
+command, a write, a commit), AnalyzePlan (a schema, a plan's semantics) and Config. On a warm
+engine a round trip costs milliseconds to a second whatever the data, so their number per
+delta is the platform's fixed cost per delta, the thing issue 8 counts. How: inside the
+`with`, the client class's three RPC methods are wrapped (the same object the platform's
+sessions use; nothing changes for them) and each call is timed until its result is consumed,
+and filed under the innermost frame of deltaport's own code (resources/, platform_assets/)
+that made it. Outside the `with` the client is as it was.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections import Counter, defaultdict
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = str(Path(__file__).resolve().parents[1]) + "/"
+_OWN = ("resources/", "platform_assets/")
+# client method -> kind; the execute one is a generator, timed until it is exhausted
+_METHODS = {"_execute_and_fetch_as_iterator": "execute", "_execute": "execute", "_analyze": "analyze",
+            "config": "config"}
+
+
+@dataclass
+class RoundTrips:
+    calls: Counter = field(default_factory=Counter)  # kind -> calls
+    seconds: Counter = field(default_factory=Counter)  # kind -> seconds waited
+    sites: dict = field(default_factory=lambda: defaultdict(lambda: [0, 0.0]))  # "kind file:line fn" -> [n, s]
+
+    @property
+    def total(self) -> int:
+        return sum(self.calls.values())
+
+    def to_dict(self, top: int = 12) -> dict:
+        busiest = sorted(self.sites.items(), key=lambda kv: -kv[1][1])[:top]
+        return {"round_trips": self.total, "by_kind": dict(self.calls),
+                "seconds_waited": round(sum(self.seconds.values()), 2),
+                "top_sites": [{"site": s, "calls": n, "seconds": round(t, 3)} for s, (n, t) in busiest]}
+
+    def _add(self, kind: str, site: str, seconds: float) -> None:
+        self.calls[kind] += 1
+        self.seconds[kind] += seconds
+        entry = self.sites[f"{kind} {site}"]
+        entry[0] += 1
+        entry[1] += seconds
+
+
+def _site() -> str:
+    for frame in reversed(traceback.extract_stack()[:-3]):
+        path = frame.filename
+        if path.startswith(ROOT) and path[len(ROOT):].startswith(_OWN):
+            return f"{path[len(ROOT):]}:{frame.lineno} {frame.name}"
+    return "(outside deltaport)"
+
+
+@contextmanager
+def counting_round_trips():
+    """Counts the Spark Connect round trips of every session in this process while inside."""
+    from pyspark.sql.connect.client import core
+
+    out = RoundTrips()
+    lock = threading.Lock()
+    cls = core.SparkConnectClient
+    originals = {name: getattr(cls, name) for name in _METHODS}
+
+    def plain(name, kind):
+        orig = originals[name]
+
+        def call(self, *args, **kwargs):
+            site, t0 = _site(), time.perf_counter()
+            try:
+                return orig(self, *args, **kwargs)
+            finally:
+                with lock:
+                    out._add(kind, site, time.perf_counter() - t0)
+        return call
+
+    def generator(name, kind):
+        orig = originals[name]
+
+        def call(self, *args, **kwargs):
+            site, t0 = _site(), time.perf_counter()
+            try:
+                yield from orig(self, *args, **kwargs)
+            finally:
+                with lock:
+                    out._add(kind, site, time.perf_counter() - t0)
+        return call
+
+    try:
+        for name, kind in _METHODS.items():
+            wrap = generator if name == "_execute_and_fetch_as_iterator" else plain
+            setattr(cls, name, wrap(name, kind))
+        yield out
+    finally:
+        for name, orig in originals.items():
+            setattr(cls, name, orig)
