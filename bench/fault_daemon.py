@@ -53,9 +53,16 @@ def _deployment(folder: Path, env: dict) -> dict:
     dagster.yaml (SQLite storage in the home). Returns the daemon's environment."""
     (folder / "workspace.yaml").write_text(yaml.safe_dump({"load_from": [{"python_module": {
         "module_name": "platform_assets.definitions", "location_name": "deltaport"}}]}))
+    import dagster as dg
+
     home = folder / "dagster-home"
     home.mkdir()
     shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    # Create the instance's SQLite storage now, as a deployment's first start (or `dagster instance
+    # migrate`) does: the daemon and the harness opening a new home at the same moment race in
+    # Dagster's schema stamping ("alembic_version has more than one head"), and the daemon dies.
+    with dg.DagsterInstance.from_config(str(home)):
+        pass
     config = folder / "deltaport.yaml"
     raw = yaml.safe_load(config.read_text())
     raw["sensor"] = {**raw.get("sensor", {}), "interval_seconds": 1}
