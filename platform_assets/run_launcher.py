@@ -40,16 +40,23 @@ class LocalProcessRunLauncher(dg.DefaultRunLauncher):
         grpc = json.loads(run.tags.get(GRPC_INFO_TAG) or "{}")
         if grpc.get("host") not in _LOCAL_HOSTS:
             return CheckRunHealthResult(WorkerStatus.RUNNING, "its code server is on another host: cannot tell")
-        starts = self._instance.all_logs(run.run_id, of_type=DagsterEventType.RUN_START)
-        event = starts[-1].dagster_event if starts else None
-        if event is None or not event.pid:
+        pid, alive = run_process_alive(self._instance, run.run_id)
+        if pid is None:
             return CheckRunHealthResult(WorkerStatus.RUNNING, "no RUN_START yet")
-        pid, started = event.pid, starts[-1].timestamp
-        alive = worker_alive(pid, started)
         if alive is None or alive:
             return CheckRunHealthResult(WorkerStatus.RUNNING)
         return CheckRunHealthResult(WorkerStatus.FAILED, f"the run worker (pid {pid}) is gone: killed, or its host "
                                                          "or code server restarted")
+
+
+def run_process_alive(instance: dg.DagsterInstance, run_id: str) -> tuple[int | None, bool | None]:
+    """(pid, alive) of the process that started the run (its RUN_START event), seen from this
+    host: pid None before the run started; alive None when this host cannot tell."""
+    starts = instance.all_logs(run_id, of_type=DagsterEventType.RUN_START)
+    event = starts[-1].dagster_event if starts else None
+    if event is None or not event.pid:
+        return None, None
+    return event.pid, worker_alive(event.pid, starts[-1].timestamp)
 
 
 def worker_alive(pid: int, run_started: float, proc: Path = Path("/proc")) -> bool | None:

@@ -14,6 +14,7 @@ on any host sharing the store, reports the source busy and leaves it).
 from __future__ import annotations
 
 import json
+import socket
 from dataclasses import dataclass, field
 
 import dagster as dg
@@ -21,6 +22,7 @@ import dagster as dg
 from platform_assets.config import PlatformConfig
 from platform_assets.definitions import build_definitions
 from platform_assets.prostore.sensors import request_deltas, runs_in_flight
+from platform_assets.run_launcher import run_process_alive
 from resources.errors import DeltaportError
 from resources.state.cursors import SyncCursors
 from resources.state.store import state_store
@@ -29,8 +31,10 @@ from resources.state.store import state_store
 # The runs' event logs stay in the instance (and the UI); the terminal gets one line per delta.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
-# Marks a run that a `sync` executed in its own process (the daemon's runs carry dagster/run_key).
+# Marks a run that a `sync` executed in its own process (the daemon's runs carry dagster/run_key),
+# and the host it ran on.
 SYNC_RUN_TAG = "deltaport/run_key"
+SYNC_HOST_TAG = "deltaport/sync_host"
 
 
 @dataclass
@@ -95,10 +99,15 @@ def fail_orphaned_runs(instance: dg.DagsterInstance, source: str, echo=print) ->
     delta. Called with the source's sync lock held, which a living sync on any host holds for
     as long as it works: so every unended sync run of the source is an orphan, whichever host it
     ran on. Its deltas are requested again by the tick that follows (its cursor was never
-    saved past them). Runs launched by the daemon are left to the daemon's run monitoring."""
+    saved past them). Runs launched by the daemon are left to the daemon's run monitoring. A run
+    of this host whose process still lives is left too: the lock can be lost while its holder
+    works (its PostgreSQL connection cut), and failing a live run would land its deltas twice at
+    once; this host can tell, another host's process it cannot."""
     failed = []
     for run in runs_in_flight(instance, source):
         if SYNC_RUN_TAG not in run.tags:
+            continue
+        if run.tags.get(SYNC_HOST_TAG) == socket.gethostname() and run_process_alive(instance, run.run_id)[1]:
             continue
         instance.report_run_failed(run, message=f"failed by a later `deltaport sync`: the sync that ran it ended "
                                                 "without ending it (killed, or its host went down)")
@@ -129,7 +138,7 @@ def _sync_source(instance: dg.DagsterInstance, defs: dg.Definitions, name: str,
             out.waiting[name] = result.skip_reason.skip_message
         for req in result.run_requests:
             run = job.execute_in_process(partition_key=req.partition_key, instance=instance,
-                                         tags={**req.tags, SYNC_RUN_TAG: req.run_key}, raise_on_error=False,
+                                         tags={**req.tags, SYNC_RUN_TAG: req.run_key, SYNC_HOST_TAG: socket.gethostname()}, raise_on_error=False,
                                          run_config=QUIET)
             outcome = DeltaOutcome(name, request_deltas(req), run.success,
                                    _rows(run, dg.AssetKey([name, "increment"])),
