@@ -137,9 +137,9 @@ def _sync_source(instance: dg.DagsterInstance, defs: dg.Definitions, name: str,
         if result.skip_reason:
             out.waiting[name] = result.skip_reason.skip_message
         for req in result.run_requests:
-            run = job.execute_in_process(partition_key=req.partition_key, instance=instance,
-                                         tags={**req.tags, SYNC_RUN_TAG: req.run_key, SYNC_HOST_TAG: socket.gethostname()}, raise_on_error=False,
-                                         run_config=QUIET)
+            tags = {**req.tags, SYNC_RUN_TAG: req.run_key, SYNC_HOST_TAG: socket.gethostname()}
+            run = job.execute_in_process(partition_key=req.partition_key, instance=instance, tags=tags,
+                                         raise_on_error=False, run_config=QUIET)
             outcome = DeltaOutcome(name, request_deltas(req), run.success,
                                    _rows(run, dg.AssetKey([name, "increment"])),
                                    _rows(run, dg.AssetKey([name, "snapshot"])))
