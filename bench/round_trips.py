@@ -4,7 +4,7 @@ Every call the client makes to the server is a gRPC round trip: ExecutePlan (a q
 command, a write, a commit), AnalyzePlan (a schema, a plan's semantics) and Config. On a warm
 engine a round trip costs milliseconds to a second whatever the data, so their number per
 delta is the platform's fixed cost per delta, the thing issue 8 counts. How: inside the
-`with`, the client class's three RPC methods are wrapped (the same object the platform's
+`with`, the client class's RPC methods are wrapped (the same object the platform's
 sessions use; nothing changes for them) and each call is timed until its result is consumed,
 and filed under the innermost frame of deltaport's own code (resources/, platform_assets/)
 that made it. Outside the `with` the client is as it was.
@@ -22,37 +22,38 @@ from pathlib import Path
 
 ROOT = str(Path(__file__).resolve().parents[1]) + "/"
 _OWN = ("resources/", "platform_assets/")
-# client method -> kind; the execute one is a generator, timed until it is exhausted
+# client method -> kind of round trip
 _METHODS = {"_execute_and_fetch_as_iterator": "execute", "_execute": "execute", "_analyze": "analyze",
             "config": "config"}
 
 
 @dataclass
 class RoundTrips:
-    calls: Counter = field(default_factory=Counter)  # kind -> calls
-    seconds: Counter = field(default_factory=Counter)  # kind -> seconds waited
-    sites: dict = field(default_factory=lambda: defaultdict(lambda: [0, 0.0]))  # "kind file:line fn" -> [n, s]
+    # "kind file:line function" -> [calls, seconds waited]; everything else is derived from it
+    sites: dict = field(default_factory=lambda: defaultdict(lambda: [0, 0.0]))
+
+    @property
+    def calls(self) -> Counter:
+        """kind -> calls"""
+        out: Counter = Counter()
+        for site, (n, _) in self.sites.items():
+            out[site.split(" ", 1)[0]] += n
+        return out
 
     @property
     def total(self) -> int:
-        return sum(self.calls.values())
+        return sum(n for n, _ in self.sites.values())
 
     def to_dict(self, top: int = 12) -> dict:
         busiest = sorted(self.sites.items(), key=lambda kv: -kv[1][1])[:top]
         return {"round_trips": self.total, "by_kind": dict(self.calls),
-                "seconds_waited": round(sum(self.seconds.values()), 2),
+                "seconds_waited": round(sum(t for _, t in self.sites.values()), 2),
                 "top_sites": [{"site": s, "calls": n, "seconds": round(t, 3)} for s, (n, t) in busiest]}
-
-    def _add(self, kind: str, site: str, seconds: float) -> None:
-        self.calls[kind] += 1
-        self.seconds[kind] += seconds
-        entry = self.sites[f"{kind} {site}"]
-        entry[0] += 1
-        entry[1] += seconds
 
 
 def _site() -> str:
-    for frame in reversed(traceback.extract_stack()[:-3]):
+    """deltaport's innermost frame on the stack (this module is in bench/, not counted)."""
+    for frame in reversed(traceback.extract_stack()):
         path = frame.filename
         if path.startswith(ROOT) and path[len(ROOT):].startswith(_OWN):
             return f"{path[len(ROOT):]}:{frame.lineno} {frame.name}"
@@ -69,33 +70,31 @@ def counting_round_trips():
     cls = core.SparkConnectClient
     originals = {name: getattr(cls, name) for name in _METHODS}
 
-    def plain(name, kind):
+    @contextmanager
+    def timed(kind: str):
+        site, t0 = f"{kind} {_site()}", time.perf_counter()
+        try:
+            yield
+        finally:
+            with lock:
+                entry = out.sites[site]
+                entry[0] += 1
+                entry[1] += time.perf_counter() - t0
+
+    def wrap(name: str, kind: str):
         orig = originals[name]
-
-        def call(self, *args, **kwargs):
-            site, t0 = _site(), time.perf_counter()
-            try:
-                return orig(self, *args, **kwargs)
-            finally:
-                with lock:
-                    out._add(kind, site, time.perf_counter() - t0)
-        return call
-
-    def generator(name, kind):
-        orig = originals[name]
-
-        def call(self, *args, **kwargs):
-            site, t0 = _site(), time.perf_counter()
-            try:
-                yield from orig(self, *args, **kwargs)
-            finally:
-                with lock:
-                    out._add(kind, site, time.perf_counter() - t0)
+        if name == "_execute_and_fetch_as_iterator":  # a generator: timed until exhausted
+            def call(self, *args, **kwargs):
+                with timed(kind):
+                    yield from orig(self, *args, **kwargs)
+        else:
+            def call(self, *args, **kwargs):
+                with timed(kind):
+                    return orig(self, *args, **kwargs)
         return call
 
     try:
         for name, kind in _METHODS.items():
-            wrap = generator if name == "_execute_and_fetch_as_iterator" else plain
             setattr(cls, name, wrap(name, kind))
         yield out
     finally:
