@@ -56,8 +56,9 @@ from resources.codecs.types import Column, spark_type
 from resources.errors import DeltaportError
 from resources.failpoints import failpoint
 from resources.spark.iceberg import (
-    check_changes,
+    checked_changes,
     ensure_table,
+    key_violations,
     last_applied_deltas,
     merge_upserts,
     replace_deltas,
@@ -381,8 +382,8 @@ def _plain(transition: ColumnTransition | None) -> bool:
 def _prepare_ranges(spark, layout: LakeLayout, datamart: str, plan) -> dict[str, object]:
     """{table: its changes of every planned delta, checkpointed}, for tables with rows in two or
     more planned deltas under one primary key: read from the increment table and materialized
-    once, exact duplicates dropped and keys checked per delta in one job, before any commit.
-    A range run's MERGEs then cost no job besides their own (per delta: two jobs saved per table)."""
+    once, exact duplicates dropped and keys checked per delta in that same job, before any
+    commit. A range run's MERGEs then cost no job besides their own."""
     from pyspark.sql import functions as F
 
     by_table: dict[str, list] = {}
@@ -395,11 +396,9 @@ def _prepare_ranges(spark, layout: LakeLayout, datamart: str, plan) -> dict[str,
             continue  # one delta, or a key that changed: the delta's own MERGE checks it
         deltas = [n for n, _ in items]
         changes = (spark.table(layout.increment(datamart, name)).where(F.col("delta_num").isin(*deltas))
-                   .drop("delta_date", "_kafka_partition", "_kafka_offset").dropDuplicates())
-        changes = local_checkpoint(changes)
-        check_changes(layout.snapshot(datamart, name), changes, list(items[0][1]), deltas=deltas,
-                      delta_column="delta_num")
-        out[name] = changes
+                   .drop("delta_date", "_kafka_partition", "_kafka_offset"))
+        out[name] = _checkpoint_checked(layout.snapshot(datamart, name), changes, items[0][1], deltas,
+                                        delta_column="delta_num")
     return out
 
 
@@ -447,12 +446,22 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
               if f.name in carry else _c(f.name) for f in table.schema.fields],
             F.lit(0).cast("int").alias("sys_op"))
         changes = changes.unionByName(untouched)
-    # localCheckpoint: Spark 4.1 cannot plan a MERGE whose source view still reads another
-    # Iceberg table ("No plan for TableReference"); the delta's changes are small enough to
-    # materialize on the executors first (a schema transition's rewrite is the whole table).
-    changes = local_checkpoint(changes)
+    changes = _checkpoint_checked(ident, changes, keys, [n])
     if carry and changes.isEmpty():  # a rename in an empty table, with no change in the delta
         record_unchanged(spark, ident, table.schema, n)
         return
-    merge_upserts(spark, ident, changes, keys, delta_num=n)
+    merge_upserts(spark, ident, changes, keys, delta_num=n, checked=True)
+
+
+def _checkpoint_checked(ident: str, changes, keys: Sequence[str], deltas: Sequence[int], delta_column=None):
+    """`changes` materialized on the executors, exact duplicates dropped and the key rules checked
+    in that one job (`KeyViolationError` before anything is committed).
+
+    Materialized because Spark 4.1 cannot plan a MERGE whose source view still reads another
+    Iceberg table ("No plan for TableReference"); a delta's changes are small enough (a schema
+    transition's rewrite is the whole table)."""
+    have = {c.lower(): c for c in changes.columns}
+    keys = [have[k.lower()] for k in keys]
+    with key_violations(ident, keys, deltas=deltas):
+        return local_checkpoint(checked_changes(changes, keys, delta_column=delta_column))
 

@@ -46,10 +46,12 @@ import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import reduce
 from typing import TYPE_CHECKING, Literal
 
 from resources.errors import DeltaportError
 from resources.failpoints import failpoint
+from resources.spark.session import local_checkpoint
 
 _log = logging.getLogger(__name__)
 
@@ -70,11 +72,12 @@ __all__ = [
     "TIME_COMMENT",
     "TableNotFoundError",
     "WriteMode",
-    "check_changes",
+    "checked_changes",
     "commit_delta",
     "delta_tag",
     "delta_tags",
     "ensure_table",
+    "key_violations",
     "last_applied_delta",
     "last_applied_deltas",
     "merge_upserts",
@@ -488,12 +491,11 @@ def merge_upserts(
     missing. Every table column is assigned from the change of the same name (changes may carry
     more columns, such as `op_column`; a table column missing from the changes is an error).
     Exact duplicate changes are dropped (Kafka retries); a NULL key, or two different changes
-    of one key, raise `KeyViolationError` before anything is written. `checked=True`: the
-    caller has already done both on stable data (`check_changes`, e.g. for a whole range of
-    deltas in one job), so this costs no job of its own.
+    of one key, raise `KeyViolationError` before anything is written: the changes are
+    materialized once with the check inside that job (`checked_changes`). `checked=True`: the
+    caller has done both already on stable data (`checked_changes` materialized, e.g. for a
+    whole range of deltas in one job), so this costs no job besides the MERGE.
     """
-    from pyspark import StorageLevel
-
     quoted = _quote(ident)
     target = [f.name for f in _table_schema(spark, ident).fields]
     source = {c.lower(): c for c in changes_df.columns}
@@ -508,11 +510,13 @@ def merge_upserts(
     if not_in_table:
         raise IcebergTableError(f"{ident}: key column(s) {not_in_table} are not in the table {target}")
 
-    changes = changes_df if checked else changes_df.dropDuplicates().persist(StorageLevel.MEMORY_AND_DISK)
+    changes = changes_df
+    if not checked:
+        with key_violations(ident, keys, deltas=[delta_num]):
+            changes = local_checkpoint(checked_changes(changes_df, [source[k.lower()] for k in keys],
+                                                       op_column=source[op_column.lower()]))
     view = f"deltaport_changes_{uuid.uuid4().hex}"
     try:
-        if not checked:
-            check_changes(ident, changes, [source[k.lower()] for k in keys], deltas=[delta_num])
         changes.createOrReplaceTempView(view)
         op = f"s.{_col(source[op_column.lower()])}"
         on = " AND ".join(f"t.{_col(k)} = s.{_col(source[k.lower()])}" for k in keys)
@@ -531,33 +535,68 @@ def merge_upserts(
             spark.sql(sql)
     finally:
         spark.catalog.dropTempView(view)
-        if not checked:
-            changes.unpersist()
     failpoint("snapshot.committed")
     return _tag_commit(spark, ident, delta_num, commit_id)
 
 
-def check_changes(ident: str, changes: DataFrame, key_columns: Sequence[str], *, deltas: Sequence[int],
-                  delta_column: str | None = None) -> None:
-    """Raise `KeyViolationError` if a change has a NULL key or a key has several changes within
-    one delta (`changes` already without exact duplicates). One job, however many deltas:
-    with `delta_column`, keys are counted per delta, so a range is checked at once."""
+_KEY_MARKER = "deltaport: key violation"
+
+
+def checked_changes(changes: DataFrame, key_columns: Sequence[str], *, op_column: str = "sys_op",
+                    delta_column: str | None = None) -> DataFrame:
+    """`changes` without exact duplicates, whose `op_column` raises (when the frame is computed)
+    at a NULL key or a key with several different changes within one delta: the key rules
+    checked inside the job that materializes the changes, not in a job of their own. One hash
+    aggregation per key does both: the smallest and the greatest change of a key are equal
+    exactly when all its changes are copies of one. With `delta_column`, keys are grouped per
+    delta, so a range is checked at once. Compute it under `key_violations` to get the failure
+    as a `KeyViolationError`."""
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
     keys = list(key_columns)
-    null_key = F.lit(False)
-    for k in keys:
-        null_key = null_key | F.col(_col(k)).isNull()
-    group = [F.col(_col(k)) for k in keys] + ([F.col(_col(delta_column))] if delta_column else [])
-    bad = changes.groupBy(*group).count().where((F.col("count") > 1) | null_key).limit(5).collect()
-    if bad:
-        sample = "; ".join(", ".join(f"{k}={r[i]!r}" for i, k in enumerate(keys)) + f" ({r['count']}x)"
-                           for r in bad)
-        which = ", ".join(map(str, sorted({int(r[delta_column]) for r in bad}) if delta_column else deltas))
+    group = keys + ([delta_column] if delta_column else [])
+    rest = [c for c in changes.columns if c not in group]
+    change = F.struct(*[F.col(_col(c)) for c in rest])
+    per_key = changes.groupBy(*[F.col(_col(c)) for c in group]).agg(
+        F.count(F.lit(1)).alias("_deltaport_n"), F.min(change).alias("_deltaport_lo"),
+        F.max(change).alias("_deltaport_hi"))
+    null_key = reduce(lambda a, b: a | b, [F.col(_col(k)).isNull() for k in keys])
+    differ = ~F.col("_deltaport_lo").eqNullSafe(F.col("_deltaport_hi"))
+    types = {f.name: f.dataType for f in changes.schema.fields}
+
+    def shown(k: str):  # as Python's repr shows it, like the rest of deltaport's messages
+        text = F.col(_col(k)).cast("string")
+        if isinstance(types.get(k), T.StringType):
+            text = F.concat(F.lit("'"), text, F.lit("'"))
+        return F.concat(F.lit(f"{k}="), F.coalesce(text, F.lit("None")))
+
+    delta = F.col(_col(delta_column)).cast("string") if delta_column else F.lit("")
+    message = F.concat(F.lit(_KEY_MARKER + "|"), delta, F.lit("|"), F.concat_ws(", ", *[shown(k) for k in keys]),
+                       F.lit(" ("), F.col("_deltaport_n").cast("string"), F.lit("x)|"))
+    op = F.col("_deltaport_lo." + _col(op_column))
+    return per_key.select(
+        *[F.col(_col(c)) for c in group],
+        *[(F.when(null_key | differ, F.raise_error(message)).otherwise(op) if c == op_column
+           else F.col("_deltaport_lo." + _col(c))).alias(c) for c in rest])
+
+
+@contextlib.contextmanager
+def key_violations(ident: str, key_columns: Sequence[str], *, deltas: Sequence[int]) -> Iterator[None]:
+    """Turn the failure of a job computing `checked_changes` into `KeyViolationError`."""
+    from pyspark.errors import PySparkException
+
+    try:
+        yield
+    except PySparkException as exc:
+        found = re.search(re.escape(_KEY_MARKER) + r"\|([^|]*)\|([^|]*)\|", str(exc))
+        if not found:
+            raise
+        which = found.group(1) or ", ".join(map(str, deltas))
         raise KeyViolationError(
             f"{ident}: delta {which} has NULL keys or several different changes of one key "
-            f"(key {keys}; e.g. {sample}); nothing was written"
-        )
+            f"(key {list(key_columns)}; e.g. {found.group(2)}); nothing was written"
+        ) from None
 
 
 # --------------------------------------------------------------------------------------------

@@ -186,9 +186,11 @@ def test_merge_upserts_and_deletes_with_composite_key(spark, lake_ns):
             ("eu", 1, "ONE", 10.0, 0),   # update
             ("eu", 1, "ONE", 10.0, 0),   # the same change again (a Kafka retry): harmless
             ("eu", 2, None, None, 1),    # delete
+            ("eu", 2, None, None, 1),    # ... delivered twice, NULLs and all: still one change
             ("us", 2, "dos", 4.0, 0),    # insert: same id as an existing row, other region
             ("asia", 9, None, None, 1),  # delete of a row that never existed: no-op
             ("us", 3, "tres", 5.0, None),  # NULL sys_op counts as an upsert
+            ("us", 3, "tres", 5.0, None),  # ... twice
         ],
         CHANGE,
     )
