@@ -153,16 +153,21 @@ def run(args) -> dict:
                 for n, msgs in steady:
                     before = commit_counts(spark, "lake")
                     publish(msgs, bootstrap, topics)
+                    outcome_at: list[float] = []  # sync echoes a line as each run ends
                     with PeakMemory(engine.server_pid) as mem, counting_round_trips() as trips:
                         t0 = time.perf_counter()
-                        out = sync(cfg, instance, echo=lambda line: None)
+                        out = sync(cfg, instance, echo=lambda line: outcome_at.append(time.perf_counter()))
                         seconds = time.perf_counter() - t0
                     peaks.append(mem.peak)
+                    # From the tick that sees the close to the run's end; the sync goes on with
+                    # ticks that find nothing left, which a daemon's sensor would do meanwhile.
+                    landed_s = (outcome_at[-1] - t0) if outcome_at else seconds
                     landed = [n for _, n in out.landed()]
                     after = commit_counts(spark, "lake")
                     rows = sum(sum(o.rows.values()) for o in out.outcomes)
                     runs = [r.run_id for r in instance.get_runs(limit=len(out.outcomes))]
-                    entry = {"delta": n, "landed": landed, "seconds": round(seconds, 2), "rows": rows,
+                    entry = {"delta": n, "landed": landed, "seconds": round(seconds, 2),
+                             "close_to_landed_s": round(landed_s, 2), "rows": rows,
                              "steps": {k: round(v, 2) for k, v in step_seconds(instance, runs).items()},
                              "commits": {t: after[t] - before.get(t, 0) for t in after},
                              "equal": landed == [n] and check(spark, layout, sc, n),
@@ -170,7 +175,7 @@ def run(args) -> dict:
                     _, entry["plain_seconds"] = plain_script(bootstrap, topics[BACKUP], index, landed, work)
                     entry["plain_seconds"] = round(entry["plain_seconds"], 3)
                     res["steady"].append(entry)
-                    print(f"delta {n}: {seconds:.2f} s, {rows} rows, steps {entry['steps']}, "
+                    print(f"delta {n}: {seconds:.2f} s (landed after {landed_s:.2f} s), {rows} rows, steps {entry['steps']}, "
                           f"commits {sum(entry['commits'].values())}, Spark round trips {trips.total} "
                           f"({trips.to_dict()['seconds_waited']} s waited), equal {entry['equal']}", flush=True)
                     if args.trace_round_trips:
@@ -208,6 +213,7 @@ def run(args) -> dict:
     with_rows = [e for e in warm if e["rows"]]  # a ratio of rows/s needs rows
     res["summary"] = {
         "median_seconds_per_delta_warm": statistics.median(e["seconds"] for e in warm) if warm else None,
+        "median_close_to_landed_s_warm": statistics.median(e["close_to_landed_s"] for e in warm) if warm else None,
         "median_commits_per_delta": statistics.median(sum(e["commits"].values()) for e in warm) if warm else None,
         "median_round_trips_per_delta": statistics.median(
             e["spark_round_trips"]["round_trips"] for e in warm) if warm else None,
