@@ -1,7 +1,9 @@
 """Asset checks of a datamart's increment and snapshot, evaluated in the materializing step.
 
 - increment_complete: the delta's chosen export run is complete (every stream, no hole) and the
-  increment tables hold, for delta N, exactly the rows read from Kafka.
+  increment tables hold, for delta N, exactly the rows read from Kafka (counted as the write
+  sent them and checked against each commit's added rows by `land_increments`, which fails the
+  step before the manifest when they differ: no scan of the tables again).
 - rows_reconciled_with_write_ok: per table, the increment's rows equal the sum of rowsAffected
   of the WRITE_OK events that fed it (those of the delta, and writes outside any delta since the
   previous close). WRITE_* events can be switched off in Prostore: then the check passes and
@@ -41,28 +43,17 @@ def snapshot_check_specs(key: dg.AssetKey) -> list[dg.AssetCheckSpec]:
 def increment_checks(spark, layout: LakeLayout, dm: str, landed_deltas: list[tuple[object, dict, list[TableStats]]],
                      index: DeltaIndex) -> list[dg.AssetCheckResult]:
     """The increment's checks over the run's deltas [(backup slice, entities, stats)]: each
-    check passes when it passes for every delta; its metadata names the deltas that fail."""
-    from pyspark.sql import functions as F
-
-    deltas = [b.delta_num for b, _, _ in landed_deltas]
-    tables = sorted({s.table for _, _, stats in landed_deltas for s in stats})
-    landed: dict[tuple[int, str], int] = {}
-    if tables:  # one job counts every table's rows of every delta of the run
-        parts = [spark.table(layout.increment(dm, t)).where(F.col("delta_num").isin(*deltas))
-                 .select(F.lit(t).alias("t"), "delta_num") for t in tables]
-        for r in reduce(lambda a, b: a.unionByName(b), parts).groupBy("t", "delta_num").count().collect():
-            landed[(r["delta_num"], r["t"])] = r["count"]
-    read_total: dict[str, int] = {}
-    landed_total: dict[str, int] = {}
+    check passes when it passes for every delta; its metadata names the deltas that fail.
+    `stats`: the rows each delta's tables landed, as `land_increments` verified them against
+    the commits."""
+    rows_total: dict[str, int] = {}
     incomplete, unreconciled, compared = [], {}, False
     for backup, _, stats in landed_deltas:
         n = backup.delta_num
         read = {s.table: s.rows for s in stats}
-        got = {s.table: landed.get((n, s.table), 0) for s in stats}
         for t in read:
-            read_total[t] = read_total.get(t, 0) + read[t]
-            landed_total[t] = landed_total.get(t, 0) + got[t]
-        if not (backup.report.complete and got == read):
+            rows_total[t] = rows_total.get(t, 0) + read[t]
+        if not backup.report.complete:
             incomplete.append(n)
         # A snapshot's delta 0 holds a state, not the delta's changes: nothing to reconcile.
         writes = None if backup.snapshot_state else index.writes_for_increment(dm, n)
@@ -75,7 +66,7 @@ def increment_checks(spark, layout: LakeLayout, dm: str, landed_deltas: list[tup
     last = landed_deltas[-1][0]
     complete = dg.AssetCheckResult(
         check_name=COMPLETE, passed=not incomplete,
-        metadata={"increment_id": last.report.chosen or "", "rows_read": read_total, "rows_landed": landed_total,
+        metadata={"increment_id": last.report.chosen or "", "rows_read": rows_total, "rows_landed": rows_total,
                   "incomplete_deltas": incomplete})
     if not compared:
         reconciled = dg.AssetCheckResult(check_name=RECONCILED, passed=True,

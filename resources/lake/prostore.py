@@ -57,6 +57,7 @@ from resources.errors import DeltaportError
 from resources.failpoints import failpoint
 from resources.spark.iceberg import (
     checked_changes,
+    committed_records,
     ensure_table,
     key_violations,
     last_applied_deltas,
@@ -233,6 +234,7 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
     extra = [("sys_op", IntegerType()), ("_kafka_partition", IntegerType()), ("_kafka_offset", LongType()),
              ("delta_num", LongType()), ("delta_date", TimestampNTZType())]
     stats: dict[int, list[TableStats]] = {d.delta_num: [] for d in deltas}
+    commits: dict[str, str] = {}
     for name in sorted({n for d in deltas for n in data_tables(d.entities)}):
         ident = layout.increment(datamart, name)
         seen = [d for d in deltas if name in data_tables(d.entities)]
@@ -258,16 +260,41 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
                        F.count_if(in_delta & (F.col("sys_op") == 1)).alias(f"deletes_{d.delta_num}")]
         ids = ",".join(dict.fromkeys(d.increment_id for d in seen))
         failpoint("increment.write")
-        replace_deltas(spark, ident, frame.observe(observed, *counts), [d.delta_num for d in seen],
-                       extra_summary={"deltaport.increment-id": ids})
+        commits[ident] = replace_deltas(spark, ident, frame.observe(observed, *counts), [d.delta_num for d in seen],
+                                        extra_summary={"deltaport.increment-id": ids})
         got = observed.get
         for d in seen:
             rows, deletes = int(got[f"rows_{d.delta_num}"]), int(got[f"deletes_{d.delta_num}"])
             stats[d.delta_num].append(TableStats(name, rows, rows - deletes, deletes))
         failpoint("increment.table_committed")
+    written = {layout.increment(datamart, s.table): 0 for ds in stats.values() for s in ds}
+    for ds in stats.values():
+        for s in ds:
+            written[layout.increment(datamart, s.table)] += s.rows
+    verify_committed(datamart, [d.delta_num for d in deltas], written, committed_records(spark, commits))
     failpoint("increment.before_manifest")
     _write_manifest(spark, layout, datamart, deltas, stats)
     return stats
+
+
+class IncrementNotLandedError(DeltaportError):
+    """An increment table's commit does not hold the rows the write sent: nothing is claimed."""
+
+
+def verify_committed(datamart: str, deltas: Sequence[int], written: Mapping[str, int],
+                     committed: Mapping[str, int]) -> None:
+    """Raise `IncrementNotLandedError` unless each table's commit added exactly the rows the write
+    counted as it sent them ({ident: rows}, `written`; `committed` from the commits' summaries).
+    Checked before the manifest is written, so "increment N landed" is never claimed for a
+    commit that lost or gained rows; the rows are counted from the write and the commit, not by
+    scanning the table again."""
+    wrong = {ident: (rows, committed.get(ident)) for ident, rows in sorted(written.items())
+             if committed.get(ident, 0 if rows == 0 else None) != rows}
+    if wrong:
+        detail = "; ".join(f"{ident}: {rows} rows written, {'no commit found' if got is None else f'{got} committed'}"
+                           for ident, (rows, got) in wrong.items())
+        raise IncrementNotLandedError(f"datamart {datamart!r} delta(s) {', '.join(map(str, deltas))}: "
+                                      f"increment not landed as written ({detail}); the manifest was not written")
 
 
 def _write_manifest(spark, layout, datamart, deltas: Sequence[IncrementDelta], stats):

@@ -74,6 +74,7 @@ __all__ = [
     "WriteMode",
     "checked_changes",
     "commit_delta",
+    "committed_records",
     "delta_tag",
     "delta_tags",
     "ensure_table",
@@ -390,19 +391,34 @@ def replace_deltas(
     *,
     extra_summary: Mapping[str, str] | None = None,
     delta_column: str = "delta_num",
-) -> None:
+) -> str:
     """Replace the rows of every delta in `deltas` with `df` in ONE commit (a range run lands
     its deltas of an increment or meta table at once). `df` must carry `delta_column`; a row of
     a delta not in `deltas` fails the write (nothing is committed). The summary records the
     last delta as ``deltaport.delta`` and the whole set as ``deltaport.deltas``; no tag: such
-    tables are read by their delta column, never by time travel."""
+    tables are read by their delta column, never by time travel. Returns the commit's id
+    (`committed_records` reads what it added)."""
     deltas = sorted({int(d) for d in deltas})
     if not deltas:
         raise IcebergTableError(f"{ident}: replace_deltas needs at least one delta")
     if delta_column.lower() not in {c.lower() for c in df.columns}:
         raise IcebergTableError(f"{ident}: the rows lack the {delta_column!r} column replace_deltas needs")
     summary = {**(extra_summary or {}), DELTAS_PROPERTY: _ranges_text(deltas)}
-    _write(spark, ident, df, deltas, "replace_delta", summary, delta_column)
+    return _write(spark, ident, df, deltas, "replace_delta", summary, delta_column)
+
+
+def committed_records(spark: SparkSession, commits: Mapping[str, str]) -> dict[str, int]:
+    """{ident: the rows its commit added} for {ident: commit id} (`replace_deltas`), from the
+    commits' own summaries (Iceberg's ``added-records``): one query over the tables' snapshot
+    metadata, however large the data. A commit not found is left out."""
+    if not commits:
+        return {}
+    parts = [f"SELECT {_sql_str(ident)} AS ident, CAST(summary['added-records'] AS BIGINT) AS added "
+             f"FROM {_quote(ident)}.`snapshots` WHERE summary[{_sql_str(COMMIT_ID_PROPERTY)}] = {_sql_str(commit)}"
+             for ident, commit in commits.items()]
+    # No refresh: the writing session's catalog already holds its own commit (as `_tag_commit`).
+    rows = spark.sql(" UNION ALL ".join(parts)).collect()
+    return {r["ident"]: int(r["added"] or 0) for r in rows}
 
 
 def _ranges_text(deltas: Sequence[int]) -> str:
