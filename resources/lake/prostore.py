@@ -56,17 +56,15 @@ from resources.codecs.types import Column, spark_type
 from resources.errors import DeltaportError
 from resources.failpoints import failpoint
 from resources.spark.iceberg import (
-    checked_changes,
+    checkpoint_checked,
     committed_records,
     ensure_table,
-    key_violations,
     last_applied_deltas,
     merge_upserts,
     replace_deltas,
     record_unchanged,
     table_exists,
 )
-from resources.spark.session import local_checkpoint
 
 
 # Snapshot tables take row-level changes: merge-on-read writes the delta's changed rows and
@@ -234,7 +232,8 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
     extra = [("sys_op", IntegerType()), ("_kafka_partition", IntegerType()), ("_kafka_offset", LongType()),
              ("delta_num", LongType()), ("delta_date", TimestampNTZType())]
     stats: dict[int, list[TableStats]] = {d.delta_num: [] for d in deltas}
-    commits: dict[str, str] = {}
+    commits: dict[str, str] = {}  # per table: its commit, and the rows its write sent
+    written: dict[str, int] = {}
     for name in sorted({n for d in deltas for n in data_tables(d.entities)}):
         ident = layout.increment(datamart, name)
         seen = [d for d in deltas if name in data_tables(d.entities)]
@@ -266,11 +265,8 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
         for d in seen:
             rows, deletes = int(got[f"rows_{d.delta_num}"]), int(got[f"deletes_{d.delta_num}"])
             stats[d.delta_num].append(TableStats(name, rows, rows - deletes, deletes))
+            written[ident] = written.get(ident, 0) + rows
         failpoint("increment.table_committed")
-    written = {layout.increment(datamart, s.table): 0 for ds in stats.values() for s in ds}
-    for ds in stats.values():
-        for s in ds:
-            written[layout.increment(datamart, s.table)] += s.rows
     verify_committed(datamart, [d.delta_num for d in deltas], written, committed_records(spark, commits))
     failpoint("increment.before_manifest")
     _write_manifest(spark, layout, datamart, deltas, stats)
@@ -424,8 +420,8 @@ def _prepare_ranges(spark, layout: LakeLayout, datamart: str, plan) -> dict[str,
         deltas = [n for n, _ in items]
         changes = (spark.table(layout.increment(datamart, name)).where(F.col("delta_num").isin(*deltas))
                    .drop("delta_date", "_kafka_partition", "_kafka_offset"))
-        out[name] = _checkpoint_checked(layout.snapshot(datamart, name), changes, items[0][1], deltas,
-                                        delta_column="delta_num")
+        out[name] = checkpoint_checked(layout.snapshot(datamart, name), changes, items[0][1], deltas=deltas,
+                                       delta_column="delta_num")
     return out
 
 
@@ -473,22 +469,9 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
               if f.name in carry else _c(f.name) for f in table.schema.fields],
             F.lit(0).cast("int").alias("sys_op"))
         changes = changes.unionByName(untouched)
-    changes = _checkpoint_checked(ident, changes, keys, [n])
+    changes = checkpoint_checked(ident, changes, keys, deltas=[n])
     if carry and changes.isEmpty():  # a rename in an empty table, with no change in the delta
         record_unchanged(spark, ident, table.schema, n)
         return
     merge_upserts(spark, ident, changes, keys, delta_num=n, checked=True)
-
-
-def _checkpoint_checked(ident: str, changes, keys: Sequence[str], deltas: Sequence[int], delta_column=None):
-    """`changes` materialized on the executors, exact duplicates dropped and the key rules checked
-    in that one job (`KeyViolationError` before anything is committed).
-
-    Materialized because Spark 4.1 cannot plan a MERGE whose source view still reads another
-    Iceberg table ("No plan for TableReference"); a delta's changes are small enough (a schema
-    transition's rewrite is the whole table)."""
-    have = {c.lower(): c for c in changes.columns}
-    keys = [have[k.lower()] for k in keys]
-    with key_violations(ident, keys, deltas=deltas):
-        return local_checkpoint(checked_changes(changes, keys, delta_column=delta_column))
 

@@ -72,13 +72,12 @@ __all__ = [
     "TIME_COMMENT",
     "TableNotFoundError",
     "WriteMode",
-    "checked_changes",
+    "checkpoint_checked",
     "commit_delta",
     "committed_records",
     "delta_tag",
     "delta_tags",
     "ensure_table",
-    "key_violations",
     "last_applied_delta",
     "last_applied_deltas",
     "merge_upserts",
@@ -508,9 +507,9 @@ def merge_upserts(
     more columns, such as `op_column`; a table column missing from the changes is an error).
     Exact duplicate changes are dropped (Kafka retries); a NULL key, or two different changes
     of one key, raise `KeyViolationError` before anything is written: the changes are
-    materialized once with the check inside that job (`checked_changes`). `checked=True`: the
-    caller has done both already on stable data (`checked_changes` materialized, e.g. for a
-    whole range of deltas in one job), so this costs no job besides the MERGE.
+    materialized once with the check inside that job (`checkpoint_checked`). `checked=True`:
+    the caller passes `checkpoint_checked`'s result (e.g. for a whole range of deltas in one
+    job), so this costs no job besides the MERGE.
     """
     quoted = _quote(ident)
     target = [f.name for f in _table_schema(spark, ident).fields]
@@ -526,11 +525,8 @@ def merge_upserts(
     if not_in_table:
         raise IcebergTableError(f"{ident}: key column(s) {not_in_table} are not in the table {target}")
 
-    changes = changes_df
-    if not checked:
-        with key_violations(ident, keys, deltas=[delta_num]):
-            changes = local_checkpoint(checked_changes(changes_df, [source[k.lower()] for k in keys],
-                                                       op_column=source[op_column.lower()]))
+    changes = changes_df if checked else checkpoint_checked(ident, changes_df, keys, deltas=[delta_num],
+                                                            op_column=op_column)
     view = f"deltaport_changes_{uuid.uuid4().hex}"
     try:
         changes.createOrReplaceTempView(view)
@@ -555,17 +551,33 @@ def merge_upserts(
     return _tag_commit(spark, ident, delta_num, commit_id)
 
 
+def checkpoint_checked(ident: str, changes: DataFrame, key_columns: Sequence[str], *, deltas: Sequence[int],
+                       op_column: str = "sys_op", delta_column: str | None = None) -> DataFrame:
+    """`changes` materialized on the executors in one job that also drops exact duplicates and
+    checks the key rules (`_checked_changes`): `KeyViolationError`, naming `ident` and the delta,
+    before anything is committed. Column names are matched case-insensitively.
+
+    Materialized because Spark 4.1 cannot plan a MERGE whose source view still reads another
+    Iceberg table ("No plan for TableReference"), and so that the MERGE reads stable data; a
+    delta's changes are small enough (a schema transition's rewrite is the whole table)."""
+    have = {c.lower(): c for c in changes.columns}
+    keys = [have[k.lower()] for k in key_columns]
+    with _key_violations(ident, keys, deltas=deltas):
+        return local_checkpoint(_checked_changes(changes, keys, op_column=have[op_column.lower()],
+                                                 delta_column=delta_column))
+
+
 _KEY_MARKER = "deltaport: key violation"
 
 
-def checked_changes(changes: DataFrame, key_columns: Sequence[str], *, op_column: str = "sys_op",
+def _checked_changes(changes: DataFrame, key_columns: Sequence[str], *, op_column: str = "sys_op",
                     delta_column: str | None = None) -> DataFrame:
     """`changes` without exact duplicates, whose `op_column` raises (when the frame is computed)
     at a NULL key or a key with several different changes within one delta: the key rules
     checked inside the job that materializes the changes, not in a job of their own. One hash
     aggregation per key does both: the smallest and the greatest change of a key are equal
     exactly when all its changes are copies of one. With `delta_column`, keys are grouped per
-    delta, so a range is checked at once. Compute it under `key_violations` to get the failure
+    delta, so a range is checked at once. Compute it under `_key_violations` to get the failure
     as a `KeyViolationError`."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -598,8 +610,8 @@ def checked_changes(changes: DataFrame, key_columns: Sequence[str], *, op_column
 
 
 @contextlib.contextmanager
-def key_violations(ident: str, key_columns: Sequence[str], *, deltas: Sequence[int]) -> Iterator[None]:
-    """Turn the failure of a job computing `checked_changes` into `KeyViolationError`."""
+def _key_violations(ident: str, key_columns: Sequence[str], *, deltas: Sequence[int]) -> Iterator[None]:
+    """Turn the failure of a job computing `_checked_changes` into `KeyViolationError`."""
     from pyspark.errors import PySparkException
 
     try:
