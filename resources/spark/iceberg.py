@@ -454,6 +454,11 @@ def _write(spark: SparkSession, ident: str, df: DataFrame, deltas: Sequence[int]
             df = df.withColumn(present[0], checked)
         else:
             df = df.withColumn(delta_column, F.lit(deltas[0]).cast(delta_type))
+    # No shuffle before the write: a write's rows arrive grouped by delta already (each task
+    # reads one delta's Kafka slice or local rows), and for a table without a sort order Iceberg
+    # then opens one file per partition a task meets (fanout). The default (hash) shuffled every
+    # row once more: measured 1.14 -> 0.58 s for a 150k-row delta, 4.8 -> 2.7 s for five, on 2 cores.
+    options["distribution-mode"] = "none"
     writer = df.writeTo(ident).options(**options)
     try:
         if mode == "append":
