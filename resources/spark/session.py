@@ -75,6 +75,10 @@ SPARK_DEFAULTS: Mapping[str, str] = {
     "spark.sql.session.timeZone": "UTC",  # Prostore timestamps carry no zone and mean UTC
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.log.level": "WARN",
+    # Rows a client sends (a small delta's decoded Arrow) above 1 MiB are uploaded once and
+    # cached on the server; inlined in the plan (below the 64 MiB default) they travel again
+    # with every analysis of a frame built on them. Bytes, as pyspark's client parses it.
+    "spark.sql.session.localRelationCacheThreshold": str(1 << 20),
 }
 
 
