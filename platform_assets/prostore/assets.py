@@ -181,8 +181,9 @@ def _signal_events_asset(datamart: DatamartConfig, layout: LakeLayout, common: d
 
 
 def _increment_delta(session, backup: BackupSlice) -> IncrementDelta:
-    """One delta's increment: its changelog's schema and a frame per table with changes (rows
-    are read from Kafka by Spark tasks when the frame is evaluated)."""
+    """One delta's increment: its changelog's schema and a frame per table with changes (a small
+    delta's rows read now, as Arrow, so a range sends them to Spark at once; a big one's read
+    from Kafka by Spark tasks when the frame is evaluated)."""
     entities = replay_changelog(_changelog_records(backup))
     frames = {}
     for name, entity in data_tables(entities).items():
@@ -190,7 +191,7 @@ def _increment_delta(session, backup: BackupSlice) -> IncrementDelta:
         if refs:
             frames[name] = table_changes(session, backup.bootstrap, backup.topic, refs, entity.columns,
                                          consumer_config=backup.consumer_config, timeout=backup.timeout,
-                                         value_bytes=sum(r.value_bytes for r in refs))
+                                         value_bytes=sum(r.value_bytes for r in refs), local_as_arrow=True)
     return IncrementDelta(backup.delta_num, backup.report.delta_date, backup.report.chosen, entities, frames,
                           {"topic": backup.topic, "offsets": backup.offsets()})
 

@@ -65,6 +65,8 @@ from resources.spark.iceberg import (
     record_unchanged,
     table_exists,
 )
+from resources.codecs.arrow_rows import SYS_OP
+from resources.spark.kafka_reader import local_frame, output_spark_schema
 
 
 # Snapshot tables take row-level changes: merge-on-read writes the delta's changed rows and
@@ -190,7 +192,8 @@ def _plain_schema(fields):
 @dataclass(frozen=True)
 class IncrementDelta:
     """One delta for `land_increments`: its increment's identity, schema and row frames
-    ({table: DataFrame of data columns + sys_op + _kafka_partition + _kafka_offset})."""
+    ({table: data columns + sys_op + _kafka_partition + _kafka_offset}, as a DataFrame or, for
+    rows the driver read, the Arrow table `table_changes(local_as_arrow=True)` returns)."""
 
     delta_num: int
     delta_date_us: int
@@ -219,8 +222,6 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
     but not in its `entities` is refused: data whose schema the changelog does not describe
     must not land. A table's columns evolve in delta order (a range may hold schema changes).
     """
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType, LongType, TimestampNTZType
 
     deltas = sorted(deltas, key=lambda d: d.delta_num)
@@ -244,26 +245,14 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
                 ensure_table(spark, ident, struct, partition_by=["delta_num"])
         # Columns dropped from (or renamed in) the DDL stay in the table: NULL in this delta.
         table_schema = spark.table(ident).schema
-        parts = [_table_columns(d.frames[name].withColumn("delta_num", F.lit(d.delta_num).cast("long"))
-                                .withColumn("delta_date", F.timestamp_micros(F.lit(d.delta_date_us))
-                                            .cast("timestamp_ntz")), table_schema)
-                 for d in seen if d.frames.get(name) is not None]
+        parts, counted = _range_parts(spark, name, seen, table_schema)
         frame = reduce(lambda x, y: x.unionByName(y), parts) if parts else spark.createDataFrame([], table_schema)
-        # The counts are observed while the write runs: the rows are read from Kafka once, in
-        # one job, and the table is not scanned again.
-        observed = Observation(f"deltaport_increment_{uuid.uuid4().hex}")
-        counts = []
-        for d in seen:
-            in_delta = F.col("delta_num") == d.delta_num
-            counts += [F.count_if(in_delta).alias(f"rows_{d.delta_num}"),
-                       F.count_if(in_delta & (F.col("sys_op") == 1)).alias(f"deletes_{d.delta_num}")]
         ids = ",".join(dict.fromkeys(d.increment_id for d in seen))
         failpoint("increment.write")
-        commits[ident] = replace_deltas(spark, ident, frame.observe(observed, *counts), [d.delta_num for d in seen],
+        commits[ident] = replace_deltas(spark, ident, frame, [d.delta_num for d in seen],
                                         extra_summary={"deltaport.increment-id": ids})
-        got = observed.get
         for d in seen:
-            rows, deletes = int(got[f"rows_{d.delta_num}"]), int(got[f"deletes_{d.delta_num}"])
+            rows, deletes = counted[d.delta_num]() if d.delta_num in counted else (0, 0)
             stats[d.delta_num].append(TableStats(name, rows, rows - deletes, deletes))
             written[ident] = written.get(ident, 0) + rows
         failpoint("increment.table_committed")
@@ -271,6 +260,50 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
     failpoint("increment.before_manifest")
     _write_manifest(spark, layout, datamart, deltas, stats)
     return stats
+
+
+def _range_parts(spark, name: str, seen: Sequence[IncrementDelta], table_schema) -> tuple[list, dict]:
+    """Table `name`'s rows of the deltas in `seen`, as DataFrames in the table's columns with
+    delta_num and delta_date, and {delta: () -> (rows, deletes) it holds}, known once the
+    DataFrames were written.
+
+    Rows the driver read (Arrow tables) are counted here, and go to Spark as one relation per
+    column layout, not one per delta: each local relation of a union costs its own scan and
+    tasks (ten deltas of 2k rows written in 1.0 s unioned, 0.3 s as one relation). Rows the
+    executors read stay lazy frames, counted while the write reads them (an observation per
+    delta's frame: two aggregates per row, where one observation of the whole range evaluated
+    two per delta on every row, 1-1.5 s of a 3 s write of ten deltas, 300k rows)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StructField, StructType, TimestampNTZType
+
+    parts, local, counted = [], {}, {}  # local: {arrow schema: (spark schema, [tables])}
+    for d in seen:
+        got = d.frames.get(name)
+        if got is None:
+            continue
+        if isinstance(got, pa.Table):
+            rows, deletes = got.num_rows, pc.sum(pc.equal(got[SYS_OP], 1)).as_py() or 0
+            counted[d.delta_num] = lambda rows=rows, deletes=deletes: (rows, deletes)
+            got = (got.append_column("delta_num", pa.repeat(pa.scalar(d.delta_num, pa.int64()), rows))
+                   .append_column("delta_date", pa.repeat(pa.scalar(d.delta_date_us, pa.timestamp("us")), rows)))
+            struct = StructType([*output_spark_schema(d.entities[name].columns).fields,
+                                 StructField("delta_num", LongType()), StructField("delta_date", TimestampNTZType())])
+            local.setdefault(got.schema, (struct, []))[1].append(got)
+            continue
+        observed = Observation(f"deltaport_increment_{uuid.uuid4().hex}")
+        got = got.observe(observed, F.count(F.lit(1)).alias("rows"),
+                          F.count_if(F.col(SYS_OP) == 1).alias("deletes"))
+        counted[d.delta_num] = lambda o=observed: (int(o.get["rows"]), int(o.get["deletes"]))
+        parts.append(_table_columns(got.withColumn("delta_num", F.lit(d.delta_num).cast("long"))
+                                    .withColumn("delta_date", F.timestamp_micros(F.lit(d.delta_date_us))
+                                                .cast("timestamp_ntz")), table_schema))
+    for struct, tables in local.values():
+        parts.append(_table_columns(local_frame(spark, pa.concat_tables(tables).combine_chunks(), struct),
+                                    table_schema))
+    return parts, counted
 
 
 class IncrementNotLandedError(DeltaportError):

@@ -82,6 +82,7 @@ __all__ = [
     "output_arrow_schema",
     "output_spark_schema",
     "plan_tasks",
+    "local_frame",
     "spark_table_changes",
     "table_changes",
     "task_errors",
@@ -341,21 +342,29 @@ def spark_table_changes(spark: SparkSession, bootstrap: str, topic: str, refs: S
 def table_changes(spark: SparkSession, bootstrap: str, topic: str, refs: Sequence[MessageRef],
                   columns: Sequence[Column], *, value_bytes: int, driver_max_bytes: int = DRIVER_MAX_BYTES,
                   consumer_config: Mapping[str, object] | None = None, timeout: float = 30,
-                  max_task_messages: int = 200) -> DataFrame:
+                  max_task_messages: int = 200, local_as_arrow: bool = False) -> DataFrame | pa.Table:
     """One table's changes in a delta as a DataFrame (`output_spark_schema(columns)`).
 
     `value_bytes` (the refs' total value size, from the delta index) picks the path: at most
     `driver_max_bytes`, the driver fetches and decodes now (errors raise here) and the
     DataFrame holds the rows; above it, executors fetch when an action runs (errors raise there:
-    use `task_errors()`). See the module docstring for why both."""
+    use `task_errors()`). See the module docstring for why both.
+    `local_as_arrow`: the driver path returns its Arrow table (`output_arrow_schema(columns)`)
+    instead, for a caller that sends several deltas' rows to Spark as one relation
+    (`local_frame`): each local relation of a union costs Spark its own scan and tasks."""
     if value_bytes <= driver_max_bytes:
         table = fetch_table_arrow(bootstrap, topic, refs, columns,
                                   consumer_config=consumer_config, timeout=timeout)
-        # pyspark 4.x takes a pyarrow Table directly (no pandas). The schema is given because
-        # inference would map Arrow's naive timestamp to TimestampType, not TimestampNTZType.
-        return spark.createDataFrame(table, schema=output_spark_schema(columns))
+        return table if local_as_arrow else local_frame(spark, table, output_spark_schema(columns))
     return spark_table_changes(spark, bootstrap, topic, refs, columns, consumer_config=consumer_config,
                                timeout=timeout, max_task_messages=max_task_messages)
+
+
+def local_frame(spark: SparkSession, table: pa.Table, schema: Any) -> DataFrame:
+    """A DataFrame of rows held by the driver. pyspark 4.x takes a pyarrow Table directly (no
+    pandas); the Spark schema is given because inference would map Arrow's naive timestamp to
+    TimestampType, not TimestampNTZType."""
+    return spark.createDataFrame(table, schema=schema)
 
 
 # A located DecodeError as the worker's traceback prints it (last line wins: chained tracebacks).

@@ -2,7 +2,7 @@
 the snapshot brought through the range delta by delta, exact as of every delta; a key violation
 anywhere in the range stops it before any snapshot commit.
 
-Synthetic DataFrames (no Kafka), real Spark Connect and real Iceberg tables.
+Synthetic DataFrames and Arrow tables (no Kafka), real Spark Connect and real Iceberg tables.
 """
 
 from __future__ import annotations
@@ -79,3 +79,38 @@ def test_a_key_violation_inside_a_range_stops_it_before_any_snapshot_commit(lake
         apply_snapshots(session, layout, "dm2", 3)
     with pytest.raises(TableNotFoundError):  # nothing was written: the snapshot table was never created
         last_applied_delta(session, layout.snapshot("dm2", "t"))
+
+
+def test_a_range_of_driver_read_arrow_and_executor_frames_lands_each_delta_with_its_counts(lake):
+    """A range whose deltas come as Arrow tables (rows the driver read, sent to Spark as one
+    relation) and as DataFrames (rows executors read), with a column added inside the range:
+    every delta's rows land under its number, counted exactly, in one commit."""
+    import pyarrow as pa
+
+    from resources.spark.kafka_reader import output_arrow_schema
+
+    session, layout = lake
+    create = ChangelogRecord(0, "t", CREATE)
+    alter = ChangelogRecord(1, "t", "ALTER TABLE dm.t ADD COLUMN b INT")
+    logs = {0: [create], 1: [create], 2: [create, alter], 3: [create, alter]}
+    entities = land_changelogs(session, layout, "dm", [(n, f"inc-{n}", log) for n, log in logs.items()])
+    changes = {0: [(1, "x", 0), (2, "y", 0)], 1: [(2, None, 1)], 2: [(3, "z", 7, 0)], 3: [(1, "x1", 8, 0), (3, None, None, 1)]}
+    deltas = []
+    for n, rows in changes.items():
+        columns = entities[n]["t"].columns
+        rows = [(*r, 0, k) for k, r in enumerate(rows)]
+        if n == 2:  # as the executor path hands it over
+            frame = session.createDataFrame(rows, output_spark_schema(columns))
+        else:
+            schema = output_arrow_schema(columns)
+            frame = pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
+        deltas.append(IncrementDelta(n, 1_700_000_000_000_000 + n, f"inc-{n}", entities[n], {"t": frame}))
+    stats = land_increments(session, layout, "dm", deltas)
+
+    assert {n: [(s.table, s.rows, s.upserts, s.deletes) for s in st] for n, st in stats.items()} == {
+        0: [("t", 2, 2, 0)], 1: [("t", 1, 0, 1)], 2: [("t", 1, 1, 0)], 3: [("t", 2, 1, 1)]}
+    ident = layout.increment("dm", "t")
+    assert commits(session, ident) == 1
+    got = sorted(tuple(r) for r in session.sql(f"SELECT delta_num, id, a, b, sys_op FROM {ident}").collect())
+    assert got == [(0, 1, "x", None, 0), (0, 2, "y", None, 0), (1, 2, None, None, 1), (2, 3, "z", 7, 0),
+                   (3, 1, "x1", 8, 0), (3, 3, None, None, 1)]
