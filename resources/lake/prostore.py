@@ -50,6 +50,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 
+from resources.codecs.arrow_rows import SYS_OP
 from resources.codecs.backup import ChangelogRecord
 from resources.codecs.ddl import ColumnTransition, EntitySchema, column_transition, replay_changelog
 from resources.codecs.types import Column, spark_type
@@ -65,7 +66,6 @@ from resources.spark.iceberg import (
     record_unchanged,
     table_exists,
 )
-from resources.codecs.arrow_rows import SYS_OP
 from resources.spark.kafka_reader import local_frame, output_spark_schema
 
 
