@@ -8,8 +8,9 @@ its Iceberg tables itself (resources/lake/prostore.py) and reports what it wrote
 
 A run covers one delta or a range of consecutive deltas (sensor, `sync`, UI backfill): the
 IO managers hand each asset one slice per delta; signal_events, changelog, increment and the
-manifest take the whole range in one commit per table; snapshot applies the range delta by
-delta (one MERGE and one `delta_<N>` tag per table each), so reading as of any N is exact.
+manifest take the whole range in one commit per table; snapshot folds the range into one
+MERGE per table (each key's last change; split where a table's columns change), tagged with
+its last delta; reading as of any N inside is exact (the commit's parent plus the increments).
 
 Guarantees: re-materializing partition N (or a range) rewrites exactly its rows of
 signal_events, changelog and increment; snapshot[N] applies every missing delta up to N in
@@ -137,7 +138,7 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
                           "upsert on sys_op 0, delete on 1, by the DDL's primary key; tagged delta_<N>.", **common)
     def snapshot(context: dg.AssetExecutionContext, spark: SparkResource):
         session = spark.get_session()
-        n = run_deltas(context)[-1]  # a range run: every delta up to its last, one commit each
+        n = run_deltas(context)[-1]  # a range run: every delta up to its last, folded per table
         started = time.monotonic()
         try:
             history = changelog_history(session, layout, dm)  # read once, for the MERGEs and the checks

@@ -2,8 +2,12 @@
 
 Layout, for datamart `dm` in catalog `lake`:
 - `lake.dm.<table>`            snapshot: the table's state, one commit per applied delta that
-                                changes it (summary `deltaport.delta=N`), every delta tagged
-                                `delta_<N>` (a delta that changes nothing: the tag alone);
+                                changes it (summary `deltaport.delta=N`), tagged `delta_<N>`
+                                (a delta that changes nothing: the tag alone); in a range run,
+                                consecutive deltas without a column change fold into one commit
+                                (summary `deltaport.deltas=a-b`, tagged `delta_<b>`), and a
+                                delta inside it reads as the commit's parent plus the
+                                increments' changes up to it (`snapshot_as_of`);
 - `lake.dm_increment.<table>`  increment: the raw changes of every delta, with `sys_op`,
                                 `delta_num`, `delta_date`, `_kafka_partition`, `_kafka_offset`; partitioned by
                                 `delta_num`; re-landing delta N replaces exactly N's rows;
@@ -14,7 +18,8 @@ Layout, for datamart `dm` in catalog `lake`:
 
 Guarantees: every write is one Iceberg commit (see resources/spark/iceberg.py), so a crash
 leaves each table at its old or its new state; a range of deltas (a range run) lands in one
-commit per increment and meta table, and its snapshot commits stay one per delta; the
+commit per increment and meta table, and in as few snapshot commits per table as its column
+changes allow, every delta still readable exactly; the
 manifest row of a delta is written after all its increment tables, so "increment N landed"
 is never claimed early; snapshots apply deltas strictly in order and never twice (each
 table's last applied delta is in its own commit summary or tag); new tables and new columns
@@ -57,11 +62,15 @@ from resources.codecs.types import Column, spark_type
 from resources.errors import DeltaportError
 from resources.failpoints import failpoint
 from resources.spark.iceberg import (
+    DeltaNotFoundError,
     checkpoint_checked,
     committed_records,
     ensure_table,
+    folded_commits,
     last_applied_deltas,
+    latest_per_key,
     merge_upserts,
+    read_as_of_delta,
     replace_deltas,
     record_unchanged,
     table_exists,
@@ -420,14 +429,47 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
                          column_transition(before, entity) if before is not None else None))
             last[name] = n
     prepared = _prepare_ranges(spark, layout, datamart, plan)
+    steps = _fold_steps(plan, prepared)
     applied = []
-    for i, (n, entity, stats, transition) in enumerate(plan):
-        _apply_delta(spark, layout, datamart, n, entity, stats, transition, prepared.get(entity.name))
-        applied.append(Applied(n, entity.name, stats.upserts, stats.deletes))
+    for i, step in enumerate(steps):
+        deltas, entity = [n for n, *_ in step], step[-1][1]
+        if len(step) > 1:
+            _apply_fold(spark, layout, datamart, deltas, [e for _, e, _, _ in step], prepared[entity.name])
+        else:
+            n, entity, stats, transition = step[0]
+            _apply_delta(spark, layout, datamart, n, entity, stats, transition, prepared.get(entity.name))
+        applied += [Applied(n, e.name, stats.upserts, stats.deletes) for n, e, stats, _ in step]
         failpoint("snapshot.table_done")
-        if i + 1 < len(plan) and plan[i + 1][0] != n:
+        if i + 1 < len(steps) and steps[i + 1][0][0] != deltas[0]:
             failpoint("snapshot.delta_done")
     return applied
+
+
+def _fold_steps(plan, prepared: Mapping[str, object]) -> list[list]:
+    """The plan cut into steps, each applied in one commit: per table, a run of consecutive
+    deltas whose columns did not change and whose changes `_prepare_ranges` checked together,
+    with rows in at least one of them, is one step (folded: one MERGE of the last change per
+    key); any other delta is a step of its own. Steps come in the order of their first delta,
+    so each table still goes forward in delta order."""
+    runs: list[list] = []
+    open_run: dict[str, list] = {}  # table -> its run being built
+    for item in plan:
+        n, entity, _, transition = item
+        run = open_run.get(entity.name)
+        foldable = entity.name in prepared and _plain(transition)
+        if foldable and run is not None and run[-1][0] == n - 1:
+            run.append(item)
+            continue
+        run = [item]
+        runs.append(run)
+        open_run[entity.name] = run if foldable else None
+    steps = []
+    for run in runs:
+        if len(run) > 1 and any(stats.rows for _, _, stats, _ in run):
+            steps.append(run)
+        else:  # nothing to fold: a tag per delta records them, as a run of one delta would
+            steps += [[item] for item in run]
+    return sorted(steps, key=lambda step: step[0][0])
 
 
 def _plain(transition: ColumnTransition | None) -> bool:
@@ -456,6 +498,57 @@ def _prepare_ranges(spark, layout: LakeLayout, datamart: str, plan) -> dict[str,
         out[name] = checkpoint_checked(layout.snapshot(datamart, name), changes, items[0][1], deltas=deltas,
                                        delta_column="delta_num")
     return out
+
+
+def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int], entities: Sequence[EntitySchema],
+                prepared) -> None:
+    """One commit taking one snapshot table from its state before `deltas` (consecutive, no
+    column change among them) to the state after the last: the MERGE of each key's last change
+    in them (`prepared`: the table's checked changes of the range). The commit records the
+    deltas and is tagged with the last; `snapshot_as_of` reads the states between."""
+    from pyspark.sql import functions as F
+
+    ident = layout.snapshot(datamart, entities[-1].name)
+    struct = None
+    for entity in entities:  # a dropped column stays in the table; none is added inside a fold
+        if _struct(entity.columns) != struct:
+            struct = _struct(entity.columns)
+            ensure_table(spark, ident, struct, properties=SNAPSHOT_TABLE_PROPERTIES)
+    keys = list(entities[-1].primary_key)
+    changes = prepared.where(F.col("delta_num").between(deltas[0], deltas[-1]))
+    last = latest_per_key(changes, keys, order_column="delta_num").drop("delta_num")
+    last = _table_columns(last, spark.table(ident).schema, extra=["sys_op"])
+    merge_upserts(spark, ident, last, keys, delta_num=deltas[-1], checked=True, folded=deltas)
+
+
+def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: int,
+                   primary_key: Sequence[str]):
+    """The snapshot table as it was right after `delta_num`: its `delta_<N>` tag, or, for a
+    delta inside a folded commit (`_apply_fold`), that commit's parent (the state before the
+    fold) with the fold's changes up to N applied, each key's last change winning. Raises
+    `DeltaNotFoundError` when neither records N."""
+    from pyspark.sql import functions as F
+
+    ident = layout.snapshot(datamart, table)
+    try:
+        return read_as_of_delta(spark, ident, delta_num)
+    except DeltaNotFoundError:
+        covering = [c for c in folded_commits(spark, ident) if delta_num in c.deltas]
+        if not covering:
+            raise
+    fold = covering[-1]
+    quoted = ".".join(f"`{p}`" for p in ident.split("."))
+    schema = spark.sql(f"SELECT * FROM {quoted} VERSION AS OF {fold.snapshot_id}").schema
+    base = (spark.sql(f"SELECT * FROM {quoted} VERSION AS OF {fold.parent_id}") if fold.parent_id is not None
+            else spark.createDataFrame([], schema))
+    keys = list(primary_key)
+    changes = (spark.table(layout.increment(datamart, table))
+               .where(F.col("delta_num").between(fold.deltas[0], delta_num))
+               .drop("delta_date", "_kafka_partition", "_kafka_offset"))
+    last = _table_columns(latest_per_key(changes, keys, order_column="delta_num").drop("delta_num"), schema,
+                          extra=["sys_op"])
+    kept = _table_columns(base, schema).join(last.select(*[_c(k) for k in keys]), on=keys, how="left_anti")
+    return kept.unionByName(last.where(F.col("sys_op").isNull() | (F.col("sys_op") != 1)).drop("sys_op"))
 
 
 def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: EntitySchema, stats: TableStats,

@@ -1,4 +1,5 @@
-"""Read a Prostore table back from the lake as it was after delta N (time travel by tag).
+"""Read a Prostore table back from the lake as it was after delta N (time travel by tag, or, for
+a delta a range run folded into one commit, that commit's parent plus the deltas' changes).
 
 Rows come back as dicts of the canonical Python values of `resources.codecs.types` (TIME
 turned back from microseconds into `datetime.time`, TIMESTAMP as naive UTC datetimes), data
@@ -18,8 +19,8 @@ import datetime as dt
 from resources.codecs.ddl import EntitySchema, replay_changelog
 from resources.codecs.types import micros_to_time
 from resources.errors import DeltaportError
-from resources.lake.prostore import LakeLayout, changelog_history, data_tables
-from resources.spark.iceberg import read_as_of_delta, table_exists
+from resources.lake.prostore import LakeLayout, changelog_history, data_tables, snapshot_as_of
+from resources.spark.iceberg import table_exists
 
 
 class UnknownTableError(DeltaportError):
@@ -45,7 +46,7 @@ def rows_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: 
     if not table_exists(spark, ident):
         raise UnknownTableError(f"{ident} does not exist in the lake yet")
     names = [c.name for c in entity.columns]
-    df = read_as_of_delta(spark, ident, delta_num).select(*[f"`{n}`" for n in names])
+    df = snapshot_as_of(spark, layout, datamart, table, delta_num, entity.primary_key).select(*[f"`{n}`" for n in names])
     times = {c.name for c in entity.columns if c.type == "time"}
     out = []
     for r in df.collect():

@@ -62,10 +62,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMMIT_ID_PROPERTY",
+    "DELTAS_PROPERTY",
     "DELTA_PROPERTY",
     "DeltaCommit",
     "DeltaNotFoundError",
     "EnsuredTable",
+    "FoldedCommit",
     "IcebergTableError",
     "KeyViolationError",
     "SchemaEvolutionError",
@@ -78,8 +80,10 @@ __all__ = [
     "delta_tag",
     "delta_tags",
     "ensure_table",
+    "folded_commits",
     "last_applied_delta",
     "last_applied_deltas",
+    "latest_per_key",
     "merge_upserts",
     "read_as_of_delta",
     "repair_delta_tags",
@@ -503,9 +507,15 @@ def merge_upserts(
     op_column: str = "sys_op",
     extra_summary: Mapping[str, str] | None = None,
     checked: bool = False,
+    folded: Sequence[int] = (),
 ) -> DeltaCommit:
     """Apply one delta's changes to the state table `ident` in ONE commit (MERGE INTO) that
     records delta `delta_num`, then tag it ``delta_<N>``.
+
+    `folded`: the changes are the last change per key of these consecutive deltas, ending with
+    `delta_num` (`latest_per_key`); the commit records them as ``deltaport.deltas`` and only
+    the last is tagged: the states between are read back by `folded_commits`' readers from the
+    commit's parent and the deltas' changes.
 
     Per key: `op_column` = 1 deletes the row; 0 (or NULL) updates it, or inserts it when
     missing. Every table column is assigned from the change of the same name (changes may carry
@@ -530,6 +540,11 @@ def merge_upserts(
     if not_in_table:
         raise IcebergTableError(f"{ident}: key column(s) {not_in_table} are not in the table {target}")
 
+    if folded and (list(folded) != list(range(folded[0], folded[0] + len(folded))) or folded[-1] != delta_num):
+        raise IcebergTableError(f"{ident}: a folded MERGE takes consecutive deltas ending with {delta_num}, "
+                                f"got {list(folded)}")
+    if folded:
+        extra_summary = {**(extra_summary or {}), DELTAS_PROPERTY: _ranges_text(folded)}
     changes = changes_df if checked else checkpoint_checked(ident, changes_df, keys, deltas=[delta_num],
                                                             op_column=op_column)
     view = f"deltaport_changes_{uuid.uuid4().hex}"
@@ -612,6 +627,20 @@ def _checked_changes(changes: DataFrame, key_columns: Sequence[str], *, op_colum
         *[F.col(_col(c)) for c in group],
         *[(F.when(null_key | differ, F.raise_error(message)).otherwise(op) if c == op_column
            else F.col("_deltaport_lo." + _col(c))).alias(c) for c in rest])
+
+
+def latest_per_key(changes: DataFrame, key_columns: Sequence[str], *, order_column: str) -> DataFrame:
+    """Per key, the row with the greatest `order_column` (a range's deltas folded into one
+    change per key: the last change wins, as applying them in order would leave it, since each
+    change is a whole row or a delete). Ties are the caller's business: `_checked_changes`
+    leaves one change per key and delta. One hash aggregation; `order_column` is kept."""
+    from pyspark.sql import functions as F
+
+    keys = list(key_columns)
+    rest = [c for c in changes.columns if c not in keys]
+    last = F.max_by(F.struct(*[F.col(_col(c)) for c in rest]), F.col(_col(order_column)))
+    return (changes.groupBy(*[F.col(_col(k)) for k in keys]).agg(last.alias("_deltaport_last"))
+            .select(*[F.col(_col(k)) for k in keys], *[F.col("_deltaport_last." + _col(c)).alias(c) for c in rest]))
 
 
 @contextlib.contextmanager
@@ -765,6 +794,37 @@ def delta_tags(spark: SparkSession, ident: str) -> dict[int, int]:
         if m:
             out[int(m.group(1))] = int(snapshot_id)
     return dict(sorted(out.items()))
+
+
+@dataclass(frozen=True)
+class FoldedCommit:
+    """A state-table commit that applied several deltas at once (`merge_upserts(folded=...)`):
+    the state after each of `deltas` but the last is its parent's plus those deltas' changes."""
+
+    deltas: tuple[int, ...]
+    snapshot_id: int
+    parent_id: int | None
+
+
+def folded_commits(spark: SparkSession, ident: str) -> list[FoldedCommit]:
+    """The table's folded commits, oldest first: one plain scan of its snapshots (a join with
+    its history, to leave out commits a rollback undid, costs seconds; deltaport never rolls
+    back, and a newer commit of the same deltas comes later in the list)."""
+    quoted = _quote(ident)
+    rows = spark.sql(
+        f"SELECT snapshot_id, parent_id, summary[{_sql_str(DELTAS_PROPERTY)}] AS deltas FROM {quoted}.`snapshots` "
+        f"WHERE summary[{_sql_str(DELTAS_PROPERTY)}] IS NOT NULL ORDER BY committed_at").collect()
+    return [FoldedCommit(tuple(_ranges_parse(r["deltas"])), int(r["snapshot_id"]),
+                         None if r["parent_id"] is None else int(r["parent_id"])) for r in rows]
+
+
+def _ranges_parse(text: str) -> list[int]:
+    """"3-5,9" -> [3, 4, 5, 9] (`_ranges_text` backwards)."""
+    out: list[int] = []
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        out += range(int(a), int(b or a) + 1)
+    return out
 
 
 def read_as_of_delta(spark: SparkSession, ident: str, delta_num: int) -> DataFrame:

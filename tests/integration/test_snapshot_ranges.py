@@ -1,6 +1,6 @@
 """A range of deltas through the lake layer: the increments of a range in one commit per table,
-the snapshot brought through the range delta by delta, exact as of every delta; a key violation
-anywhere in the range stops it before any snapshot commit.
+the snapshot brought through the range in one folded commit per table, exact as of every delta;
+a key violation anywhere in the range stops it before any snapshot commit.
 
 Synthetic DataFrames and Arrow tables (no Kafka), real Spark Connect and real Iceberg tables.
 """
@@ -12,7 +12,13 @@ import pytest
 from resources.codecs.backup import ChangelogRecord
 from resources.lake.prostore import IncrementDelta, LakeLayout, apply_snapshots, land_changelogs, land_increments
 from resources.lake.read import rows_as_of
-from resources.spark.iceberg import KeyViolationError, TableNotFoundError, delta_tags, last_applied_delta
+from resources.spark.iceberg import (
+    KeyViolationError,
+    TableNotFoundError,
+    delta_tags,
+    folded_commits,
+    last_applied_delta,
+)
 from resources.spark.kafka_reader import output_spark_schema
 from resources.spark.session import CatalogConfig, connect
 
@@ -58,10 +64,13 @@ def test_a_range_lands_in_one_commit_per_increment_table_and_reads_exact_at_ever
 
     applied = apply_snapshots(session, layout, "dm", 3)
     assert [a.delta_num for a in applied] == [0, 1, 2, 3]
-    # One commit per delta that changes the table (plus its tag); delta 2 changed nothing: its tag alone.
-    assert commits(session, layout.snapshot("dm", "t")) == 3
-    assert list(delta_tags(session, layout.snapshot("dm", "t"))) == [0, 1, 2, 3]
-    assert last_applied_delta(session, layout.snapshot("dm", "t")) == 3
+    # The range folds into one commit (each key's last change), tagged with its last delta and
+    # recording all four; the states between are read from its parent plus the increments.
+    snap = layout.snapshot("dm", "t")
+    assert commits(session, snap) == 1
+    assert list(delta_tags(session, snap)) == [3]
+    assert [c.deltas for c in folded_commits(session, snap)] == [(0, 1, 2, 3)]
+    assert last_applied_delta(session, snap) == 3
     for n, want in EXPECTED.items():
         got = [(r["id"], r["a"]) for r in rows_as_of(session, layout, "dm", "t", n)]
         assert got == want, f"as of delta {n}"
@@ -114,3 +123,39 @@ def test_a_range_of_driver_read_arrow_and_executor_frames_lands_each_delta_with_
     got = sorted(tuple(r) for r in session.sql(f"SELECT delta_num, id, a, b, sys_op FROM {ident}").collect())
     assert got == [(0, 1, "x", None, 0), (0, 2, "y", None, 0), (1, 2, None, None, 1), (2, 3, "z", 7, 0),
                    (3, 1, "x1", 8, 0), (3, 3, None, None, 1)]
+
+
+def test_folds_stop_at_a_column_change_and_stack_on_earlier_folds_exact_at_every_delta(lake):
+    """Two range runs: the first folds deltas 0-1, applies 2 (a column added) and 3 on their
+    own; the second folds 4-6 on top of them. Every delta reads back exactly, the folded ones
+    from their commit's parent plus the increments."""
+    session, layout = lake
+    create = ChangelogRecord(0, "t", CREATE)
+    alter = ChangelogRecord(1, "t", "ALTER TABLE dm.t ADD COLUMN b INT")
+    changes = {0: [(1, "x", 0), (2, "y", 0)], 1: [(2, None, 1)], 2: [(3, "z", 7, 0)],
+               3: [(1, "x1", 8, 0), (3, None, None, 1)],
+               4: [(5, "v", 1, 0)], 5: [(5, "v2", 2, 0), (1, None, None, 1)], 6: [(6, "w", 3, 0)]}
+    expected = {0: [(1, "x"), (2, "y")], 1: [(1, "x")], 2: [(1, "x", None), (3, "z", 7)], 3: [(1, "x1", 8)],
+                4: [(1, "x1", 8), (5, "v", 1)], 5: [(5, "v2", 2)], 6: [(5, "v2", 2), (6, "w", 3)]}
+
+    def land(deltas):
+        logs = {n: [create] if n < 2 else [create, alter] for n in deltas}
+        entities = land_changelogs(session, layout, "dm", [(n, f"inc-{n}", log) for n, log in logs.items()])
+        land_increments(session, layout, "dm", [
+            IncrementDelta(n, 1_700_000_000_000_000 + n, f"inc-{n}", entities[n],
+                           {"t": session.createDataFrame([(*r, 0, k) for k, r in enumerate(changes[n])],
+                                                         output_spark_schema(entities[n]["t"].columns))})
+            for n in deltas])
+
+    land([0, 1, 2, 3])
+    assert [a.delta_num for a in apply_snapshots(session, layout, "dm", 3)] == [0, 1, 2, 3]
+    land([4, 5, 6])
+    assert [a.delta_num for a in apply_snapshots(session, layout, "dm", 6)] == [4, 5, 6]
+
+    snap = layout.snapshot("dm", "t")
+    assert [c.deltas for c in folded_commits(session, snap)] == [(0, 1), (4, 5, 6)]
+    assert commits(session, snap) == 4  # folds 0-1 and 4-6, deltas 2 and 3
+    assert list(delta_tags(session, snap)) == [1, 2, 3, 6]
+    for n, want in expected.items():
+        got = [tuple(r.values()) for r in rows_as_of(session, layout, "dm", "t", n)]
+        assert got == want, f"as of delta {n}"
