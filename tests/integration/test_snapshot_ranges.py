@@ -159,3 +159,15 @@ def test_folds_stop_at_a_column_change_and_stack_on_earlier_folds_exact_at_every
     for n, want in expected.items():
         got = [tuple(r.values()) for r in rows_as_of(session, layout, "dm", "t", n)]
         assert got == want, f"as of delta {n}"
+
+
+def test_a_fold_whose_changes_cancel_out_still_records_every_delta(lake):
+    """A key inserted and deleted inside one range: the fold's MERGE changes no row, and its
+    commit still records the range, so every delta is applied once and reads back."""
+    session, layout = lake
+    land_range(session, layout, "dm3", {0: [(1, "x", 0)], 1: [(1, None, 1)], 2: []})
+    assert [a.delta_num for a in apply_snapshots(session, layout, "dm3", 2)] == [0, 1, 2]
+    snap = layout.snapshot("dm3", "t")
+    assert last_applied_delta(session, snap) == 2
+    assert [rows_as_of(session, layout, "dm3", "t", n) for n in (0, 1, 2)] == [[{"id": 1, "a": "x"}], [], []]
+    assert apply_snapshots(session, layout, "dm3", 2) == []
