@@ -62,9 +62,9 @@ from resources.codecs.types import Column, spark_type
 from resources.errors import DeltaportError
 from resources.failpoints import failpoint
 from resources.spark.iceberg import (
-    DeltaNotFoundError,
     checkpoint_checked,
     committed_records,
+    delta_tags,
     ensure_table,
     folded_commits,
     last_applied_deltas,
@@ -530,16 +530,20 @@ def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_n
     from pyspark.sql import functions as F
 
     ident = layout.snapshot(datamart, table)
-    try:
-        return read_as_of_delta(spark, ident, delta_num)
-    except DeltaNotFoundError:
-        covering = [c for c in folded_commits(spark, ident) if delta_num in c.deltas]
-        if not covering:
-            raise
-    fold = covering[-1]
     quoted = ".".join(f"`{p}`" for p in ident.split("."))
+    tags = delta_tags(spark, ident)
+    if delta_num in tags:
+        return spark.sql(f"SELECT * FROM {quoted} VERSION AS OF {tags[delta_num]}")
+    covering = [c for c in folded_commits(spark, ident) if delta_num in c.deltas]
+    if not covering:
+        return read_as_of_delta(spark, ident, delta_num)  # raises DeltaNotFoundError, naming the tags
+    fold = covering[-1]
     schema = spark.sql(f"SELECT * FROM {quoted} VERSION AS OF {fold.snapshot_id}").schema
-    base = (spark.sql(f"SELECT * FROM {quoted} VERSION AS OF {fold.parent_id}") if fold.parent_id is not None
+    # The state before the fold: the previous delta's tag (which keeps its snapshot from expiring,
+    # should maintenance have committed in between), else the fold's parent, else none (the
+    # table was born in the fold).
+    before = tags.get(fold.deltas[0] - 1, fold.parent_id)
+    base = (spark.sql(f"SELECT * FROM {quoted} VERSION AS OF {before}") if before is not None
             else spark.createDataFrame([], schema))
     keys = list(primary_key)
     changes = (spark.table(layout.increment(datamart, table))

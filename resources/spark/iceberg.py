@@ -21,6 +21,10 @@ What this module guarantees:
   table unchanged costs no data commit: `tag_unchanged` tags the current snapshot (one commit,
   so the delta is recorded or not), and `last_applied_delta` counts tags on the current
   snapshot too.
+* A range run's state-table commit may fold several consecutive deltas (`merge_upserts` with
+  `folded`: each key's last change of the range): its summary records them all as
+  ``deltaport.deltas`` (``a-b``) and only the last is tagged; `folded_commits` lists such
+  commits for readers that rebuild the deltas inside (resources/lake/prostore.py).
 * ``replace_delta`` replaces exactly the rows whose delta column equals N (overwrite by filter:
   delete + insert in one commit), so re-running N is idempotent; `replace_deltas` does the
   same for a range of deltas in one commit (a range run's increment and meta tables). Rows of another delta in the
