@@ -56,13 +56,15 @@ dev: jars
 # Avro decoders alone (a few seconds), then the platform end to end (a few minutes on 2 cores;
 # e.g. make bench BENCH_ARGS="--deltas 8 --rows 100000"), then the change streams (Qlik,
 # DataWorks, Datastream; STREAM_BENCH_ARGS="--size 1000"), then a datamart through Dagster (sync
-# -> run -> assets; seconds and Iceberg commits per delta; DAGSTER_BENCH_ARGS="--rows 20000").
+# -> run -> assets; seconds and Iceberg commits per delta; DAGSTER_BENCH_ARGS="--rows 20000"), then
+# each change stream through Dagster the same way (DAGSTER_STREAM_BENCH_ARGS="--rows 20000").
 # Results: bench-results/*.json.
 bench: jars
 	$(PY) bench/avro_decode.py
 	$(PY) bench/platform_bench.py $(BENCH_ARGS)
 	$(PY) bench/stream_bench.py $(STREAM_BENCH_ARGS)
 	$(PY) bench/dagster_bench.py $(DAGSTER_BENCH_ARGS)
+	$(PY) bench/dagster_stream_bench.py $(DAGSTER_STREAM_BENCH_ARGS)
 
 # The fault suite at full size (issue 11; its quick cases are in `make test`): `sync` killed at six
 # points of a range run, then recovered and compared with the truth; the embedded Spark server

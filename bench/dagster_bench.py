@@ -89,10 +89,10 @@ def delta_batches(messages) -> list[tuple[int, list]]:
     return cuts
 
 
-def commit_counts(spark, catalog: str) -> dict[str, int]:
-    """{table: metadata versions} of every table of the datamart (one version per commit)."""
+def commit_counts(spark, catalog: str, source: str = DM) -> dict[str, int]:
+    """{table: metadata versions} of every table of the source (one version per commit)."""
     out = {}
-    for ns in (DM, f"{DM}_increment", f"{DM}_meta"):
+    for ns in (source, f"{source}_increment", f"{source}_meta"):
         if not spark.catalog.databaseExists(f"{catalog}.{ns}"):
             continue
         for t in spark.sql(f"SHOW TABLES IN {catalog}.{ns}").collect():

@@ -98,14 +98,18 @@ def ours(spark, bootstrap: str, layout: LakeLayout, ledger: CdcLedger, source: s
             "snapshot_s": snapshot_s, "last_delta": deltas[-1].delta_num if deltas else None}
 
 
-def user_script(bootstrap: str, fmt: str, topic: str, out: Path, chunks: int) -> dict:
+def user_script(bootstrap: str, fmt: str, topic: str, out: Path, chunks: int, ranges=None, decode=None) -> dict:
+    """The script a user would write: consume the topic (or its offset `ranges`, {partition:
+    (start, end)}), decode, write the row changes as Parquet in `chunks` parts per table.
+    `decode`: a decoder kept across calls (a Qlik decoder learns table structures from the
+    metadata messages of earlier ranges, as a long-running consumer would)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     t0 = time.perf_counter()
-    decode = make_decoder(fmt)
+    decode = decode or make_decoder(fmt)
     changes: list[Change] = []
-    for m in scan(bootstrap, topic):
+    for m in scan(bootstrap, topic, ranges):
         try:
             changes += [r for r in decode(m.key, m.value) if isinstance(r, Change) and r.operation != BEFORE_IMAGE]
         except DecodeError:
