@@ -42,7 +42,8 @@ POINTS = {
     "snapshot.committed": "after a snapshot table's MERGE commit, before its delta_<N> tag",
     "snapshot.table_done": "after a snapshot table reached a delta (commit and tag), before the next table",
     "snapshot.delta_done": "after every table reached a delta of a range, before the next delta",
-    "cdc.applied": "after a change-stream snapshot table reached a delta, before its next delta or table",
+    "cdc.applied": "after a change-stream snapshot table reached the run's delta (one commit for a range), "
+                   "before the next table",
 }
 
 _passes: Counter = Counter()

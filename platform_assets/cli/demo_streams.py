@@ -50,9 +50,9 @@ def compare(streams: list[DemoStream], spark, layout, bootstrap: str, ledger, la
     before the backfill ended, a Qlik one inside the full load) is shown as such, not compared."""
     from resources.emulator.stream_oracle import same_rows, truth_after
     from resources.errors import DecodeError
-    from resources.lake.cdc import cdc_rows_as_of
+    from resources.lake.cdc import cdc_recorded_deltas, cdc_rows_as_of
     from resources.changestream.sealing import read_delta
-    from resources.spark.iceberg import delta_tags, table_exists
+    from resources.spark.iceberg import table_exists
 
     all_equal, compared, total = True, 0, 0
     for s in streams:
@@ -71,9 +71,9 @@ def compare(streams: list[DemoStream], spark, layout, bootstrap: str, ledger, la
                 continue
             compared += 1
             for table, rows in sorted(truth.items()):
-                ident = layout.snapshot(s.name, table)  # none of its changes landed by d: no table or tag
-                tagged = table_exists(spark, ident) and d.delta_num in delta_tags(spark, ident)
-                got = cdc_rows_as_of(spark, layout, s.name, table, d.delta_num) if tagged else []
+                ident = layout.snapshot(s.name, table)  # none of its changes landed by d: no table or record
+                recorded = table_exists(spark, ident) and d.delta_num in cdc_recorded_deltas(spark, ident)
+                got = cdc_rows_as_of(spark, layout, s.name, table, d.delta_num) if recorded else []
                 equal = same_rows(got, rows)
                 all_equal &= equal
                 echo(f"{s.name:16} {d.delta_num:>5} {table:18} {len(got):>9} {len(rows):>10}  "

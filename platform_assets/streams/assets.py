@@ -13,11 +13,13 @@ them over (`StreamSlice`) and each asset reads them itself.
   delta were quarantined by the sensor when it sealed it: they are counted and named here, the
   good ones land.
 - snapshot[N]: every table brought to delta N by the format's own order, duplicates and late
-  changes dropped, one commit per table per delta that changes it, every delta tagged
-  delta_<N>; every missing delta up to N is applied in order.
+  changes dropped, one commit per table per delta that changes it, tagged delta_<N>; every
+  missing delta up to N is applied in order.
 
 A run covers one delta or a range: changelog, increment and manifest take the range in one
-commit per table; the snapshot applies it delta by delta (exact as of every N).
+commit per table; the snapshot folds the range into one MERGE per table (the same state as
+applying its deltas in turn, resources/lake/cdc_fold.py), tagged with its last delta; reading
+as of any N inside is exact (the state before the fold plus the deltas up to N).
 
 Guarantees: re-materializing N rewrites exactly N's changelog and increment rows (the ledger
 makes N the same offsets forever); a snapshot already at N or later is left as is.
@@ -158,7 +160,7 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_
                           "deletes kept as tombstones; tagged delta_<N>.", **common)
     def snapshot(context: dg.AssetExecutionContext, spark: SparkResource):
         session = spark.get_session()
-        n = run_deltas(context)[-1]  # a range run: every delta up to its last, one commit each
+        n = run_deltas(context)[-1]  # a range run: every delta up to its last, folded per table
         started = time.monotonic()
         try:
             keys = table_keys(session, layout, src, n)

@@ -13,9 +13,9 @@ from functools import reduce
 
 import dagster as dg
 
-from resources.lake.cdc import CdcLandStats
+from resources.lake.cdc import CdcLandStats, cdc_snapshot_as_of
 from resources.lake.prostore import LakeLayout
-from resources.spark.iceberg import read_as_of_delta, table_exists
+from resources.spark.iceberg import table_exists
 
 COMPLETE, KEY_UNIQUE = "increment_complete", "key_unique"
 
@@ -75,7 +75,7 @@ def snapshot_checks(spark, layout: LakeLayout, source: str, n: int, keys: Mappin
         ident = layout.snapshot(source, table)
         if not table_exists(spark, ident):
             continue
-        df = read_as_of_delta(spark, ident, n)
+        df = cdc_snapshot_as_of(spark, layout, source, table, n)
         counts[table] = df.where(~F.coalesce(F.col("_tombstone"), F.lit(False))).count()
         dups = df.groupBy(*[F.col(f"`{k}`") for k in key]).count().where("count > 1").count()
         if dups:

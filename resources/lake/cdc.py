@@ -5,7 +5,8 @@ Data flow, per source (`source` plays the part a datamart plays for Prostore; sa
         ──land_cdc_increment──► lake.<source>_increment.<table>   (raw changes, delta_num = N)
                                 lake.<source>_meta.manifest        (one row per (N, table))
         ──apply_cdc_snapshot──► lake.<source>.<table>             (state after N, tag delta_<N>)
-    cdc_rows_as_of(N) reads the state back (tombstones and `_` columns left out).
+    cdc_rows_as_of(N) reads the state back (tombstones and `_` columns left out); a range of
+    deltas (apply_cdc_through) folds into one commit per table, read back as of any N inside.
 
 Why not Prostore's `merge_upserts`: these streams are not closed, ordered slices. Delivery is
 at least once, Datastream events arrive in any order (backfill reads in particular), and a Qlik
@@ -28,8 +29,13 @@ order (`_order`, `order_key_text` of `Change.order_key`) and the snapshot applie
 - one MERGE = one Iceberg commit records delta N (summary `deltaport.delta`, tag `delta_<N>`);
   a snapshot already at N or later skips N (re-running is a no-op), one behind an earlier
   delta refuses (`MissingDeltasError`). A delta with no change of the table is recorded by its
-  tag alone on the current snapshot (no data commit), so every table has every `delta_<N>` tag
-  from its first delta on.
+  tag alone on the current snapshot (no data commit);
+- a range run's deltas a..b fold into ONE MERGE per table (`resources/lake/cdc_fold.py`: the
+  state applying them in turn gives, late changes across deltas included), recording them all
+  (`deltaport.deltas=a-b`, the key columns in `deltaport.keys`) and tagged `delta_<b>`; a delta
+  inside reads back as the state before the fold with the fold's deltas up to it applied by the
+  same rules (`cdc_snapshot_as_of`). So every table records every delta from its first one
+  on, by a tag or inside a fold (`cdc_recorded_deltas`).
 
 Convergence (why arrival order does not matter): for whole-row changes (Datastream, DataWorks,
 Qlik INSERT and full load) max order per key with tombstones is a last-writer-wins register:
@@ -65,14 +71,19 @@ from typing import Any
 from resources.codecs.cdc import BEFORE_IMAGE, DELETE, UPSERT, Change
 from resources.errors import DeltaportError
 from resources.failpoints import failpoint
+from resources.lake.cdc_fold import fold_changes, merged_state
 from resources.lake.prostore import LakeLayout, MissingDeltasError
 from resources.spark.iceberg import (
+    DELTAS_PROPERTY,
+    InsideFold,
+    delta_tags,
     ensure_table,
+    folded_commits,
     last_applied_delta,
     last_applied_deltas,
-    read_as_of_delta,
     record_unchanged,
     replace_deltas,
+    state_as_of_delta,
     table_exists,
 )
 
@@ -92,7 +103,9 @@ __all__ = [
     "apply_cdc_through",
     "cdc_columns_as_of",
     "cdc_landed_deltas",
+    "cdc_recorded_deltas",
     "cdc_rows_as_of",
+    "cdc_snapshot_as_of",
     "changes_frame",
     "increment_columns",
     "infer_columns",
@@ -192,6 +205,7 @@ def order_key_text(order_key: tuple) -> str:
 
 META_COLUMNS = ("_op", "_order", "_event_id", "_captured", "_event_time_us", "_backfill", "_source_op")
 SNAPSHOT_COLUMNS = ("_order", "_tombstone", "_event_time_us")
+KEYS_PROPERTY = "deltaport.keys"  # a folded snapshot commit's key columns, as JSON
 _INCREMENT_EXTRA = ("delta_num", "delta_date")
 _DECIMAL_TYPE = re.compile(r"(?i)^\s*(?:numeric|decimal|number)\s*\(\s*(\d+)\s*,\s*(-?\d+)\s*\)\s*$")
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
@@ -596,36 +610,42 @@ def apply_cdc_snapshot(spark, layout: LakeLayout, source: str, delta_num: int, t
     landed = cdc_landed_deltas(spark, layout, source)
     ident = layout.snapshot(source, table)
     last = last_applied_delta(spark, ident) if table_exists(spark, ident) else None
-    return _apply(spark, layout, source, delta_num, table, key_columns, columns, landed, last)
+    return _apply(spark, layout, source, [delta_num], table, key_columns, columns, landed, last)[0]
 
 
-def _apply(spark, layout: LakeLayout, source: str, delta_num: int, table: str, key_columns: Sequence[str],
+def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table: str, key_columns: Sequence[str],
            columns: Sequence[tuple[str, Any]] | None, landed: Mapping[int, Mapping[str, CdcLandStats]],
-           last: int | None) -> CdcApplied:
-    """`apply_cdc_snapshot` given the manifest and the snapshot's last applied delta."""
-    from pyspark.sql import Window
+           last: int | None) -> list[CdcApplied]:
+    """`apply_cdc_snapshot` of consecutive `deltas` in one commit, given the manifest and the
+    snapshot's last applied delta: one delta as that function says; several fold into one
+    MERGE (`resources/lake/cdc_fold.py`: the same state as applying them in turn) recording
+    them all (``deltaport.deltas``, the key columns in ``deltaport.keys``), tagged with the
+    last; `cdc_snapshot_as_of` reads the states between. One `CdcApplied` per delta (a fold's
+    counts on its last)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     keys = list(key_columns)
+    delta_num, first = deltas[-1], deltas[0]
     if not keys:
         raise DeltaportError(f"{source}.{table}: no key columns: changes of a table without a key cannot be "
                              "applied to a snapshot")
-    if delta_num not in landed:
-        raise MissingDeltasError(source, delta_num, [delta_num])
+    not_landed = [n for n in deltas if n not in landed]
+    if not_landed:
+        raise MissingDeltasError(source, delta_num, not_landed)
     ident = layout.snapshot(source, table)
     if last is not None and last >= delta_num:
-        return CdcApplied(delta_num, table, skipped=True)
+        return [CdcApplied(n, table, skipped=True) for n in deltas]
     if last is not None:
-        behind = list(range(last + 1, delta_num))
+        behind = list(range(last + 1, first))
     else:
-        behind = sorted(n for n, tables in landed.items() if n < delta_num and tables.get(table) is not None
+        behind = sorted(n for n, tables in landed.items() if n < first and tables.get(table) is not None
                         and tables[table].rows > 0)
     not_landed = [n for n in behind if n not in landed]
     if not_landed:
         raise MissingDeltasError(source, delta_num, not_landed)
     if behind:
-        raise UnappliedDeltasError(ident, delta_num, behind)
+        raise UnappliedDeltasError(ident, first, behind)
 
     inc_ident = layout.increment(source, table)
     has_increment = table_exists(spark, inc_ident)
@@ -645,63 +665,27 @@ def _apply(spark, layout: LakeLayout, source: str, delta_num: int, table: str, k
     spark.catalog.refreshTable(ident)
     target = spark.table(ident)
     types = {f.name: f.dataType for f in target.schema.fields}
+    unchanged = [CdcApplied(n, table, skipped=False) for n in deltas]
 
     if not has_increment:  # no change of this table has landed yet
-        record_unchanged(spark, ident, target.schema, delta_num)
-        return CdcApplied(delta_num, table, skipped=False)
-    changes = spark.table(inc_ident).where(F.col("delta_num") == delta_num)
-
-    have = set(changes.columns)
-
-    def value(c):  # a snapshot column the increment lacks (never landed): NULL, never captured
-        return F.col(_q(c)).cast(types[c]) if c in have else F.lit(None).cast(types[c])
-
-    # 1. one copy per event; before-images out.
-    changes = (changes.where(F.col("_op") != BEFORE_IMAGE)
-               .withColumn("_eid", F.coalesce(F.col("_event_id"), F.concat(F.lit("order:"), F.col("_order"))))
-               .dropDuplicates(["_eid"]))
-    # 2. changes at or below the row's stored order are late: dropped before the fold, so no
-    #    column of a newer row is overwritten by an older value. (<=>: keys may hold NULLs,
-    #    DataWorks keys tables without a primary key by the whole row.)
-    stored = target.select(*[F.col(_q(k)).alias(f"__dp_t{i}") for i, k in enumerate(keys)],
-                           F.col("_order").alias("__dp_t_order"))
-    cond = None
-    for i, k in enumerate(keys):
-        c = value(k).eqNullSafe(F.col(f"__dp_t{i}"))
-        cond = c if cond is None else cond & c
-    fresh = (changes.join(stored, cond, "left")
-             .where(F.col("__dp_t_order").isNull() | (F.col("_order") > F.col("__dp_t_order")))
-             .select(*[value(k).alias(k) for k in keys],
-                     *[value(c).alias(f"__dp_v{i}") for i, c in enumerate(data)],
-                     "_op", "_order", "_captured", "_event_time_us"))
-    # 3. fold per key: the last change decides the op; after the key's last delete in the delta
-    #    each column takes its latest captured value (max_by ignores rows whose order is NULL).
-    by_key = Window.partitionBy(*[F.col(_q(k)) for k in keys])
-    fresh = fresh.withColumn("__dp_last_delete", F.max(F.when(F.col("_op") == DELETE, F.col("_order"))).over(by_key))
-    live = (F.col("_op") == UPSERT) & (F.col("__dp_last_delete").isNull()
-                                       | (F.col("_order") > F.col("__dp_last_delete")))
-    aggs = [F.max("_order").alias("_order"), F.max_by("_op", "_order").alias("_op"),
-            F.count(F.lit(1)).alias("__dp_events"),
-            F.max(F.col("__dp_last_delete").isNotNull()).alias("__dp_reset"),
-            F.max_by("_event_time_us", "_order").alias("_event_time_us")]
-    for i, c in enumerate(data):
-        if c in keys:
-            continue
-        captured = live & (F.col("_captured").isNull() | F.array_contains(F.col("_captured"), c))
-        aggs.append(F.max_by(F.col(f"__dp_v{i}"), F.when(captured, F.col("_order"))).alias(f"__dp_v{i}"))
-        aggs.append(F.coalesce(F.max(captured), F.lit(False)).alias(f"__dp_c{i}"))
-    folded = fresh.groupBy(*[F.col(_q(k)) for k in keys]).agg(*aggs)
+        for n in deltas:
+            record_unchanged(spark, ident, target.schema, n)
+        return unchanged
+    changes = spark.table(inc_ident).where(F.col("delta_num").between(first, delta_num))
+    folded = fold_changes(changes, target, keys, data, types, several_deltas=len(deltas) > 1)
     # localCheckpoint: Spark 4.1 cannot plan a MERGE whose source still reads another Iceberg
-    # table ("No plan for TableReference"); one delta's net changes are small.
+    # table ("No plan for TableReference"); the deltas' net changes are small.
     folded = local_checkpoint(folded)
     counts = {r["_op"]: (r["keys"], r["events"]) for r in
               folded.groupBy("_op").agg(F.count(F.lit(1)).alias("keys"), F.sum("__dp_events").alias("events")).collect()}
-    if not counts:  # every change was a duplicate or late
-        record_unchanged(spark, ident, target.schema, delta_num)
-        return CdcApplied(delta_num, table, skipped=False)
-    _merge(spark, ident, folded, keys, data, delta_num)
-    return CdcApplied(delta_num, table, skipped=False, events=sum(e for _, e in counts.values()),
-                      upserts=counts.get(UPSERT, (0, 0))[0], deletes=counts.get(DELETE, (0, 0))[0])
+    if not counts:  # every change was a duplicate or late: each delta recorded by its tag
+        for n in deltas:
+            record_unchanged(spark, ident, target.schema, n)
+        return unchanged
+    _merge(spark, ident, folded, keys, data, deltas)
+    applied = CdcApplied(delta_num, table, skipped=False, events=sum(e for _, e in counts.values()),
+                         upserts=counts.get(UPSERT, (0, 0))[0], deletes=counts.get(DELETE, (0, 0))[0])
+    return [*unchanged[:-1], applied]
 
 
 def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
@@ -729,14 +713,19 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
         raise MissingDeltasError(source, target, missing)
     out = []
     for table, (last, ns) in plans.items():
-        for n in ns:
-            out.append(_apply(spark, layout, source, n, table, tables[table], None, landed, last))
-            last = n
+        if ns:  # a range run's deltas fold into one commit per table
+            out += _apply(spark, layout, source, ns, table, tables[table], None, landed, last)
             failpoint("cdc.applied")
     return out
 
 
-def _merge(spark, ident: str, folded, keys: list[str], data: list[str], delta_num: int) -> None:
+def _merge(spark, ident: str, folded, keys: list[str], data: list[str], deltas: Sequence[int]) -> None:
+    """MERGE the `fold_changes` of `deltas` (consecutive) into the snapshot: one commit recording
+    the last delta, and with several the whole run and the key columns (for `cdc_snapshot_as_of`),
+    tagged `delta_<last>`."""
+    delta_num = deltas[-1]
+    extra = {DELTAS_PROPERTY: f"{deltas[0]}-{delta_num}", KEYS_PROPERTY: json.dumps(list(keys))} \
+        if len(deltas) > 1 else None
     view = f"deltaport_cdc_{uuid.uuid4().hex}"
     index = {c: i for i, c in enumerate(data)}
     on = " AND ".join(f"t.{_q(k)} <=> s.{_q(k)}" for k in keys)
@@ -758,7 +747,7 @@ def _merge(spark, ident: str, folded, keys: list[str], data: list[str], delta_nu
     commit_id = uuid.uuid4().hex
     folded.createOrReplaceTempView(view)
     try:
-        with _session_snapshot_properties(spark, _summary(delta_num, commit_id, None)):
+        with _session_snapshot_properties(spark, _summary(delta_num, commit_id, extra)):
             failpoint("snapshot.merge")
             spark.sql(sql)
     finally:
@@ -771,13 +760,40 @@ def _merge(spark, ident: str, folded, keys: list[str], data: list[str], delta_nu
 # Read
 
 
+def cdc_recorded_deltas(spark, ident: str) -> set[int]:
+    """The deltas a snapshot table records: tagged `delta_<N>`, or inside a folded commit."""
+    return set(delta_tags(spark, ident)) | {n for c in folded_commits(spark, ident) for n in c.deltas}
+
+
+def cdc_snapshot_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num: int):
+    """The snapshot table (data columns, `_order`, `_tombstone`, `_event_time_us`) as it was
+    right after delta `delta_num`: its `delta_<N>` tag, or, for a delta inside a folded commit
+    (`_apply` of several deltas), the state before the fold (the previous delta's tag, else the
+    commit's parent) with the fold's deltas up to N applied by the same rules. Raises
+    `DeltaNotFoundError` when neither records N."""
+    from pyspark.sql import functions as F
+
+    state = state_as_of_delta(spark, layout.snapshot(source, table), delta_num)
+    if not isinstance(state, InsideFold):
+        return state
+    fold, schema, base = state.fold, state.schema, state.base
+    types = {f.name: f.dataType for f in schema.fields}
+    keys = json.loads(fold.summary[KEYS_PROPERTY])
+    data = [f.name for f in schema.fields if f.name not in SNAPSHOT_COLUMNS]
+    changes = spark.table(layout.increment(source, table)).where(
+        F.col("delta_num").between(fold.deltas[0], delta_num))
+    folded = fold_changes(changes, base, keys, data, types, several_deltas=True)
+    return merged_state(base, folded, keys, data)
+
+
 def cdc_columns_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num: int
                       ) -> tuple[list[str], list[dict]]:
     """(data column names in table order, live rows) of the table right after delta `delta_num`."""
     ident = layout.snapshot(source, table)
     if not table_exists(spark, ident):
         raise DeltaportError(f"{ident} does not exist (no change of {source}.{table} has landed)")
-    names = [c for c in read_as_of_delta(spark, ident, delta_num).columns if c not in SNAPSHOT_COLUMNS]
+    names = [c for c in cdc_snapshot_as_of(spark, layout, source, table, delta_num).columns
+             if c not in SNAPSHOT_COLUMNS]
     return names, cdc_rows_as_of(spark, layout, source, table, delta_num)
 
 
@@ -787,7 +803,7 @@ def cdc_rows_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num
     their values."""
     from pyspark.sql import functions as F
 
-    df = read_as_of_delta(spark, layout.snapshot(source, table), delta_num)
+    df = cdc_snapshot_as_of(spark, layout, source, table, delta_num)
     names = [c for c in df.columns if c not in SNAPSHOT_COLUMNS]
     rows = []
     for r in df.where(~F.coalesce(F.col("_tombstone"), F.lit(False))).select(*[_q(n) for n in names]).collect():

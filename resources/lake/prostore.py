@@ -62,17 +62,16 @@ from resources.codecs.types import Column, spark_type
 from resources.errors import DeltaportError
 from resources.failpoints import failpoint
 from resources.spark.iceberg import (
+    InsideFold,
     checkpoint_checked,
     committed_records,
-    delta_tags,
     ensure_table,
-    folded_commits,
     last_applied_deltas,
     latest_per_key,
     merge_upserts,
-    read_as_of_delta,
-    replace_deltas,
     record_unchanged,
+    replace_deltas,
+    state_as_of_delta,
     table_exists,
 )
 from resources.spark.kafka_reader import local_frame, output_spark_schema
@@ -529,29 +528,17 @@ def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_n
     `DeltaNotFoundError` when neither records N."""
     from pyspark.sql import functions as F
 
-    ident = layout.snapshot(datamart, table)
-    quoted = ".".join(f"`{p}`" for p in ident.split("."))
-    tags = delta_tags(spark, ident)
-    if delta_num in tags:
-        return spark.sql(f"SELECT * FROM {quoted} VERSION AS OF {tags[delta_num]}")
-    covering = [c for c in folded_commits(spark, ident) if delta_num in c.deltas]
-    if not covering:
-        return read_as_of_delta(spark, ident, delta_num)  # raises DeltaNotFoundError, naming the tags
-    fold = covering[-1]
-    schema = spark.sql(f"SELECT * FROM {quoted} VERSION AS OF {fold.snapshot_id}").schema
-    # The state before the fold: the previous delta's tag (which keeps its snapshot from expiring,
-    # should maintenance have committed in between), else the fold's parent, else none (the
-    # table was born in the fold).
-    before = tags.get(fold.deltas[0] - 1, fold.parent_id)
-    base = (spark.sql(f"SELECT * FROM {quoted} VERSION AS OF {before}") if before is not None
-            else spark.createDataFrame([], schema))
+    state = state_as_of_delta(spark, layout.snapshot(datamart, table), delta_num)
+    if not isinstance(state, InsideFold):
+        return state
+    fold, schema, base = state.fold, state.schema, state.base
     keys = list(primary_key)
     changes = (spark.table(layout.increment(datamart, table))
                .where(F.col("delta_num").between(fold.deltas[0], delta_num))
                .drop("delta_date", "_kafka_partition", "_kafka_offset"))
     last = _table_columns(latest_per_key(changes, keys, order_column="delta_num").drop("delta_num"), schema,
                           extra=["sys_op"])
-    kept = _table_columns(base, schema).join(last.select(*[_c(k) for k in keys]), on=keys, how="left_anti")
+    kept = base.join(last.select(*[_c(k) for k in keys]), on=keys, how="left_anti")
     return kept.unionByName(last.where(F.col("sys_op").isNull() | (F.col("sys_op") != 1)).drop("sys_op"))
 
 

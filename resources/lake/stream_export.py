@@ -35,11 +35,10 @@ from decimal import Decimal
 from resources.codecs.backup import ChangelogRecord
 from resources.codecs.backup_writer import BackupWriteOptions, TableChanges, encode_increment
 from resources.codecs.types import Column
-from resources.lake.cdc import SNAPSHOT_COLUMNS, cdc_landed_deltas
+from resources.lake.cdc import SNAPSHOT_COLUMNS, cdc_landed_deltas, cdc_recorded_deltas, cdc_snapshot_as_of
 from resources.lake.export import ExportedDelta, ExportError
 from resources.lake.prostore import LakeLayout
 from resources.lake.stream_changelog import key_rows, keys_as_of
-from resources.spark.iceberg import delta_tags, read_as_of_delta
 
 _PLAIN = re.compile(r"^[a-z_][a-z0-9_]*$")
 
@@ -132,7 +131,7 @@ def export_stream(spark, layout: LakeLayout, source: str, deltas: Sequence[int],
     if missing:
         raise ExportError(f"stream {source!r}: delta(s) {missing} are not in the lake (landed: {sorted(landed)})")
     tables = [t.tableName for t in spark.sql(f"SHOW TABLES IN {layout.catalog}.{source}").collect()]
-    tags = {t: delta_tags(spark, layout.snapshot(source, t)) for t in tables}
+    recorded = {t: cdc_recorded_deltas(spark, layout.snapshot(source, t)) for t in tables}
     key_history = key_rows(spark, layout, source)
     changelog = StreamChangelog(name)
     wanted = set(deltas)
@@ -140,17 +139,17 @@ def export_stream(spark, layout: LakeLayout, source: str, deltas: Sequence[int],
     for n in sorted(d for d in landed if d <= max(deltas, default=-1)):
         keys = keys_as_of(key_history, n)
         parts = {}
-        for table in sorted(t for t in tables if n in tags[t]):
+        for table in sorted(t for t in tables if n in recorded[t]):
             if table not in keys:
                 raise ExportError(f"stream {source!r} table {table!r}: no key recorded up to delta {n}")
-            now = read_as_of_delta(spark, layout.snapshot(source, table), n)
+            now = cdc_snapshot_as_of(spark, layout, source, table, n)
             fields = [f for f in now.schema.fields if f.name not in SNAPSHOT_COLUMNS]
             columns = [Column(f.name, prostore_type(f.dataType), nullable=f.name not in keys[table]) for f in fields]
             changelog.describe(table, columns, keys[table])
             if n in wanted:
                 state = snapshot and n == min(deltas)
                 parts[table] = TableChanges(columns, _changes(spark, layout, source, table, now,
-                                                              None if state else _before(tags[table], n), fields,
+                                                              None if state else _before(recorded[table], n), fields,
                                                               keys[table]))
         if n in wanted:
             parts = {t: p for t, p in parts.items() if p.rows}
@@ -160,9 +159,9 @@ def export_stream(spark, layout: LakeLayout, source: str, deltas: Sequence[int],
                                 sum(len(p.rows) for p in parts.values()))
 
 
-def _before(tags, n: int) -> int | None:
+def _before(recorded, n: int) -> int | None:
     """The table's delta before n (None: n is its first)."""
-    return max((d for d in tags if d < n), default=None)
+    return max((d for d in recorded if d < n), default=None)
 
 
 def _changes(spark, layout, source, table, now, before: int | None, fields, keys) -> list[dict]:
@@ -178,7 +177,7 @@ def _changes(spark, layout, source, table, now, before: int | None, fields, keys
 
     current = live(now)
     if before is not None:
-        prev = live(read_as_of_delta(spark, layout.snapshot(source, table), before))
+        prev = live(cdc_snapshot_as_of(spark, layout, source, table, before))
         upserts = current.exceptAll(prev)
         deletes = prev.join(current.select(*[F.col(f"`{k}`") for k in keys]), on=list(keys), how="left_anti")
     else:

@@ -49,7 +49,7 @@ import re
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING, Literal
 
@@ -72,6 +72,7 @@ __all__ = [
     "DeltaNotFoundError",
     "EnsuredTable",
     "FoldedCommit",
+    "InsideFold",
     "IcebergTableError",
     "KeyViolationError",
     "SchemaEvolutionError",
@@ -93,6 +94,7 @@ __all__ = [
     "repair_delta_tags",
     "replace_deltas",
     "spark_schema",
+    "state_as_of_delta",
     "record_unchanged",
     "table_exists",
     "tag_unchanged",
@@ -808,6 +810,7 @@ class FoldedCommit:
     deltas: tuple[int, ...]
     snapshot_id: int
     parent_id: int | None
+    summary: Mapping[str, str] = field(default_factory=dict)  # the commit's whole summary
 
 
 def folded_commits(spark: SparkSession, ident: str) -> list[FoldedCommit]:
@@ -816,10 +819,50 @@ def folded_commits(spark: SparkSession, ident: str) -> list[FoldedCommit]:
     back, and a newer commit of the same deltas comes later in the list)."""
     quoted = _quote(ident)
     rows = spark.sql(
-        f"SELECT snapshot_id, parent_id, summary[{_sql_str(DELTAS_PROPERTY)}] AS deltas FROM {quoted}.`snapshots` "
-        f"WHERE summary[{_sql_str(DELTAS_PROPERTY)}] IS NOT NULL ORDER BY committed_at").collect()
+        f"SELECT snapshot_id, parent_id, summary[{_sql_str(DELTAS_PROPERTY)}] AS deltas, summary "
+        f"FROM {quoted}.`snapshots` WHERE summary[{_sql_str(DELTAS_PROPERTY)}] IS NOT NULL ORDER BY committed_at"
+    ).collect()
     return [FoldedCommit(tuple(_ranges_parse(r["deltas"])), int(r["snapshot_id"]),
-                         None if r["parent_id"] is None else int(r["parent_id"])) for r in rows]
+                         None if r["parent_id"] is None else int(r["parent_id"]), dict(r["summary"] or {}))
+            for r in rows]
+
+
+@dataclass(frozen=True)
+class InsideFold:
+    """A state table as of a delta inside a folded commit, before the fold's changes: `base`,
+    the state before the fold in the fold commit's columns (`schema`; columns the fold added are
+    NULL), for the caller to apply the fold's deltas up to the one asked for."""
+
+    fold: FoldedCommit
+    schema: StructType
+    base: DataFrame
+
+
+def state_as_of_delta(spark: SparkSession, ident: str, delta_num: int) -> DataFrame | InsideFold:
+    """The state table `ident` right after `delta_num`: by its ``delta_<N>`` tag, or, for a delta
+    inside a folded commit, `InsideFold` (the state before the fold: the previous delta's tag,
+    which keeps its snapshot from expiring should maintenance commit in between, else the
+    fold's parent, else empty: the table was born in the fold). Raises `DeltaNotFoundError` when
+    neither records N."""
+    from pyspark.sql import functions as F
+
+    quoted = _quote(ident)
+    tags = delta_tags(spark, ident)
+    if delta_num in tags:
+        return spark.sql(f"SELECT * FROM {quoted} VERSION AS OF {tags[delta_num]}")
+    covering = [c for c in folded_commits(spark, ident) if delta_num in c.deltas]
+    if not covering:
+        return read_as_of_delta(spark, ident, delta_num)  # raises DeltaNotFoundError, naming the tags
+    fold = covering[-1]
+    schema = spark.sql(f"SELECT * FROM {quoted} VERSION AS OF {fold.snapshot_id}").schema
+    before = tags.get(fold.deltas[0] - 1, fold.parent_id)
+    if before is None:
+        return InsideFold(fold, schema, spark.createDataFrame([], schema))
+    base = spark.sql(f"SELECT * FROM {quoted} VERSION AS OF {before}")
+    have = {c.lower(): c for c in base.columns}
+    base = base.select(*[F.col(_col(have[f.name.lower()])).cast(f.dataType).alias(f.name) if f.name.lower() in have
+                         else F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields])
+    return InsideFold(fold, schema, base)
 
 
 def _ranges_parse(text: str) -> list[int]:

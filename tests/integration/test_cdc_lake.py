@@ -224,18 +224,10 @@ def full(key, order, a, b, c, **kw) -> Change:
     return change(UPSERT, key, order, a=a, b=b, c=c, **kw)
 
 
-def test_duplicates_late_changes_partial_captures_and_tombstones(spark, source):
-    from pyspark.sql import types as Ty
 
-    columns = [("id", Ty.LongType()), ("a", Ty.StringType()), ("b", Ty.LongType()), ("c", Ty.DoubleType())]
-
-    def run(n, changes):
-        land_cdc_increment(spark, LAYOUT, source, n, {T: changes_frame(spark, changes, columns)})
-        return apply_cdc_snapshot(spark, LAYOUT, source, n, T, KEY, columns)
-
-    def rows(n):
-        return {r["id"]: (r["a"], r["b"], r["c"]) for r in cdc_rows_as_of(spark, LAYOUT, source, T, n)}
-
+def focused_deltas() -> list[tuple[list[Change], dict]]:
+    """Three deltas of hand-made changes and the state after each: duplicates, late changes
+    (within a delta and across deltas), partial captures, deletes, tombstones, a revival."""
     d0 = [
         full(1, (1, 0), "dup", 1, 1.0, event_id="e1"), full(1, (1, 0), "dup", 1, 1.0, event_id="e1"),  # at least once
         full(2, (10,), "new", 2, 2.0),
@@ -246,11 +238,8 @@ def test_duplicates_late_changes_partial_captures_and_tombstones(spark, source):
         full(8, (3,), "reset", 8, 8.0),
         change(BEFORE_IMAGE, 9, (5,), a="an old image"),
     ]
-    applied = run(0, d0)
-    assert (applied.events, applied.upserts, applied.deletes) == (8, 6, 1), applied  # e1 once, no before-image
-    assert rows(0) == {1: ("dup", 1, 1.0), 2: ("new", 2, 2.0), 3: ("B", 3, 3.0), 4: ("keep", 4, 4.0),
-                       7: ("gone soon", 7, 7.0), 8: ("reset", 8, 8.0)}
-
+    s0 = {1: ("dup", 1, 1.0), 2: ("new", 2, 2.0), 3: ("B", 3, 3.0), 4: ("keep", 4, 4.0),
+          7: ("gone soon", 7, 7.0), 8: ("reset", 8, 8.0)}
     d1 = [
         full(1, (1, 0), "dup", 1, 1.0, event_id="e1"),  # re-delivered a delta later
         full(2, (5,), "old", 22, 22.0),  # late: older than the stored change
@@ -260,19 +249,81 @@ def test_duplicates_late_changes_partial_captures_and_tombstones(spark, source):
         change(DELETE, 7, (42,)),
         change(DELETE, 8, (43,)), change(UPSERT, 8, (44,), captured={"a"}, a="again"),  # delete, then partial
     ]
-    applied = run(1, d1)
-    assert (applied.events, applied.upserts, applied.deletes) == (5, 3, 1), applied  # 1, 2, 6 dropped
-    assert rows(1) == {1: ("dup", 1, 1.0), 2: ("new", 2, 2.0), 3: ("B", 3, 3.0), 4: ("keep", None, 4.0),
-                       5: ("only a", None, None), 8: ("again", None, None)}
-
+    s1 = {1: ("dup", 1, 1.0), 2: ("new", 2, 2.0), 3: ("B", 3, 3.0), 4: ("keep", None, 4.0),
+          5: ("only a", None, None), 8: ("again", None, None)}
     d2 = [
         change(UPSERT, 7, (2, 5), backfill=True, a="back?", b=0, c=0.0),  # older than 7's delete
         change(UPSERT, 4, (45,), captured={"c"}, c=None),
         full(6, (46,), "born again", 6, 6.0),  # a newer change does bring a deleted key back
+        change(UPSERT, 5, (40, 5), captured={"b"}, b=55),  # older than 5's partial change of delta 1
     ]
+    s2 = {1: ("dup", 1, 1.0), 2: ("new", 2, 2.0), 3: ("B", 3, 3.0), 4: ("keep", None, None),
+          5: ("only a", None, None), 6: ("born again", 6, 6.0), 8: ("again", None, None)}
+    return [(d0, s0), (d1, s1), (d2, s2)]
+
+
+def spark_columns():
+    from pyspark.sql import types as Ty
+
+    return [("id", Ty.LongType()), ("a", Ty.StringType()), ("b", Ty.LongType()), ("c", Ty.DoubleType())]
+
+
+def test_a_range_folded_into_one_commit_reads_back_every_delta_as_applied_one_by_one(spark, source):
+    """The focused deltas landed first, then applied at once (a range run): one snapshot commit
+    recording deltas 0-2, tagged delta_2, and every delta reads back as applying them one after
+    the other left it (the test above), late changes across deltas and re-deliveries included."""
+    from resources.lake.cdc import cdc_recorded_deltas
+    from resources.spark.iceberg import delta_tags, folded_commits
+
+    columns = spark_columns()
+    deltas = focused_deltas()
+    for n, (changes, _) in enumerate(deltas):
+        land_cdc_increment(spark, LAYOUT, source, n, {T: changes_frame(spark, changes, columns)})
+    applied = apply_cdc_through(spark, LAYOUT, source, 2, {T: KEY})
+    assert [(a.delta_num, a.skipped) for a in applied] == [(0, False), (1, False), (2, False)]
+    ident = LAYOUT.snapshot(source, T)
+    assert spark.sql(f"SELECT count(*) FROM {ident}.snapshots").collect()[0][0] == 1
+    assert list(delta_tags(spark, ident)) == [2] and cdc_recorded_deltas(spark, ident) == {0, 1, 2}
+    assert [c.deltas for c in folded_commits(spark, ident)] == [(0, 1, 2)]
+    for n, (_, state) in enumerate(deltas):
+        got = {r["id"]: (r["a"], r["b"], r["c"]) for r in cdc_rows_as_of(spark, LAYOUT, source, T, n)}
+        assert got == state, f"as of delta {n}"
+    # A fold on top of it (deltas 3-4: a delete and a revival of one key, a partial change of a
+    # tombstone's key) reads back from delta 2's tag; applying again changes nothing.
+    more = [[change(DELETE, 1, (60,)), change(UPSERT, 7, (61,), captured={"a"}, a="seven")],
+            [full(1, (62,), "one", 10, 10.0), change(UPSERT, 8, (8,), captured={"b"}, b=88)]]
+    for n, changes in enumerate(more, start=3):
+        land_cdc_increment(spark, LAYOUT, source, n, {T: changes_frame(spark, changes, columns)})
+    apply_cdc_through(spark, LAYOUT, source, 4, {T: KEY})
+    s2 = deltas[2][1]
+    want = {3: {**{k: v for k, v in s2.items() if k != 1}, 7: ("seven", None, None)},
+            4: {**s2, 1: ("one", 10, 10.0), 7: ("seven", None, None)}}
+    for n, state in want.items():
+        got = {r["id"]: (r["a"], r["b"], r["c"]) for r in cdc_rows_as_of(spark, LAYOUT, source, T, n)}
+        assert got == state, f"as of delta {n}"
+    assert [c.deltas for c in folded_commits(spark, ident)] == [(0, 1, 2), (3, 4)]
+    assert all(a.skipped for a in apply_cdc_through(spark, LAYOUT, source, 4, {T: KEY}))
+
+
+def test_duplicates_late_changes_partial_captures_and_tombstones(spark, source):
+    columns = spark_columns()
+
+    def run(n, changes):
+        land_cdc_increment(spark, LAYOUT, source, n, {T: changes_frame(spark, changes, columns)})
+        return apply_cdc_snapshot(spark, LAYOUT, source, n, T, KEY, columns)
+
+    def rows(n):
+        return {r["id"]: (r["a"], r["b"], r["c"]) for r in cdc_rows_as_of(spark, LAYOUT, source, T, n)}
+
+    (d0, s0), (d1, s1), (d2, s2) = focused_deltas()
+    applied = run(0, d0)
+    assert (applied.events, applied.upserts, applied.deletes) == (8, 6, 1), applied  # e1 once, no before-image
+    assert rows(0) == s0
+    applied = run(1, d1)
+    assert (applied.events, applied.upserts, applied.deletes) == (5, 3, 1), applied  # 1, 2, 6 dropped
+    assert rows(1) == s1
     run(2, d2)
-    assert rows(2) == {1: ("dup", 1, 1.0), 2: ("new", 2, 2.0), 3: ("B", 3, 3.0), 4: ("keep", None, None),
-                       5: ("only a", None, None), 6: ("born again", 6, 6.0), 8: ("again", None, None)}
+    assert rows(2) == s2
     assert rows(0)[4] == ("keep", 4, 4.0)  # time travel by tag still sees delta 0
 
     # The snapshot keeps tombstones with their order: 7 is one, with the order of its delete.

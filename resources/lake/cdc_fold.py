@@ -1,0 +1,129 @@
+"""The change-stream snapshot's fold, as DataFrame transforms (no Iceberg, no commit).
+
+In: a table's changes of one delta or of consecutive deltas (increment rows: data columns,
+`_op`, `_order`, `_event_id`, `_captured`, `_event_time_us`, `delta_num`) and the state they
+apply to (snapshot rows: data columns, `_order`, `_tombstone`, `_event_time_us`).
+Out: `fold_changes`, one row per key saying what the deltas do to it, which a MERGE applies
+(resources/lake/cdc.py `_merge`) or `merged_state` applies to a DataFrame (a reader rebuilding
+the state as of a delta inside a folded commit).
+
+The guarantee: folding deltas a..b at once gives exactly the state that applying them one
+after the other gives (resources/lake/cdc.py's module docstring has the per-delta rules).
+Applied one by one, a change of delta d is late, and dropped, when its `_order` is not above
+the row's stored order after delta d-1; that stored order is the greatest order of the state and
+of every change of the key in deltas before d (a change dropped as late never raised it), so
+the fold drops a change whose order is not above both. What survives comes in the same order
+delta by delta and by `_order`, so one fold by `_order` does what the deltas' folds did in turn.
+Duplicates are dropped within a delta; a copy in a later delta is late by the rule above, as it
+is applied one by one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from resources.codecs.cdc import BEFORE_IMAGE, DELETE, UPSERT
+
+__all__ = ["fold_changes", "merged_state"]
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def fold_changes(changes, target, keys: Sequence[str], data: Sequence[str], types: Mapping[str, object], *,
+                 several_deltas: bool):
+    """Per key of `changes`: `_order` (the newest applied), `_op` (of the newest), `__dp_events`
+    (changes applied), `__dp_reset` (a delete among them: columns no later change captured
+    start empty), `_event_time_us`, and per data column i `__dp_v<i>` (the newest captured
+    value after the key's last delete) and `__dp_c<i>` (whether any such change captured it).
+    `target`: the state the changes apply to; `types`: its column types. `several_deltas`:
+    `changes` span more than one delta (the late rule then looks at earlier deltas too)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    have = set(changes.columns)
+
+    def value(c):  # a snapshot column the increment lacks (never landed): NULL, never captured
+        return F.col(_q(c)).cast(types[c]) if c in have else F.lit(None).cast(types[c])
+
+    by_key = [F.col(_q(k)) for k in keys]
+    changes = changes.where(F.col("_op") != BEFORE_IMAGE)
+    if several_deltas:  # the newest order of the key in the deltas before each change's own
+        earlier = Window.partitionBy(*by_key).orderBy("delta_num").rangeBetween(Window.unboundedPreceding, -1)
+        changes = changes.withColumn("__dp_before", F.max("_order").over(earlier))
+    # 1. one copy per event and delta; before-images out.
+    changes = (changes.withColumn("_eid", F.coalesce(F.col("_event_id"), F.concat(F.lit("order:"), F.col("_order"))))
+               .dropDuplicates(["delta_num", "_eid"]))
+    # 2. changes at or below the row's stored order are late: dropped before the fold, so no
+    #    column of a newer row is overwritten by an older value. (<=>: keys may hold NULLs,
+    #    DataWorks keys tables without a primary key by the whole row.)
+    stored = target.select(*[F.col(_q(k)).alias(f"__dp_t{i}") for i, k in enumerate(keys)],
+                           F.col("_order").alias("__dp_t_order"))
+    cond = None
+    for i, k in enumerate(keys):
+        c = value(k).eqNullSafe(F.col(f"__dp_t{i}"))
+        cond = c if cond is None else cond & c
+    fresh = changes.join(stored, cond, "left").where(
+        F.col("__dp_t_order").isNull() | (F.col("_order") > F.col("__dp_t_order")))
+    if several_deltas:
+        fresh = fresh.where(F.col("__dp_before").isNull() | (F.col("_order") > F.col("__dp_before")))
+    fresh = fresh.select(*[value(k).alias(k) for k in keys], *[value(c).alias(f"__dp_v{i}") for i, c in enumerate(data)],
+                         "_op", "_order", "_captured", "_event_time_us")
+    # 3. fold per key: the last change decides the op; after the key's last delete each column
+    #    takes its latest captured value (max_by ignores rows whose order is NULL).
+    key_window = Window.partitionBy(*[F.col(_q(k)) for k in keys])
+    fresh = fresh.withColumn("__dp_last_delete", F.max(F.when(F.col("_op") == DELETE, F.col("_order"))).over(key_window))
+    live = (F.col("_op") == UPSERT) & (F.col("__dp_last_delete").isNull()
+                                       | (F.col("_order") > F.col("__dp_last_delete")))
+    aggs = [F.max("_order").alias("_order"), F.max_by("_op", "_order").alias("_op"),
+            F.count(F.lit(1)).alias("__dp_events"),
+            F.max(F.col("__dp_last_delete").isNotNull()).alias("__dp_reset"),
+            F.max_by("_event_time_us", "_order").alias("_event_time_us")]
+    for i, c in enumerate(data):
+        if c in keys:
+            continue
+        captured = live & (F.col("_captured").isNull() | F.array_contains(F.col("_captured"), c))
+        aggs.append(F.max_by(F.col(f"__dp_v{i}"), F.when(captured, F.col("_order"))).alias(f"__dp_v{i}"))
+        aggs.append(F.coalesce(F.max(captured), F.lit(False)).alias(f"__dp_c{i}"))
+    return fresh.groupBy(*[F.col(_q(k)) for k in keys]).agg(*aggs)
+
+
+def merged_state(base, folded, keys: Sequence[str], data: Sequence[str]):
+    """`base` (snapshot rows) with `folded` (`fold_changes` of changes applied to it) applied as
+    `_merge`'s MERGE applies them: a key's newer delete leaves a tombstone, a newer upsert
+    sets the columns it captured (the others kept, or NULL after a delete or on a tombstone),
+    a new key is inserted; rows the fold does not touch stay as they are."""
+    from pyspark.sql import functions as F
+
+    t = base.select(*[F.col(_q(c)).alias(f"__dp_t_{i}") for i, c in enumerate(data)],
+                    F.col("_order").alias("__dp_t_order"), F.col("_tombstone").alias("__dp_t_tomb"),
+                    F.col("_event_time_us").alias("__dp_t_time"), F.lit(True).alias("__dp_in_t"))
+    s = folded.select(*[F.col(_q(k)).alias(f"__dp_s_{data.index(k)}") for k in keys],
+                      *[F.col(c) for c in folded.columns if c.startswith("__dp_") or c in ("_order", "_op",
+                                                                                            "_event_time_us")],
+                      F.lit(True).alias("__dp_in_s"))
+    cond = None
+    for k in keys:
+        c = F.col(f"__dp_t_{data.index(k)}").eqNullSafe(F.col(f"__dp_s_{data.index(k)}"))
+        cond = c if cond is None else cond & c
+    j = t.join(s, cond, "full_outer")
+    in_t, in_s = F.col("__dp_in_t").isNotNull(), F.col("__dp_in_s").isNotNull()
+    newer = in_t & in_s & (F.col("_order") > F.col("__dp_t_order"))
+    insert = ~in_t
+    deleted = F.col("_op") == DELETE
+
+    out = []
+    for i, c in enumerate(data):
+        kept = F.col(f"__dp_t_{i}")
+        if c in keys:
+            out.append(F.when(insert, F.col(f"__dp_s_{i}")).otherwise(kept).alias(c))
+            continue
+        updated = (F.when(F.col(f"__dp_c{i}"), F.col(f"__dp_v{i}"))
+                   .when(F.col("__dp_reset") | F.col("__dp_t_tomb"), F.lit(None)).otherwise(kept))
+        out.append(F.when(insert, F.col(f"__dp_v{i}"))
+                   .when(newer, F.when(deleted, F.lit(None)).otherwise(updated)).otherwise(kept).alias(c))
+    out += [F.when(insert | newer, F.col("_order")).otherwise(F.col("__dp_t_order")).alias("_order"),
+            F.when(insert | newer, deleted).otherwise(F.col("__dp_t_tomb")).alias("_tombstone"),
+            F.when(insert | newer, F.col("_event_time_us")).otherwise(F.col("__dp_t_time")).alias("_event_time_us")]
+    return j.select(*out)
