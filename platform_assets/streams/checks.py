@@ -67,18 +67,28 @@ def increment_checks(spark, layout: LakeLayout, source: str,
 
 def snapshot_checks(spark, layout: LakeLayout, source: str, n: int, keys: Mapping[str, Sequence[str]]
                     ) -> tuple[dict[str, int], list[dg.AssetCheckResult]]:
-    """Live rows per snapshot table as of delta n, and the key check."""
+    """Live rows per snapshot table as of delta n, and the key check: one job for every table
+    (per key: its rows and whether it is live; then per table the live rows and the keys held by
+    more than one row)."""
     from pyspark.sql import functions as F
 
-    counts, duplicated = {}, {}
+    per_table = []
     for table, key in sorted(keys.items()):
-        ident = layout.snapshot(source, table)
-        if not table_exists(spark, ident):
+        if not table_exists(spark, layout.snapshot(source, table)):
             continue
         df = cdc_snapshot_as_of(spark, layout, source, table, n)
-        counts[table] = df.where(~F.coalesce(F.col("_tombstone"), F.lit(False))).count()
-        dups = df.groupBy(*[F.col(f"`{k}`") for k in key]).count().where("count > 1").count()
-        if dups:
-            duplicated[table] = dups
+        live = F.when(~F.coalesce(F.col("_tombstone"), F.lit(False)), 1).otherwise(0)
+        per_key = df.groupBy(*[F.col(f"`{k}`") for k in key]).agg(F.count(F.lit(1)).alias("n"),
+                                                                    F.sum(live).alias("live"))
+        per_table.append((table, per_key.select(F.lit(table).alias("t"), "n", "live")))
+    counts = {table: 0 for table, _ in per_table}  # an empty table has no group below
+    duplicated = {}
+    if per_table:
+        union = reduce(lambda a, b: a.unionByName(b), [frame for _, frame in per_table])
+        for r in union.groupBy("t").agg(F.sum("live").alias("live"),
+                                        F.count(F.when(F.col("n") > 1, 1)).alias("dups")).collect():
+            counts[r["t"]] = int(r["live"] or 0)
+            if r["dups"]:
+                duplicated[r["t"]] = int(r["dups"])
     return counts, [dg.AssetCheckResult(check_name=KEY_UNIQUE, passed=not duplicated,
                                         metadata={"duplicated_keys": duplicated})]

@@ -382,3 +382,22 @@ def test_values_of_every_decoder_type_round_trip(spark, source):
     micros = ((23 * 60 + 59) * 60 + 58) * 1_000_000 + 999999
     assert got == [{**values, "big": Decimal(2**70), "tod": micros},
                    {**values, "id": 2, "big": Decimal(2**70), "tod": micros, "f": 3.0, "amount": Decimal("5.00")}]
+
+
+def test_the_snapshot_check_counts_live_rows_and_finds_a_key_held_twice(spark, source):
+    """platform_assets/streams/checks.py: live rows per table (tombstones left out) and keys held
+    by more than one row, in one job for every table."""
+    from platform_assets.streams.checks import snapshot_checks
+
+    columns = spark_columns()
+    (d0, s0), _, _ = focused_deltas()
+    land_cdc_increment(spark, LAYOUT, source, 0, {T: changes_frame(spark, d0, columns)})
+    apply_cdc_through(spark, LAYOUT, source, 0, {T: KEY})
+    counts, [result] = snapshot_checks(spark, LAYOUT, source, 0, {T: KEY, "never_landed": KEY})
+    assert counts == {T: len(s0)} and result.passed  # key 6's tombstone is not a live row
+    ident = LAYOUT.snapshot(source, T)
+    spark.sql(f"INSERT INTO {ident} SELECT * FROM {ident} WHERE id = 1")  # a second row of key 1
+    spark.sql(f"ALTER TABLE {ident} CREATE OR REPLACE TAG `delta_0`")
+    counts, [result] = snapshot_checks(spark, LAYOUT, source, 0, {T: KEY})
+    assert counts == {T: len(s0) + 1} and not result.passed
+    assert result.metadata["duplicated_keys"].value == {T: 1}
