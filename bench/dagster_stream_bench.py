@@ -198,7 +198,8 @@ def bench_format(fmt: str, args, bootstrap: str, engine, work: Path) -> dict:
     warm = res["steady"][1:] or res["steady"]
     with_rows = [e for e in warm if e["rows"] and e["plain_rows"]]
     res["summary"] = {
-        "median_close_to_landed_s_warm": statistics.median(e["close_to_landed_s"] for e in warm) if warm else None,
+        "median_close_to_landed_s_warm": round(statistics.median(e["close_to_landed_s"] for e in warm), 2)
+        if warm else None,
         "median_rows_per_delta_warm": statistics.median(e["rows"] for e in warm) if warm else None,
         "median_commits_per_delta": statistics.median(e["commits"] / max(1, len(e["landed"])) for e in warm)
         if warm else None,
