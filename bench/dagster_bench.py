@@ -42,7 +42,7 @@ from bench.engine import bench_engine  # noqa: E402
 from bench.peak_memory import PeakMemory, max_peak  # noqa: E402
 from bench.round_trips import counting_round_trips  # noqa: E402
 from bench.plain_script import user_script  # noqa: E402
-from platform_assets.config import parse_config  # noqa: E402
+from platform_assets.config import SensorConfig, parse_config  # noqa: E402
 from platform_assets.definitions import index_resource, resources_for  # noqa: E402
 from platform_assets.sync import sync  # noqa: E402
 from resources.emulator.outgoing import BACKUP, SIGNAL  # noqa: E402
@@ -255,7 +255,8 @@ def main(argv=None) -> int:
     ap.add_argument("--backlog", type=int, default=6, help="deltas then landed by one sync")
     ap.add_argument("--rows", type=int, default=2000, help="row changes per delta")
     ap.add_argument("--seed", type=int, default=11)
-    ap.add_argument("--max-per-run", type=int, default=20, help="sensor.max_deltas_per_run (1: a run per delta)")
+    ap.add_argument("--max-per-run", type=int, default=SensorConfig().max_deltas_per_run,
+                    help="sensor.max_deltas_per_run (1: a run per delta; default: deltaport's)")
     ap.add_argument("--trace-round-trips", type=int, default=0, metavar="N",
                     help="print each steady delta's N busiest call sites of Spark round trips")
     ap.add_argument("--check", choices=("rows", "counts"), default="rows",

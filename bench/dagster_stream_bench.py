@@ -46,7 +46,7 @@ from bench.peak_memory import PeakMemory, max_peak  # noqa: E402
 from bench.round_trips import counting_round_trips  # noqa: E402
 from bench.stream_bench import user_script  # noqa: E402
 from platform_assets.cli.emulate_cmd import stream_story  # noqa: E402
-from platform_assets.config import parse_config  # noqa: E402
+from platform_assets.config import SensorConfig, parse_config  # noqa: E402
 from platform_assets.definitions import ledger_resource, resources_for  # noqa: E402
 from platform_assets.sync import sync  # noqa: E402
 from resources.emulator.stream_oracle import row_diff, truth_after  # noqa: E402
@@ -222,7 +222,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", type=int, default=5000, help="row changes per delta, about")
     ap.add_argument("--deltas", type=int, default=4, help="deltas landed one at a time (the first one warms up)")
     ap.add_argument("--backlog", type=int, default=10, help="deltas then landed by one sync")
-    ap.add_argument("--max-per-run", type=int, default=20, help="sensor.max_deltas_per_run")
+    ap.add_argument("--max-per-run", type=int, default=SensorConfig().max_deltas_per_run,
+                    help="sensor.max_deltas_per_run (default: deltaport's)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--trace-round-trips", type=int, default=0, metavar="N",
                     help="print each steady delta's N busiest call sites of Spark round trips")
