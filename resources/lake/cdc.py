@@ -89,7 +89,7 @@ from resources.spark.iceberg import (
 
 # The process-wide MERGE machinery of iceberg.py (one session-wide snapshot-property block at a
 # time, tag by commit id). Shared, not copied: a second lock would not serialise against it.
-from resources.spark.iceberg import _quote, _session_snapshot_properties, _summary, _tag_commit
+from resources.spark.iceberg import _quote, _ranges_text, _session_snapshot_properties, _summary, _tag_commit
 from resources.spark.session import local_checkpoint
 
 __all__ = [
@@ -724,8 +724,7 @@ def _merge(spark, ident: str, folded, keys: list[str], data: list[str], deltas: 
     the last delta, and with several the whole run and the key columns (for `cdc_snapshot_as_of`),
     tagged `delta_<last>`."""
     delta_num = deltas[-1]
-    extra = {DELTAS_PROPERTY: f"{deltas[0]}-{delta_num}", KEYS_PROPERTY: json.dumps(list(keys))} \
-        if len(deltas) > 1 else None
+    extra = {DELTAS_PROPERTY: _ranges_text(deltas), KEYS_PROPERTY: json.dumps(list(keys))} if len(deltas) > 1 else None
     view = f"deltaport_cdc_{uuid.uuid4().hex}"
     index = {c: i for i, c in enumerate(data)}
     on = " AND ".join(f"t.{_q(k)} <=> s.{_q(k)}" for k in keys)

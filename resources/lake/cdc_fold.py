@@ -23,12 +23,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from resources.codecs.cdc import BEFORE_IMAGE, DELETE, UPSERT
+from resources.spark.iceberg import _col as _q
 
 __all__ = ["fold_changes", "merged_state"]
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def fold_changes(changes, target, keys: Sequence[str], data: Sequence[str], types: Mapping[str, object], *,
@@ -72,7 +69,7 @@ def fold_changes(changes, target, keys: Sequence[str], data: Sequence[str], type
                          "_op", "_order", "_captured", "_event_time_us")
     # 3. fold per key: the last change decides the op; after the key's last delete each column
     #    takes its latest captured value (max_by ignores rows whose order is NULL).
-    key_window = Window.partitionBy(*[F.col(_q(k)) for k in keys])
+    key_window = Window.partitionBy(*by_key)
     fresh = fresh.withColumn("__dp_last_delete", F.max(F.when(F.col("_op") == DELETE, F.col("_order"))).over(key_window))
     live = (F.col("_op") == UPSERT) & (F.col("__dp_last_delete").isNull()
                                        | (F.col("_order") > F.col("__dp_last_delete")))
@@ -86,7 +83,7 @@ def fold_changes(changes, target, keys: Sequence[str], data: Sequence[str], type
         captured = live & (F.col("_captured").isNull() | F.array_contains(F.col("_captured"), c))
         aggs.append(F.max_by(F.col(f"__dp_v{i}"), F.when(captured, F.col("_order"))).alias(f"__dp_v{i}"))
         aggs.append(F.coalesce(F.max(captured), F.lit(False)).alias(f"__dp_c{i}"))
-    return fresh.groupBy(*[F.col(_q(k)) for k in keys]).agg(*aggs)
+    return fresh.groupBy(*by_key).agg(*aggs)
 
 
 def merged_state(base, folded, keys: Sequence[str], data: Sequence[str]):

@@ -819,11 +819,10 @@ def folded_commits(spark: SparkSession, ident: str) -> list[FoldedCommit]:
     back, and a newer commit of the same deltas comes later in the list)."""
     quoted = _quote(ident)
     rows = spark.sql(
-        f"SELECT snapshot_id, parent_id, summary[{_sql_str(DELTAS_PROPERTY)}] AS deltas, summary "
-        f"FROM {quoted}.`snapshots` WHERE summary[{_sql_str(DELTAS_PROPERTY)}] IS NOT NULL ORDER BY committed_at"
-    ).collect()
-    return [FoldedCommit(tuple(_ranges_parse(r["deltas"])), int(r["snapshot_id"]),
-                         None if r["parent_id"] is None else int(r["parent_id"]), dict(r["summary"] or {}))
+        f"SELECT snapshot_id, parent_id, summary FROM {quoted}.`snapshots` "
+        f"WHERE summary[{_sql_str(DELTAS_PROPERTY)}] IS NOT NULL ORDER BY committed_at").collect()
+    return [FoldedCommit(tuple(_ranges_parse(r["summary"][DELTAS_PROPERTY])), int(r["snapshot_id"]),
+                         None if r["parent_id"] is None else int(r["parent_id"]), dict(r["summary"]))
             for r in rows]
 
 
