@@ -615,13 +615,14 @@ def apply_cdc_snapshot(spark, layout: LakeLayout, source: str, delta_num: int, t
 
 def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table: str, key_columns: Sequence[str],
            columns: Sequence[tuple[str, Any]] | None, landed: Mapping[int, Mapping[str, CdcLandStats]],
-           last: int | None) -> list[CdcApplied]:
+           last: int | None, commit_id: str | None = None) -> list[CdcApplied]:
     """`apply_cdc_snapshot` of consecutive `deltas` in one commit, given the manifest and the
     snapshot's last applied delta: one delta as that function says; several fold into one
     MERGE (`resources/lake/cdc_fold.py`: the same state as applying them in turn) recording
     them all (``deltaport.deltas``, the key columns in ``deltaport.keys``), tagged with the
     last; `cdc_snapshot_as_of` reads the states between. One `CdcApplied` per delta (a fold's
-    counts on its last)."""
+    counts on its last). `commit_id`: the id its commit records (default: a new one); tables
+    applied side by side share one, so their MERGEs share the session's commit properties."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -682,7 +683,7 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
         for n in deltas:
             record_unchanged(spark, ident, target.schema, n)
         return unchanged
-    _merge(spark, ident, folded, keys, data, deltas)
+    _merge(spark, ident, folded, keys, data, deltas, commit_id or uuid.uuid4().hex)
     applied = CdcApplied(delta_num, table, skipped=False, events=sum(e for _, e in counts.values()),
                          upserts=counts.get(UPSERT, (0, 0))[0], deletes=counts.get(DELETE, (0, 0))[0])
     return [*unchanged[:-1], applied]
@@ -711,15 +712,42 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
     missing = sorted({n for _, ns in plans.values() for n in ns if n not in landed})
     if missing:
         raise MissingDeltasError(source, target, missing)
-    out = []
-    for table, (last, ns) in plans.items():
-        if ns:  # a range run's deltas fold into one commit per table
-            out += _apply(spark, layout, source, ns, table, tables[table], None, landed, last)
-            failpoint("cdc.applied")
-    return out
+    todo = [(table, last, ns) for table, (last, ns) in plans.items() if ns]
+    commit_id = uuid.uuid4().hex  # one per table's commit; shared, so the MERGEs can run together
+
+    def apply(table: str, last: int | None, ns: list[int]) -> list[CdcApplied]:
+        # a range run's deltas fold into one commit per table
+        applied = _apply(spark, layout, source, ns, table, tables[table], None, landed, last, commit_id)
+        failpoint("cdc.applied")
+        return applied
+
+    return [a for applied in _side_by_side(apply, todo) for a in applied]
 
 
-def _merge(spark, ident: str, folded, keys: list[str], data: list[str], deltas: Sequence[int]) -> None:
+# Tables applied at once: each table's jobs are small and mostly wait (planning, commits), so
+# one table's MERGE overlaps another's fold on the server; beyond a few, they only queue.
+MAX_TABLES_AT_ONCE = 4
+
+
+def _side_by_side(fn, items: Sequence[tuple]) -> list:
+    """[fn(*item) for item in items], run in threads (at most `MAX_TABLES_AT_ONCE`), results in
+    the items' order. Every call ends before this returns; the first failure (in item order) is
+    then raised, so a step never fails while a commit of its own is still under way."""
+    if len(items) < 2:
+        return [fn(*item) for item in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(MAX_TABLES_AT_ONCE, len(items)),
+                            thread_name_prefix="deltaport-apply") as pool:
+        futures = [pool.submit(fn, *item) for item in items]
+    errors = [f.exception() for f in futures if f.exception() is not None]
+    if errors:
+        raise errors[0]
+    return [f.result() for f in futures]
+
+
+def _merge(spark, ident: str, folded, keys: list[str], data: list[str], deltas: Sequence[int],
+           commit_id: str) -> None:
     """MERGE the `fold_changes` of `deltas` (consecutive) into the snapshot: one commit recording
     the last delta, and with several the whole run and the key columns (for `cdc_snapshot_as_of`),
     tagged `delta_<last>`."""
@@ -743,7 +771,6 @@ def _merge(spark, ident: str, folded, keys: list[str], data: list[str], deltas: 
            f"WHEN MATCHED AND s._order > t._order AND s._op = {_sql_str(DELETE)} THEN UPDATE SET {deleted} "
            f"WHEN MATCHED AND s._order > t._order THEN UPDATE SET {updated} "
            f"WHEN NOT MATCHED THEN INSERT ({cols}) VALUES ({vals})")
-    commit_id = uuid.uuid4().hex
     folded.createOrReplaceTempView(view)
     try:
         with _session_snapshot_properties(spark, _summary(delta_num, commit_id, extra)):

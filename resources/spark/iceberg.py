@@ -107,7 +107,6 @@ TIME_COMMENT = "Prostore TIME: microseconds since midnight"
 WriteMode = Literal["replace_delta", "append", "overwrite"]
 _WRITE_MODES = ("replace_delta", "append", "overwrite")
 _SESSION_PROPERTY_PREFIX = "spark.sql.iceberg.snapshot-property."
-_session_properties_lock = threading.Lock()  # session-wide settings: one MERGE at a time
 _PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_$-]*$")
 
 
@@ -484,23 +483,62 @@ def _write(spark: SparkSession, ident: str, df: DataFrame, deltas: Sequence[int]
     return commit_id
 
 
+class _SessionProperties:
+    """Who holds the session-wide snapshot properties now. Blocks asking for the same
+    properties of the same session share them (the MERGEs of one delta into several tables,
+    run side by side); a block asking for others waits until the last holder has left."""
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition()
+        self.held: tuple | None = None  # (session, sorted properties) being held
+        self.holders = 0
+        self.before: dict[str, str | None] = {}
+
+
+_held_properties = _SessionProperties()
+
+
 @contextlib.contextmanager
 def _session_snapshot_properties(spark: SparkSession, props: Mapping[str, str]) -> Iterator[None]:
     """Set ``spark.sql.iceberg.snapshot-property.*`` for the block (SQL writes have no write
-    options). The setting is session-wide, so blocks are serialised and old values restored."""
-    with _session_properties_lock:
-        keys = {_SESSION_PROPERTY_PREFIX + k: v for k, v in props.items()}
-        before = {k: spark.conf.get(k, None) for k in keys}
-        try:
-            for k, v in keys.items():
-                spark.conf.set(k, v)
-            yield
-        finally:
-            for k, old in before.items():
-                if old is None:
-                    spark.conf.unset(k)
-                else:
-                    spark.conf.set(k, old)
+    options). The setting is session-wide: blocks with other properties are serialised, blocks
+    with the same ones run together (`_SessionProperties`), and old values are restored when
+    the last one leaves."""
+    keys = {_SESSION_PROPERTY_PREFIX + k: str(v) for k, v in props.items()}
+    wanted = (id(spark), tuple(sorted(keys.items())))
+    state = _held_properties
+    with state.changed:
+        while state.holders and state.held != wanted:
+            state.changed.wait()
+        if not state.holders:
+            state.before = {k: spark.conf.get(k, None) for k in keys}
+            try:
+                for k, v in keys.items():
+                    spark.conf.set(k, v)
+            except BaseException:
+                _restore(spark, state.before)
+                raise
+            state.held = wanted
+        state.holders += 1
+    try:
+        yield
+    finally:
+        with state.changed:
+            state.holders -= 1
+            if not state.holders:
+                state.held = None
+                try:
+                    _restore(spark, state.before)
+                finally:
+                    state.changed.notify_all()
+
+
+def _restore(spark: SparkSession, before: Mapping[str, str | None]) -> None:
+    for k, old in before.items():
+        if old is None:
+            spark.conf.unset(k)
+        else:
+            spark.conf.set(k, old)
 
 
 def merge_upserts(

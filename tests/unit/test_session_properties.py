@@ -1,0 +1,67 @@
+"""The session-wide Iceberg snapshot properties a MERGE commits with: blocks asking for the same
+properties share them (tables of one delta merged side by side), others wait, and the session's
+own settings come back when the last block leaves. A dict stands in for the session's conf."""
+
+import threading
+import time
+
+from resources.spark.iceberg import _session_snapshot_properties
+
+PREFIX = "spark.sql.iceberg.snapshot-property."
+
+
+class _Conf:
+    def __init__(self, **values):
+        self.values = dict(values)
+
+    def get(self, key, default=None):
+        return self.values.get(key, default)
+
+    def set(self, key, value):
+        self.values[key] = value
+
+    def unset(self, key):
+        self.values.pop(key, None)
+
+
+class _Session:
+    def __init__(self, **values):
+        self.conf = _Conf(**values)
+
+
+def _hold(spark, props, inside: list, seen: list, entered: threading.Event | None = None, stay=0.2):
+    with _session_snapshot_properties(spark, props):
+        inside.append(1)
+        seen.append((dict(spark.conf.values), len(inside)))
+        if entered is not None:
+            entered.set()
+        time.sleep(stay)
+        inside.pop()
+
+
+def test_blocks_with_the_same_properties_hold_them_together_and_the_old_values_come_back():
+    spark = _Session(**{PREFIX + "deltaport.delta": "3"})
+    inside, seen = [], []
+    threads = [threading.Thread(target=_hold, args=(spark, {"deltaport.delta": "7", "deltaport.commit-id": "c"},
+                                                    inside, seen)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert max(n for _, n in seen) == 3  # all three at once
+    assert all(values[PREFIX + "deltaport.delta"] == "7" for values, _ in seen)
+    assert spark.conf.values == {PREFIX + "deltaport.delta": "3"}  # restored, the commit id unset
+
+
+def test_a_block_with_other_properties_waits_for_the_holders_to_leave():
+    spark = _Session()
+    inside, seen, entered = [], [], threading.Event()
+    first = threading.Thread(target=_hold, args=(spark, {"deltaport.delta": "1"}, inside, seen, entered))
+    first.start()
+    entered.wait(5)
+    second = threading.Thread(target=_hold, args=(spark, {"deltaport.delta": "2"}, inside, seen, None, 0))
+    second.start()
+    first.join()
+    second.join()
+    assert [(values.get(PREFIX + "deltaport.delta"), n) for values, n in seen] == [("1", 1), ("2", 1)]
+    assert spark.conf.values == {}
