@@ -40,13 +40,15 @@ POINTS = {
     "increment.write": "before an increment table's write (its rows are read from Kafka then)",
     "snapshot.merge": "when a snapshot MERGE is sent to Spark (use ~MS to die while it runs)",
     "snapshot.committed": "after a snapshot table's MERGE commit, before its delta_<N> tag",
-    "snapshot.table_done": "after a snapshot table reached a delta (commit and tag), before the next table",
+    "snapshot.table_done": "after a snapshot table reached a delta (commit and tag); the delta's other "
+                           "tables go side by side, so they may be before, inside or after their MERGE",
     "snapshot.delta_done": "after every table reached a delta of a range, before the next delta",
-    "cdc.applied": "after a change-stream snapshot table reached the run's delta (one commit for a range), "
-                   "before the next table",
+    "cdc.applied": "after a change-stream snapshot table reached the run's delta (one commit for a range); "
+                   "the run's other tables go side by side",
 }
 
 _passes: Counter = Counter()
+_passes_lock = threading.Lock()
 
 
 def _die() -> None:
@@ -73,12 +75,14 @@ def failpoint(name: str) -> None:
         return
     if name not in POINTS:
         raise ValueError(f"unknown failpoint {name!r}; known: {sorted(POINTS)}")
-    _passes[name] += 1
+    with _passes_lock:  # tables applied side by side pass points from several threads
+        _passes[name] += 1
+        passes = _passes[name]
     for item in spec.split(","):
         item, action = item.strip().partition("=")[::2]
         point, delay = item.partition("~")[::2]
         point, nth = point.partition("@")[::2]
-        if point != name or _passes[name] != (int(nth) if nth else 1) or not _first_to_fire():
+        if point != name or passes != (int(nth) if nth else 1) or not _first_to_fire():
             continue
         if action == "pause":
             os.kill(os.getpid(), signal.SIGSTOP)

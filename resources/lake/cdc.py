@@ -73,6 +73,7 @@ from resources.errors import DeltaportError
 from resources.failpoints import failpoint
 from resources.lake.cdc_fold import fold_changes, merged_state
 from resources.lake.prostore import LakeLayout, MissingDeltasError
+from resources.lake.side_by_side import side_by_side
 from resources.spark.iceberg import (
     DELTAS_PROPERTY,
     InsideFold,
@@ -721,29 +722,7 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
         failpoint("cdc.applied")
         return applied
 
-    return [a for applied in _side_by_side(apply, todo) for a in applied]
-
-
-# Tables applied at once: each table's jobs are small and mostly wait (planning, commits), so
-# one table's MERGE overlaps another's fold on the server; beyond a few, they only queue.
-MAX_TABLES_AT_ONCE = 4
-
-
-def _side_by_side(fn, items: Sequence[tuple]) -> list:
-    """[fn(*item) for item in items], run in threads (at most `MAX_TABLES_AT_ONCE`), results in
-    the items' order. Every call ends before this returns; the first failure (in item order) is
-    then raised, so a step never fails while a commit of its own is still under way."""
-    if len(items) < 2:
-        return [fn(*item) for item in items]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=min(MAX_TABLES_AT_ONCE, len(items)),
-                            thread_name_prefix="deltaport-apply") as pool:
-        futures = [pool.submit(fn, *item) for item in items]
-    errors = [f.exception() for f in futures if f.exception() is not None]
-    if errors:
-        raise errors[0]
-    return [f.result() for f in futures]
+    return [a for applied in side_by_side(apply, todo) for a in applied]
 
 
 def _merge(spark, ident: str, folded, keys: list[str], data: list[str], deltas: Sequence[int],

@@ -22,8 +22,9 @@ commit per increment and meta table, and in as few snapshot commits per table as
 changes allow, every delta still readable exactly; the
 manifest row of a delta is written after all its increment tables, so "increment N landed"
 is never claimed early; snapshots apply deltas strictly in order and never twice (each
-table's last applied delta is in its own commit summary or tag); new tables and new columns
-appear without a code change.
+table's last applied delta is in its own commit summary or tag; the tables of one delta are
+applied side by side, the next delta after them); new tables and new columns appear without a
+code change.
 
 Schema changes (the changelog's DDL is the authority; `resources/codecs/ddl.py`). The lake
 never drops or renames an Iceberg column, so no value that ever landed is lost:
@@ -54,6 +55,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
+from itertools import groupby
 
 from resources.codecs.arrow_rows import SYS_OP
 from resources.codecs.backup import ChangelogRecord
@@ -61,6 +63,7 @@ from resources.codecs.ddl import ColumnTransition, EntitySchema, column_transiti
 from resources.codecs.types import Column, spark_type
 from resources.errors import DeltaportError
 from resources.failpoints import failpoint
+from resources.lake.side_by_side import side_by_side
 from resources.spark.iceberg import (
     InsideFold,
     checkpoint_checked,
@@ -73,6 +76,7 @@ from resources.spark.iceberg import (
     replace_deltas,
     state_as_of_delta,
     table_exists,
+    without_session_properties,
 )
 from resources.spark.kafka_reader import local_frame, output_spark_schema
 
@@ -428,18 +432,28 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
                          column_transition(before, entity) if before is not None else None))
             last[name] = n
     prepared = _prepare_ranges(spark, layout, datamart, plan)
-    steps = _fold_steps(plan, prepared)
-    applied = []
-    for i, step in enumerate(steps):
+
+    def step_done(step, commit_id: str) -> list[Applied]:
         deltas, entity = [n for n, *_ in step], step[-1][1]
         if len(step) > 1:
-            _apply_fold(spark, layout, datamart, deltas, [e for _, e, _, _ in step], prepared[entity.name])
+            _apply_fold(spark, layout, datamart, deltas, [e for _, e, _, _ in step], prepared[entity.name],
+                        commit_id)
         else:
             n, entity, stats, transition = step[0]
-            _apply_delta(spark, layout, datamart, n, entity, stats, transition, prepared.get(entity.name))
-        applied += [Applied(n, e.name, stats.upserts, stats.deletes) for n, e, stats, _ in step]
+            _apply_delta(spark, layout, datamart, n, entity, stats, transition, prepared.get(entity.name),
+                         commit_id)
         failpoint("snapshot.table_done")
-        if i + 1 < len(steps) and steps[i + 1][0][0] != deltas[0]:
+        return [Applied(n, e.name, stats.upserts, stats.deletes) for n, e, stats, _ in step]
+
+    # The steps that start at the same delta (one per table) go side by side, sharing a commit
+    # id (one commit per table), so that their MERGEs share the session's commit properties;
+    # the next delta's steps wait for them, so every table still goes forward in delta order.
+    groups = [list(g) for _, g in groupby(_fold_steps(plan, prepared), key=lambda step: step[0][0])]
+    applied = []
+    for i, group in enumerate(groups):
+        commit_id = uuid.uuid4().hex
+        applied += [a for done in side_by_side(step_done, [(step, commit_id) for step in group]) for a in done]
+        if i + 1 < len(groups):
             failpoint("snapshot.delta_done")
     return applied
 
@@ -487,20 +501,22 @@ def _prepare_ranges(spark, layout: LakeLayout, datamart: str, plan) -> dict[str,
     for n, entity, stats, transition in plan:
         if stats.rows and _plain(transition):
             by_table.setdefault(entity.name, []).append((n, tuple(entity.primary_key)))
-    out = {}
-    for name, items in sorted(by_table.items()):
-        if len(items) < 2 or len({key for _, key in items}) != 1:
-            continue  # one delta, or a key that changed: the delta's own MERGE checks it
+    # one delta, or a key that changed: the delta's own MERGE checks it
+    ranges = [(name, items) for name, items in sorted(by_table.items())
+              if len(items) >= 2 and len({key for _, key in items}) == 1]
+
+    def checked(name: str, items: list):
         deltas = [n for n, _ in items]
         changes = (spark.table(layout.increment(datamart, name)).where(F.col("delta_num").isin(*deltas))
                    .drop("delta_date", "_kafka_partition", "_kafka_offset"))
-        out[name] = checkpoint_checked(layout.snapshot(datamart, name), changes, items[0][1], deltas=deltas,
-                                       delta_column="delta_num")
-    return out
+        return checkpoint_checked(layout.snapshot(datamart, name), changes, items[0][1], deltas=deltas,
+                                  delta_column="delta_num")
+
+    return dict(zip([name for name, _ in ranges], side_by_side(checked, ranges)))
 
 
 def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int], entities: Sequence[EntitySchema],
-                prepared) -> None:
+                prepared, commit_id: str | None = None) -> None:
     """One commit taking one snapshot table from its state before `deltas` (consecutive, no
     column change among them) to the state after the last: the MERGE of each key's last change
     in them (`prepared`: the table's checked changes of the range). The commit records the
@@ -517,7 +533,7 @@ def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int],
     changes = prepared.where(F.col("delta_num").between(deltas[0], deltas[-1]))
     last = latest_per_key(changes, keys, order_column="delta_num").drop("delta_num")
     last = _table_columns(last, spark.table(ident).schema, extra=["sys_op"])
-    merge_upserts(spark, ident, last, keys, delta_num=deltas[-1], checked=True, folded=deltas)
+    merge_upserts(spark, ident, last, keys, delta_num=deltas[-1], checked=True, folded=deltas, commit_id=commit_id)
 
 
 def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: int,
@@ -543,7 +559,7 @@ def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_n
 
 
 def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: EntitySchema, stats: TableStats,
-                 transition: ColumnTransition | None, prepared=None) -> None:
+                 transition: ColumnTransition | None, prepared=None, commit_id: str | None = None) -> None:
     """One commit taking one snapshot table from its state after the previous delta to delta n.
 
     `transition`: how the table's columns changed since the delta last applied (None: not
@@ -556,7 +572,8 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
     had = {f.name.lower() for f in spark.table(ident).schema.fields} if existed else set()
     if existed and transition is not None and transition.recreated:
         # A new table of the same name: the old one's rows go (its history stays in the tags).
-        spark.sql(f"DELETE FROM {'.'.join(f'`{p}`' for p in ident.split('.'))}")
+        with without_session_properties(spark):  # other tables' MERGEs may be running beside
+            spark.sql(f"DELETE FROM {'.'.join(f'`{p}`' for p in ident.split('.'))}")
     ensure_table(spark, ident, _struct(entity.columns), properties=SNAPSHOT_TABLE_PROPERTIES)
     # Rows the delta does not write still change when a column was renamed (the new name takes
     # the old name's value) or added again after a drop (the stale value must not come back).
@@ -573,7 +590,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
     if prepared is not None and _plain(transition):
         changes = _table_columns(prepared.where(F.col("delta_num") == n).drop("delta_num"), table.schema,
                                  extra=["sys_op"])
-        merge_upserts(spark, ident, changes, keys, delta_num=n, checked=True)
+        merge_upserts(spark, ident, changes, keys, delta_num=n, checked=True, commit_id=commit_id)
         return
     changes = (spark.table(layout.increment(datamart, entity.name)).where(F.col("delta_num") == n)
                .drop("delta_num", "delta_date", "_kafka_partition", "_kafka_offset"))
@@ -590,5 +607,5 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
     if carry and changes.isEmpty():  # a rename in an empty table, with no change in the delta
         record_unchanged(spark, ident, table.schema, n)
         return
-    merge_upserts(spark, ident, changes, keys, delta_num=n, checked=True)
+    merge_upserts(spark, ident, changes, keys, delta_num=n, checked=True, commit_id=commit_id)
 

@@ -98,6 +98,7 @@ __all__ = [
     "record_unchanged",
     "table_exists",
     "tag_unchanged",
+    "without_session_properties",
 ]
 
 DELTA_PROPERTY = "deltaport.delta"
@@ -470,12 +471,14 @@ def _write(spark: SparkSession, ident: str, df: DataFrame, deltas: Sequence[int]
     options["distribution-mode"] = "none"
     writer = df.writeTo(ident).options(**options)
     try:
-        if mode == "append":
-            writer.append()
-        elif mode == "overwrite":
-            writer.overwrite(F.lit(True))
-        else:
-            writer.overwrite(F.col(_col(delta_column)).isin(*deltas))
+        # Not while a MERGE holds the session's commit properties: this commit would record them.
+        with without_session_properties(spark):
+            if mode == "append":
+                writer.append()
+            elif mode == "overwrite":
+                writer.overwrite(F.lit(True))
+            else:
+                writer.overwrite(F.col(_col(delta_column)).isin(*deltas))
     except PySparkException as exc:
         if marker in str(exc):
             raise IcebergTableError(f"{marker}; nothing was committed") from None
@@ -533,6 +536,12 @@ def _session_snapshot_properties(spark: SparkSession, props: Mapping[str, str]) 
                     state.changed.notify_all()
 
 
+def without_session_properties(spark: SparkSession):
+    """A block for a commit that must not record another block's snapshot properties (a write,
+    a DELETE, run beside MERGEs that hold them): it waits until they are unset."""
+    return _session_snapshot_properties(spark, {})
+
+
 def _restore(spark: SparkSession, before: Mapping[str, str | None]) -> None:
     for k, old in before.items():
         if old is None:
@@ -552,6 +561,7 @@ def merge_upserts(
     extra_summary: Mapping[str, str] | None = None,
     checked: bool = False,
     folded: Sequence[int] = (),
+    commit_id: str | None = None,
 ) -> DeltaCommit:
     """Apply one delta's changes to the state table `ident` in ONE commit (MERGE INTO) that
     records delta `delta_num`, then tag it ``delta_<N>``.
@@ -568,7 +578,9 @@ def merge_upserts(
     of one key, raise `KeyViolationError` before anything is written: the changes are
     materialized once with the check inside that job (`checkpoint_checked`). `checked=True`:
     the caller passes `checkpoint_checked`'s result (e.g. for a whole range of deltas in one
-    job), so this costs no job besides the MERGE.
+    job), so this costs no job besides the MERGE. `commit_id`: the id the commit records (default:
+    a new one); MERGEs of one delta into several tables share one, and with it the session's
+    commit properties, so they can run side by side.
     """
     quoted = _quote(ident)
     target = [f.name for f in _table_schema(spark, ident).fields]
@@ -605,7 +617,7 @@ def merge_upserts(
             f"WHEN MATCHED THEN UPDATE SET {assign} "
             f"WHEN NOT MATCHED AND ({op} IS NULL OR {op} <> 1) THEN INSERT ({cols}) VALUES ({vals})"
         )
-        commit_id = uuid.uuid4().hex
+        commit_id = commit_id or uuid.uuid4().hex
         with _session_snapshot_properties(spark, _summary(delta_num, commit_id, extra_summary)):
             failpoint("snapshot.merge")
             spark.sql(sql)
