@@ -501,7 +501,8 @@ def _prepare_ranges(spark, layout: LakeLayout, datamart: str, plan) -> dict[str,
     for n, entity, stats, transition in plan:
         if stats.rows and _plain(transition):
             by_table.setdefault(entity.name, []).append((n, tuple(entity.primary_key)))
-    # one delta, or a key that changed: the delta's own MERGE checks it
+    # Checked here: a table's range (two deltas or more, one key); one delta, or a key that
+    # changed, is checked by the delta's own MERGE.
     ranges = [(name, items) for name, items in sorted(by_table.items())
               if len(items) >= 2 and len({key for _, key in items}) == 1]
 
