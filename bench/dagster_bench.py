@@ -142,7 +142,7 @@ def run(args) -> dict:
     (work / "dagster").mkdir()
     topics = {SIGNAL: f"bench.signal.{os.getpid()}", BACKUP: f"bench.backup.{os.getpid()}"}
     sc = build_scenario(EmulatorConfig(seed=args.seed, deltas=args.deltas + args.backlog, datamarts=(DM,),
-                                       rows_per_delta=args.rows, chunk_size=max(50, args.rows // 20),
+                                       rows_per_delta=args.rows, chunk_size=min(4000, max(50, args.rows // 20)),
                                        backup_partitions=3, cancel_rate=0.0, outside_write_rate=0.0,
                                        faults=Faults()))
     batches = delta_batches(sc.messages)
