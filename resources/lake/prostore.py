@@ -596,16 +596,19 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
     changes = (spark.table(layout.increment(datamart, entity.name)).where(F.col("delta_num") == n)
                .drop("delta_num", "delta_date", "_kafka_partition", "_kafka_offset"))
     changes = _table_columns(changes, table.schema, extra=["sys_op"])
-    if carry:
-        untouched = table.join(changes.select(*[_c(k) for k in keys]), on=keys, how="left_anti")
-        types = {f.name: f.dataType for f in table.schema.fields}
-        untouched = untouched.select(
-            *[(_c(carry[f.name]) if carry[f.name] is not None else F.lit(None)).cast(types[f.name]).alias(f.name)
-              if f.name in carry else _c(f.name) for f in table.schema.fields],
-            F.lit(0).cast("int").alias("sys_op"))
-        changes = changes.unionByName(untouched)
-    changes = checkpoint_checked(ident, changes, keys, deltas=[n])
-    if carry and changes.isEmpty():  # a rename in an empty table, with no change in the delta
+    if not carry:  # the MERGE checks the keys in its own job
+        merge_upserts(spark, ident, changes, keys, delta_num=n, commit_id=commit_id)
+        return
+    # The rows the delta does not write come from the table itself: materialized (and checked)
+    # before the MERGE rewrites that table.
+    untouched = table.join(changes.select(*[_c(k) for k in keys]), on=keys, how="left_anti")
+    types = {f.name: f.dataType for f in table.schema.fields}
+    untouched = untouched.select(
+        *[(_c(carry[f.name]) if carry[f.name] is not None else F.lit(None)).cast(types[f.name]).alias(f.name)
+          if f.name in carry else _c(f.name) for f in table.schema.fields],
+        F.lit(0).cast("int").alias("sys_op"))
+    changes = checkpoint_checked(ident, changes.unionByName(untouched), keys, deltas=[n])
+    if changes.isEmpty():  # a rename in an empty table, with no change in the delta
         record_unchanged(spark, ident, table.schema, n)
         return
     merge_upserts(spark, ident, changes, keys, delta_num=n, checked=True, commit_id=commit_id)

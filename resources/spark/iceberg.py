@@ -575,10 +575,10 @@ def merge_upserts(
     missing. Every table column is assigned from the change of the same name (changes may carry
     more columns, such as `op_column`; a table column missing from the changes is an error).
     Exact duplicate changes are dropped (Kafka retries); a NULL key, or two different changes
-    of one key, raise `KeyViolationError` before anything is written: the changes are
-    materialized once with the check inside that job (`checkpoint_checked`). `checked=True`:
-    the caller passes `checkpoint_checked`'s result (e.g. for a whole range of deltas in one
-    job), so this costs no job besides the MERGE. `commit_id`: the id the commit records (default:
+    of one key, raise `KeyViolationError` and nothing is written: the check runs inside the
+    MERGE's own job (`_checked_changes` is its source), which fails before its commit.
+    `checked=True`: the caller passes `checkpoint_checked`'s result (e.g. for a whole range of
+    deltas in one job, or changes that read the target table itself). `commit_id`: the id the commit records (default:
     a new one); MERGEs of one delta into several tables share one, and with it the session's
     commit properties, so they can run side by side.
     """
@@ -601,8 +601,12 @@ def merge_upserts(
                                 f"got {list(folded)}")
     if folded:
         extra_summary = {**(extra_summary or {}), DELTAS_PROPERTY: _ranges_text(folded)}
-    changes = changes_df if checked else checkpoint_checked(ident, changes_df, keys, deltas=[delta_num],
-                                                            op_column=op_column)
+    checks: contextlib.AbstractContextManager = contextlib.nullcontext()
+    changes = changes_df
+    if not checked:  # the key rules checked inside the MERGE's own job: no job of their own
+        keys_as_given = [source[k.lower()] for k in keys]
+        changes = _checked_changes(changes_df, keys_as_given, op_column=source[op_column.lower()])
+        checks = _key_violations(ident, keys_as_given, deltas=[delta_num])
     view = f"deltaport_changes_{uuid.uuid4().hex}"
     try:
         changes.createOrReplaceTempView(view)
@@ -618,7 +622,7 @@ def merge_upserts(
             f"WHEN NOT MATCHED AND ({op} IS NULL OR {op} <> 1) THEN INSERT ({cols}) VALUES ({vals})"
         )
         commit_id = commit_id or uuid.uuid4().hex
-        with _session_snapshot_properties(spark, _summary(delta_num, commit_id, extra_summary)):
+        with checks, _session_snapshot_properties(spark, _summary(delta_num, commit_id, extra_summary)):
             failpoint("snapshot.merge")
             spark.sql(sql)
     finally:
@@ -633,9 +637,11 @@ def checkpoint_checked(ident: str, changes: DataFrame, key_columns: Sequence[str
     checks the key rules (`_checked_changes`): `KeyViolationError`, naming `ident` and the delta,
     before anything is committed. Column names are matched case-insensitively.
 
-    Materialized because Spark 4.1 cannot plan a MERGE whose source view still reads another
-    Iceberg table ("No plan for TableReference"), and so that the MERGE reads stable data; a
-    delta's changes are small enough (a schema transition's rewrite is the whole table)."""
+    Materialized for the callers that need the rows fixed before a MERGE: a range's changes,
+    computed once for several MERGEs, and changes read from the MERGE's own target (a schema
+    transition's rewrite, the whole table). A single delta's plain changes need none:
+    `merge_upserts` checks them inside the MERGE (measured on a 709k-row delta: the Spark
+    server's peak 2.6 -> 2.0 GiB, its summed job time 15.0 -> 10.4 s)."""
     have = {c.lower(): c for c in changes.columns}
     keys = [have[k.lower()] for k in key_columns]
     with _key_violations(ident, keys, deltas=deltas):
