@@ -11,7 +11,10 @@ Spark Connect server's JVM and its Python workers (bench/peak_memory.py).
 Then a backlog: `--backlog` closed deltas published at once, landed by one `sync` (in range runs
 of up to `sensor.max_deltas_per_run`). Each is set against the plain script (bench/plain_script.py:
 consume + fastavro + Parquet, the same deltas' tables from the same offsets) run in the same
-process: ratio = platform rows/s / script rows/s.
+process: ratio = platform rows/s / script rows/s. A second yardstick does what deltaport's tables
+promise with Spark and Iceberg alone (bench/iceberg_script.py: per delta and table, an increment
+append, a MERGE into the snapshot and a tag, on the same warm engine): its ratio says what the
+platform costs over the least a lake with these guarantees must do.
 Every landed delta is compared with the emulator's truth (a benchmark of wrong results is void).
 
     python bench/dagster_bench.py [--deltas 8] [--rows 2000] [--backlog 10]
@@ -41,6 +44,7 @@ import dagster as dg  # noqa: E402
 from bench.engine import bench_engine  # noqa: E402
 from bench.peak_memory import PeakMemory, max_peak  # noqa: E402
 from bench.round_trips import counting_round_trips  # noqa: E402
+from bench.iceberg_script import NAMESPACE as ICEBERG_SCRIPT_NS, iceberg_script  # noqa: E402
 from bench.plain_script import user_script  # noqa: E402
 from platform_assets.config import SensorConfig, parse_config  # noqa: E402
 from platform_assets.definitions import index_resource, resources_for  # noqa: E402
@@ -57,21 +61,47 @@ from resources.lake.read import rows_as_of  # noqa: E402
 DM = "marketing"
 
 
+def delta_ranges(index: DeltaIndex, topic: str, n: int) -> dict[str, dict[int, tuple[int, int]]]:
+    """{table: {partition: (start, end)}} of delta n's chosen increment, as a user's committed
+    offsets would give them to a script."""
+    _, refs = index.chosen_messages(topic, DM, n)
+    ranges: dict[str, dict[int, tuple[int, int]]] = {}
+    for r in refs:
+        if r.table_name:
+            lo, hi = ranges.setdefault(r.table_name, {}).get(r.partition, (r.offset, r.offset + 1))
+            ranges[r.table_name][r.partition] = (min(lo, r.offset), max(hi, r.offset + 1))
+    return ranges
+
+
 def plain_script(bootstrap: str, topic: str, index: DeltaIndex, deltas: list[int], out: Path) -> tuple[int, float]:
-    """(rows, seconds) of the plain script landing the same deltas' tables as Parquet, given the
-    offsets of each delta's chosen increment (as a user's committed offsets would give them)."""
+    """(rows, seconds) of the plain script landing the same deltas' tables as Parquet."""
     rows, t0 = 0, time.perf_counter()
     for n in deltas:
-        _, refs = index.chosen_messages(topic, DM, n)
-        ranges: dict[str, dict[int, tuple[int, int]]] = {}
-        for r in refs:
-            if r.table_name:
-                lo, hi = ranges.setdefault(r.table_name, {}).get(r.partition, (r.offset, r.offset + 1))
-                ranges[r.table_name][r.partition] = (min(lo, r.offset), max(hi, r.offset + 1))
+        ranges = delta_ranges(index, topic, n)
         for table, rng in sorted(ranges.items()):
             rows += user_script(bootstrap, topic, rng, datamart=DM, delta=n, table=table,
                                 out=out / f"plain-{n}-{table}.parquet")
     return rows, time.perf_counter() - t0
+
+
+def spark_iceberg_script(spark, bootstrap: str, topic: str, index: DeltaIndex, deltas: list[int],
+                         sc) -> tuple[int, float]:
+    """(rows, seconds) of the Spark+Iceberg script (bench/iceberg_script.py) landing the same
+    deltas on the same engine: increment append, MERGE and tag per delta and table."""
+    if not deltas:
+        return 0, 0.0
+    keys = {name: t.primary_key for name, t in sc.databases[DM].tables.items()}
+    out = iceberg_script(spark, bootstrap, topic, DM, [(n, delta_ranges(index, topic, n)) for n in deltas], keys,
+                         namespace=f"lake.{ICEBERG_SCRIPT_NS}")
+    # A yardstick that did less than it claims would flatter the platform: its tables must hold
+    # the truth's row count as of the last delta it landed.
+    for table, state in sc.truth[DM][deltas[-1]].items():
+        ident = f"lake.{ICEBERG_SCRIPT_NS}.{table}"
+        got = spark.table(ident).count() if spark.catalog.tableExists(ident) else 0
+        if got != len(state):
+            raise AssertionError(f"the Spark+Iceberg script's {table} has {got} rows after delta {deltas[-1]}, "
+                                 f"the truth {len(state)}")
+    return out
 
 
 def delta_batches(messages) -> list[tuple[int, list]]:
@@ -190,10 +220,13 @@ def run(args) -> dict:
                              "peak_memory_mib": mem.peak.to_dict(), "spark_round_trips": trips.to_dict()}
                     _, entry["plain_seconds"] = plain_script(bootstrap, topics[BACKUP], index, landed, work)
                     entry["plain_seconds"] = round(entry["plain_seconds"], 3)
+                    _, iceberg_s = spark_iceberg_script(engine.spark, bootstrap, topics[BACKUP], index, landed, sc)
+                    entry["iceberg_script_seconds"] = round(iceberg_s, 3)
                     res["steady"].append(entry)
                     print(f"delta {n}: {seconds:.2f} s (landed after {landed_s:.2f} s), {rows} rows, steps {entry['steps']}, "
                           f"commits {sum(entry['commits'].values())}, Spark round trips {trips.total} "
-                          f"({trips.to_dict()['seconds_waited']} s waited), equal {entry['equal']}", flush=True)
+                          f"({trips.to_dict()['seconds_waited']} s waited), equal {entry['equal']}; plain script "
+                          f"{entry['plain_seconds']} s, Spark+Iceberg script {entry['iceberg_script_seconds']} s", flush=True)
                     if args.trace_round_trips:
                         for site in trips.to_dict(top=args.trace_round_trips)["top_sites"]:
                             print(f"    {site['calls']:4d} {site['seconds']:7.3f} s  {site['site']}", flush=True)
@@ -225,6 +258,10 @@ def run(args) -> dict:
                     res["backlog"]["plain_script"] = {"rows": plain_rows, "seconds": round(plain_s, 2)}
                     res["backlog"]["rows_per_s_ratio_vs_plain"] = round(
                         (res["backlog"]["rows"] / seconds) / (plain_rows / plain_s), 3) if plain_rows else None
+                    ice_rows, ice_s = spark_iceberg_script(engine.spark, bootstrap, topics[BACKUP], index, landed, sc)
+                    res["backlog"]["iceberg_script"] = {"rows": ice_rows, "seconds": round(ice_s, 2)}
+                    res["backlog"]["rows_per_s_ratio_vs_iceberg_script"] = round(
+                        (res["backlog"]["rows"] / seconds) / (ice_rows / ice_s), 3) if ice_rows else None
                     print(f"backlog of {len(backlog)}: {res['backlog']}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -242,6 +279,11 @@ def run(args) -> dict:
         "median_steady_ratio_vs_plain": statistics.median(
             e["plain_seconds"] / e["seconds"] for e in with_rows) if with_rows else None,
         "backlog_ratio_vs_plain": res["backlog"].get("rows_per_s_ratio_vs_plain"),
+        "median_steady_ratio_vs_iceberg_script": statistics.median(
+            e["iceberg_script_seconds"] / e["seconds"] for e in with_rows) if with_rows else None,
+        "median_close_to_landed_ratio_vs_iceberg_script": statistics.median(
+            e["iceberg_script_seconds"] / e["close_to_landed_s"] for e in with_rows) if with_rows else None,
+        "backlog_ratio_vs_iceberg_script": res["backlog"].get("rows_per_s_ratio_vs_iceberg_script"),
         "all_equal": all(e["equal"] for e in res["steady"]) and res["backlog"].get("equal", True),
         "steady_peak_memory_mib": (max_peak(peaks).to_dict() if peaks else None),
         "backlog_peak_memory_mib": res["backlog"].get("peak_memory_mib"),

@@ -63,16 +63,23 @@ def _messages(bootstrap: str, topic: str, ranges: Mapping[int, tuple[int, int]],
         consumer.close()
 
 
-def user_script(bootstrap: str, topic: str, ranges: Mapping[int, tuple[int, int]], *, datamart: str,
-                delta: int, table: str, out: Path) -> int:
-    """Land one delta's rows of `table` as a Parquet file the plain way; returns the rows."""
+def table_records(bootstrap: str, topic: str, ranges: Mapping[int, tuple[int, int]], *, datamart: str,
+                  delta: int, table: str, group: str = "bench-user-script") -> list[dict]:
+    """One delta's rows of `table` as fastavro reads them (dicts, sys_op included)."""
     records: list[dict] = []
-    for msg in _messages(bootstrap, topic, ranges, "bench-user-script"):
+    for msg in _messages(bootstrap, topic, ranges, group):
         key = next(fastavro.reader(io.BytesIO(msg.key())))
         if (key["datamart"], key["deltaNum"], key["messageType"], key["tableName"]) != (datamart, delta, 0, table):
             continue
         for record in fastavro.reader(io.BytesIO(msg.value())):
             records.append(record)
+    return records
+
+
+def user_script(bootstrap: str, topic: str, ranges: Mapping[int, tuple[int, int]], *, datamart: str,
+                delta: int, table: str, out: Path) -> int:
+    """Land one delta's rows of `table` as a Parquet file the plain way; returns the rows."""
+    records = table_records(bootstrap, topic, ranges, datamart=datamart, delta=delta, table=table)
     pq.write_table(pa.Table.from_pylist(records), out)
     return len(records)
 

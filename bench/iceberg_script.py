@@ -1,0 +1,86 @@
+"""A second yardstick: the plain script a user would write with Spark and Iceberg for the same
+guarantees as deltaport's increment and snapshot tables. The first yardstick
+(bench/plain_script.py) writes Parquet files only.
+
+Per delta and table, in order:
+- the same consumer and fastavro decoding as `user_script`;
+- one `pyarrow.Table.from_pylist`, sent to the same warm Spark Connect engine;
+- appended to an increment table (partitioned by delta_num);
+- exact duplicates dropped (Kafka retries);
+- one MERGE INTO a merge-on-read snapshot table by the primary key (sys_op 1 deletes);
+- tagged `delta_<N>`, so the state as of every delta can be read.
+
+What it leaves out, and deltaport does: DDL from the changelog, key checks naming the delta,
+idempotent re-runs (replace a delta's rows, skip applied deltas), signal events, the
+manifest, and folding a backlog into fewer commits. It does less than deltaport, never
+more. So its rows/s is an upper bound on what a platform with these guarantees can do on
+the same engine.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+import pyarrow as pa
+
+from bench.plain_script import table_records
+
+NAMESPACE = "iceberg_script"
+MOR = {"format-version": "2", "write.merge.mode": "merge-on-read", "write.update.mode": "merge-on-read",
+       "write.delete.mode": "merge-on-read"}
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def land_delta_table(spark, namespace: str, table: str, delta: int, records: list[dict],
+                     primary_key: Sequence[str]) -> None:
+    """One delta's rows of one table: append to `<namespace>_increment.<table>`, then MERGE into
+    `<namespace>.<table>` and tag it. The tables are created from the first delta's columns."""
+    from pyspark.sql import functions as F
+
+    if not records:
+        return
+    frame = spark.createDataFrame(pa.Table.from_pylist(records))
+    increment = f"{namespace}_increment.{table}"
+    snapshot = f"{namespace}.{table}"
+    rows = frame.withColumn("delta_num", F.lit(delta).cast("long"))
+    if not spark.catalog.tableExists(increment):
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}_increment")
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+        rows.writeTo(increment).using("iceberg").partitionedBy(F.col("delta_num")).create()
+        props = ", ".join(f"'{k}'='{v}'" for k, v in MOR.items())
+        spark.sql(f"CREATE TABLE {snapshot} USING iceberg TBLPROPERTIES ({props}) AS "
+                  f"SELECT * FROM {increment} WHERE false")
+        spark.sql(f"ALTER TABLE {snapshot} DROP COLUMNS (sys_op, delta_num)")
+    else:
+        rows.writeTo(increment).append()
+    target = [f.name for f in spark.table(snapshot).schema.fields]
+    view = f"iceberg_script_{table}_{delta}"
+    frame.dropDuplicates().createOrReplaceTempView(view)
+    on = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in primary_key)
+    spark.sql(f"MERGE INTO {snapshot} t USING {view} s ON {on} "
+              "WHEN MATCHED AND s.sys_op = 1 THEN DELETE "
+              f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{_q(c)} = s.{_q(c)}' for c in target)} "
+              f"WHEN NOT MATCHED AND s.sys_op <> 1 THEN INSERT ({', '.join(map(_q, target))}) "
+              f"VALUES ({', '.join(f's.{_q(c)}' for c in target)})")
+    spark.catalog.dropTempView(view)
+    spark.sql(f"ALTER TABLE {snapshot} CREATE OR REPLACE TAG `delta_{delta}`")
+
+
+def iceberg_script(spark, bootstrap: str, topic: str, datamart: str,
+                   deltas: Sequence[tuple[int, Mapping[str, Mapping[int, tuple[int, int]]]]],
+                   primary_keys: Mapping[str, Sequence[str]], *,
+                   namespace: str = f"lake.{NAMESPACE}") -> tuple[int, float]:
+    """(rows, seconds) of landing `deltas` [(delta, {table: {partition: (start, end)}})] in
+    order, each delta's tables one after the other, as a simple script would."""
+    rows, t0 = 0, time.perf_counter()
+    for delta, tables in deltas:
+        for table, ranges in sorted(tables.items()):
+            records = table_records(bootstrap, topic, ranges, datamart=datamart, delta=delta, table=table,
+                                    group="bench-iceberg-script")
+            land_delta_table(spark, namespace, table, delta, records, primary_keys[table])
+            rows += len(records)
+    return rows, time.perf_counter() - t0
