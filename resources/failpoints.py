@@ -35,7 +35,8 @@ ONCE_ENV = "DELTAPORT_FAILPOINTS_ONCE"
 # Every point the code passes, for the fault suite and for a mistyped name to be caught.
 POINTS = {
     "ingest.read": "after a message of a Prostore topic was read by the sensor's ingest, before it is indexed",
-    "increment.table_committed": "after one increment table's commit (before the next table's)",
+    "increment.table_committed": "after one increment table's commit; the run's other increment tables go "
+                                 "side by side, so they may be before, inside or after their write",
     "increment.before_manifest": "after every increment table of the run, before the manifest row",
     "increment.write": "before an increment table's write (its rows are read from Kafka then)",
     "snapshot.merge": "when a snapshot MERGE is sent to Spark (use ~MS to die while it runs)",

@@ -233,6 +233,7 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
     the table's commit, so its history says the delta was seen. A table in a delta's `frames`
     but not in its `entities` is refused: data whose schema the changelog does not describe
     must not land. A table's columns evolve in delta order (a range may hold schema changes).
+    The tables are written side by side (`side_by_side`), the manifest after all of them.
     """
     from pyspark.sql.types import IntegerType, LongType, TimestampNTZType
 
@@ -244,10 +245,8 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
                                  f"that the increment's changelog does not define")
     extra = [("sys_op", IntegerType()), ("_kafka_partition", IntegerType()), ("_kafka_offset", LongType()),
              ("delta_num", LongType()), ("delta_date", TimestampNTZType())]
-    stats: dict[int, list[TableStats]] = {d.delta_num: [] for d in deltas}
-    commits: dict[str, str] = {}  # per table: its commit, and the rows its write sent
-    written: dict[str, int] = {}
-    for name in sorted({n for d in deltas for n in data_tables(d.entities)}):
+
+    def land_table(name: str) -> tuple[str, list[tuple[int, TableStats]]]:
         ident = layout.increment(datamart, name)
         seen = [d for d in deltas if name in data_tables(d.entities)]
         struct = None
@@ -261,13 +260,28 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
         frame = reduce(lambda x, y: x.unionByName(y), parts) if parts else spark.createDataFrame([], table_schema)
         ids = ",".join(dict.fromkeys(d.increment_id for d in seen))
         failpoint("increment.write")
-        commits[ident] = replace_deltas(spark, ident, frame, [d.delta_num for d in seen],
-                                        extra_summary={"deltaport.increment-id": ids})
+        commit = replace_deltas(spark, ident, frame, [d.delta_num for d in seen],
+                                extra_summary={"deltaport.increment-id": ids})
+        failpoint("increment.table_committed")
+        out = []
         for d in seen:
             rows, deletes = counted[d.delta_num]() if d.delta_num in counted else (0, 0)
-            stats[d.delta_num].append(TableStats(name, rows, rows - deletes, deletes))
-            written[ident] = written.get(ident, 0) + rows
-        failpoint("increment.table_committed")
+            out.append((d.delta_num, TableStats(name, rows, rows - deletes, deletes)))
+        return commit, out
+
+    # The tables go side by side: a table's write from the client's rows spends much of its
+    # time converting them on the server's driver, one thread per write, which another table's
+    # write can overlap.
+    names = sorted({n for d in deltas for n in data_tables(d.entities)})
+    stats: dict[int, list[TableStats]] = {d.delta_num: [] for d in deltas}
+    commits: dict[str, str] = {}  # per table: its commit, and the rows its write sent
+    written: dict[str, int] = {}
+    for name, (commit, table_stats) in zip(names, side_by_side(land_table, [(n,) for n in names])):
+        ident = layout.increment(datamart, name)
+        commits[ident] = commit
+        for delta_num, st in table_stats:
+            stats[delta_num].append(st)
+            written[ident] = written.get(ident, 0) + st.rows
     verify_committed(datamart, [d.delta_num for d in deltas], written, committed_records(spark, commits))
     failpoint("increment.before_manifest")
     _write_manifest(spark, layout, datamart, deltas, stats)
