@@ -13,7 +13,10 @@ topic and source of its own:
 Each is set against the plain script run in this process on the same sealed offsets
 (bench/stream_bench.py `user_script`: consume, decode with the same decoder, one Parquet file
 per table and delta; no order, no de-duplication, no state): ratio = our rows/s over the
-script's. Both sources' snapshots as of their last delta are compared with the story's truth
+script's. A second yardstick, the Spark+Iceberg script (bench/iceberg_script.py), decodes the same
+way and then appends each table's changes to an increment table, MERGEs each key's last change
+into a snapshot and tags it, per delta on the same warm engine (no partial captures, late changes
+or de-duplication: it does less). Both sources' snapshots as of their last delta are compared with the story's truth
 (resources/emulator/stream_oracle.py); a benchmark of wrong results is void (exit 1).
 
     python bench/dagster_stream_bench.py [--formats qlik,dataworks,datastream] [--rows 5000]
@@ -42,6 +45,7 @@ import dagster as dg  # noqa: E402
 
 from bench.dagster_bench import commit_counts, step_seconds  # noqa: E402
 from bench.engine import bench_engine  # noqa: E402
+from bench.iceberg_script import NAMESPACE as ICEBERG_SCRIPT_NS, land_changes_table  # noqa: E402
 from bench.peak_memory import PeakMemory, max_peak  # noqa: E402
 from bench.round_trips import counting_round_trips  # noqa: E402
 from bench.stream_bench import user_script  # noqa: E402
@@ -81,6 +85,35 @@ def plain_script(bootstrap: str, fmt: str, topic: str, deltas, out: Path, decode
         got = user_script(bootstrap, fmt, topic, out / f"{topic}-{d.delta_num}", 1, ranges=d.ranges, decode=decode)
         rows, seconds = rows + got["rows"], seconds + got["seconds"]
     return rows, seconds
+
+
+def iceberg_script(spark, bootstrap: str, fmt: str, topic: str, deltas, decode) -> tuple[int, float]:
+    """(rows, seconds) of the Spark+Iceberg script (bench/iceberg_script.py) over each sealed
+    delta's offsets: the same decoding as the plain script, then per table an increment append,
+    a MERGE of each key's last change and a tag, on the same warm engine."""
+    import datetime as dt
+
+    from resources.codecs.cdc import BEFORE_IMAGE, Change
+    from resources.kafka.scan import scan
+
+    rows, t0 = 0, time.perf_counter()
+    for d in deltas:
+        by_table: dict[str, tuple[tuple, list[dict]]] = {}
+        for m in scan(bootstrap, topic, d.ranges):
+            try:
+                records = decode(m.key, m.value)
+            except DecodeError:
+                continue
+            for c in records:
+                if isinstance(c, Change) and c.operation != BEFORE_IMAGE:
+                    keys, changes = by_table.setdefault(c.table, (c.key_columns, []))
+                    changes.append({**{k: (str(v) if isinstance(v, dt.time) else v) for k, v in c.values.items()},
+                                    "_op": c.operation, "_seq": len(changes)})
+        for table, (keys, changes) in sorted(by_table.items()):
+            land_changes_table(spark, f"lake.{ICEBERG_SCRIPT_NS}_{fmt}_{topic.split('.')[2]}", table, d.delta_num,
+                               changes, keys)
+            rows += len(changes)
+    return rows, time.perf_counter() - t0
 
 
 def lake_equals_truth(spark, layout, bootstrap: str, ledger, fmt: str, source: str, story) -> bool:
@@ -131,6 +164,7 @@ def bench_format(fmt: str, args, bootstrap: str, engine, work: Path) -> dict:
     }) for s in ("steady", "backlog")}
     cfg = cfgs["steady"]
     decoders = {s: make_decoder(fmt) for s in ("steady", "backlog")}
+    script_decoders = {s: make_decoder(fmt) for s in ("steady", "backlog")}  # the second yardstick's own
     layout = LakeLayout("lake")
     spark = resources_for(cfg)["spark"].get_session()
     ledger = ledger_resource(cfg).get()
@@ -159,10 +193,14 @@ def bench_format(fmt: str, args, bootstrap: str, engine, work: Path) -> dict:
             entry["plain_rows"], plain_s = plain_script(bootstrap, fmt, topics["steady"], sealed, work / "plain",
                                                         decoders["steady"])
             entry["plain_seconds"] = round(plain_s, 3)
+            _, iceberg_s = iceberg_script(engine.spark, bootstrap, fmt, topics["steady"], sealed,
+                                          script_decoders["steady"])
+            entry["iceberg_script_seconds"] = round(iceberg_s, 3)
             res["steady"].append(entry)
             print(f"{fmt} steady slice {i}: deltas {landed}, {entry['rows']} rows in {seconds:.2f} s (landed after "
                   f"{entry['close_to_landed_s']} s), steps {entry['steps']}, commits {entry['commits']}, "
-                  f"round trips {trips.total}; plain script {plain_s:.2f} s", flush=True)
+                  f"round trips {trips.total}; plain script {plain_s:.2f} s, Spark+Iceberg script {iceberg_s:.2f} s",
+                  flush=True)
             for site in trips.to_dict(top=args.trace_round_trips)["top_sites"] if args.trace_round_trips else []:
                 print(f"    {site['calls']:4d} {site['seconds']:7.3f} s  {site['site']}", flush=True)
         res["steady_equal"] = lake_equals_truth(spark, layout, bootstrap, ledger, fmt, sources["steady"], steady_story)
@@ -192,6 +230,11 @@ def bench_format(fmt: str, args, bootstrap: str, engine, work: Path) -> dict:
                 "plain_script": {"rows": plain_rows, "seconds": round(plain_s, 2)},
                 "rows_per_s_ratio_vs_plain": round((rows / seconds) / (plain_rows / plain_s), 3) if plain_rows else None,
             }
+            ice_rows, ice_s = iceberg_script(engine.spark, bootstrap, fmt, topics["backlog"], sealed,
+                                             script_decoders["backlog"])
+            res["backlog"]["iceberg_script"] = {"rows": ice_rows, "seconds": round(ice_s, 2)}
+            res["backlog"]["rows_per_s_ratio_vs_iceberg_script"] = (
+                round((rows / seconds) / (ice_rows / ice_s), 3) if ice_rows else None)
             res["backlog_equal"] = lake_equals_truth(spark, layout, bootstrap, ledger, fmt, sources["backlog"],
                                                      backlog_story)
             print(f"{fmt} backlog: {res['backlog']}", flush=True)
@@ -207,6 +250,9 @@ def bench_format(fmt: str, args, bootstrap: str, engine, work: Path) -> dict:
             (e["rows"] / e["close_to_landed_s"]) / (e["plain_rows"] / e["plain_seconds"]) for e in with_rows), 3)
         if with_rows else None,
         "backlog_ratio_vs_plain": res["backlog"].get("rows_per_s_ratio_vs_plain"),
+        "median_steady_ratio_vs_iceberg_script": round(statistics.median(
+            e["iceberg_script_seconds"] / e["close_to_landed_s"] for e in with_rows), 3) if with_rows else None,
+        "backlog_ratio_vs_iceberg_script": res["backlog"].get("rows_per_s_ratio_vs_iceberg_script"),
         "backlog_commits_per_delta": res["backlog"].get("commits_per_delta"),
         "all_ok": all(e["ok"] for e in res["steady"]) and res["backlog"].get("ok", True),
         "all_equal": res["steady_equal"] and res.get("backlog_equal", True),
