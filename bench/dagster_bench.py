@@ -11,7 +11,8 @@ Spark Connect server's JVM and its Python workers (bench/peak_memory.py).
 Then a backlog: `--backlog` closed deltas published at once, landed by one `sync` (in range runs
 of up to `sensor.max_deltas_per_run`). Each is set against the plain script (bench/plain_script.py:
 consume + fastavro + Parquet, the same deltas' tables from the same offsets) run in the same
-process: ratio = platform rows/s / script rows/s. A second yardstick does what deltaport's tables
+process: ratio = platform rows/s / script rows/s; likewise against the floor (the same messages
+consumed and decoded to Arrow natively, nothing written: bench/plain_script.py `floor`). A second yardstick does what deltaport's tables
 promise with Spark and Iceberg alone (bench/iceberg_script.py: per delta and table, an increment
 append, a MERGE into the snapshot and a tag, on the same warm engine): its ratio says what the
 platform costs over the least a lake with these guarantees must do.
@@ -45,7 +46,7 @@ from bench.engine import bench_engine  # noqa: E402
 from bench.peak_memory import PeakMemory, max_peak  # noqa: E402
 from bench.round_trips import counting_round_trips  # noqa: E402
 from bench.iceberg_script import NAMESPACE as ICEBERG_SCRIPT_NS, iceberg_script  # noqa: E402
-from bench.plain_script import user_script  # noqa: E402
+from bench.plain_script import floor, user_script  # noqa: E402
 from platform_assets.config import SensorConfig, parse_config  # noqa: E402
 from platform_assets.definitions import index_resource, resources_for  # noqa: E402
 from platform_assets.sync import sync  # noqa: E402
@@ -81,6 +82,31 @@ def plain_script(bootstrap: str, topic: str, index: DeltaIndex, deltas: list[int
         for table, rng in sorted(ranges.items()):
             rows += user_script(bootstrap, topic, rng, datamart=DM, delta=n, table=table,
                                 out=out / f"plain-{n}-{table}.parquet")
+    return rows, time.perf_counter() - t0
+
+
+def floor_script(bootstrap: str, topic: str, index: DeltaIndex, deltas: list[int]) -> tuple[int, float]:
+    """(rows, seconds) of the floor on the same deltas: each delta's changelog read for its
+    tables' columns, then its data messages consumed and decoded to Arrow natively
+    (bench/plain_script.py `floor`), nothing written: the least any reader must do."""
+    from resources.codecs.backup import MESSAGE_TYPE_CHANGELOG, iter_changelog
+    from resources.codecs.ddl import replay_changelog
+    from resources.kafka.fetch import fetch_values
+    from resources.lake.prostore import data_tables
+
+    rows, t0 = 0, time.perf_counter()
+    for n in deltas:
+        _, refs = index.chosen_messages(topic, DM, n)
+        logs = [(r.partition, r.offset) for r in refs if r.message_type == MESSAGE_TYPE_CHANGELOG]
+        values = fetch_values(bootstrap, topic, logs)
+        tables = data_tables(replay_changelog([c for ref in logs for c in iter_changelog(values[ref])]))
+        for table, entity in sorted(tables.items()):
+            wanted: dict[int, list[int]] = {}
+            for r in refs:
+                if r.table_name == table and r.message_type != MESSAGE_TYPE_CHANGELOG:
+                    wanted.setdefault(r.partition, []).append(r.offset)
+            if wanted:
+                rows += floor(bootstrap, topic, wanted, entity.columns)
     return rows, time.perf_counter() - t0
 
 
@@ -220,13 +246,16 @@ def run(args) -> dict:
                              "peak_memory_mib": mem.peak.to_dict(), "spark_round_trips": trips.to_dict()}
                     _, entry["plain_seconds"] = plain_script(bootstrap, topics[BACKUP], index, landed, work)
                     entry["plain_seconds"] = round(entry["plain_seconds"], 3)
+                    _, floor_s = floor_script(bootstrap, topics[BACKUP], index, landed)
+                    entry["floor_seconds"] = round(floor_s, 3)
                     _, iceberg_s = spark_iceberg_script(engine.spark, bootstrap, topics[BACKUP], index, landed, sc)
                     entry["iceberg_script_seconds"] = round(iceberg_s, 3)
                     res["steady"].append(entry)
                     print(f"delta {n}: {seconds:.2f} s (landed after {landed_s:.2f} s), {rows} rows, steps {entry['steps']}, "
                           f"commits {sum(entry['commits'].values())}, Spark round trips {trips.total} "
                           f"({trips.to_dict()['seconds_waited']} s waited), equal {entry['equal']}; plain script "
-                          f"{entry['plain_seconds']} s, Spark+Iceberg script {entry['iceberg_script_seconds']} s", flush=True)
+                          f"{entry['plain_seconds']} s, floor {entry['floor_seconds']} s, Spark+Iceberg script "
+                          f"{entry['iceberg_script_seconds']} s", flush=True)
                     if args.trace_round_trips:
                         for site in trips.to_dict(top=args.trace_round_trips)["top_sites"]:
                             print(f"    {site['calls']:4d} {site['seconds']:7.3f} s  {site['site']}", flush=True)
@@ -258,6 +287,10 @@ def run(args) -> dict:
                     res["backlog"]["plain_script"] = {"rows": plain_rows, "seconds": round(plain_s, 2)}
                     res["backlog"]["rows_per_s_ratio_vs_plain"] = round(
                         (res["backlog"]["rows"] / seconds) / (plain_rows / plain_s), 3) if plain_rows else None
+                    floor_rows, floor_s = floor_script(bootstrap, topics[BACKUP], index, landed)
+                    res["backlog"]["floor"] = {"rows": floor_rows, "seconds": round(floor_s, 2)}
+                    res["backlog"]["rows_per_s_ratio_vs_floor"] = round(
+                        (res["backlog"]["rows"] / seconds) / (floor_rows / floor_s), 3) if floor_rows else None
                     ice_rows, ice_s = spark_iceberg_script(engine.spark, bootstrap, topics[BACKUP], index, landed, sc)
                     res["backlog"]["iceberg_script"] = {"rows": ice_rows, "seconds": round(ice_s, 2)}
                     res["backlog"]["rows_per_s_ratio_vs_iceberg_script"] = round(
@@ -279,6 +312,9 @@ def run(args) -> dict:
         "median_steady_ratio_vs_plain": statistics.median(
             e["plain_seconds"] / e["seconds"] for e in with_rows) if with_rows else None,
         "backlog_ratio_vs_plain": res["backlog"].get("rows_per_s_ratio_vs_plain"),
+        "median_steady_ratio_vs_floor": statistics.median(
+            e["floor_seconds"] / e["seconds"] for e in with_rows) if with_rows else None,
+        "backlog_ratio_vs_floor": res["backlog"].get("rows_per_s_ratio_vs_floor"),
         "median_steady_ratio_vs_iceberg_script": statistics.median(
             e["iceberg_script_seconds"] / e["seconds"] for e in with_rows) if with_rows else None,
         "median_close_to_landed_ratio_vs_iceberg_script": statistics.median(
