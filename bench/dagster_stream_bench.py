@@ -13,7 +13,8 @@ topic and source of its own:
 Each is set against the plain script run in this process on the same sealed offsets
 (bench/stream_bench.py `user_script`: consume, decode with the same decoder, one Parquet file
 per table and delta; no order, no de-duplication, no state): ratio = our rows/s over the
-script's. A second yardstick, the Spark+Iceberg script (bench/iceberg_script.py), decodes the same
+script's; likewise against the floor (bench/stream_bench.py `floor`: the same offsets consumed
+and decoded, nothing written). A second yardstick, the Spark+Iceberg script (bench/iceberg_script.py), decodes the same
 way and then appends each table's changes to an increment table, MERGEs each key's last change
 into a snapshot and tags it, per delta on the same warm engine (no partial captures, late changes
 or de-duplication: it does less). Both sources' snapshots as of their last delta are compared with the story's truth
@@ -48,7 +49,7 @@ from bench.engine import bench_engine  # noqa: E402
 from bench.iceberg_script import NAMESPACE as ICEBERG_SCRIPT_NS, land_changes_table  # noqa: E402
 from bench.peak_memory import PeakMemory, max_peak  # noqa: E402
 from bench.round_trips import counting_round_trips  # noqa: E402
-from bench.stream_bench import user_script  # noqa: E402
+from bench.stream_bench import floor, user_script  # noqa: E402
 from platform_assets.cli.emulate_cmd import stream_story  # noqa: E402
 from platform_assets.config import SensorConfig, parse_config  # noqa: E402
 from platform_assets.definitions import ledger_resource, resources_for  # noqa: E402
@@ -83,6 +84,15 @@ def plain_script(bootstrap: str, fmt: str, topic: str, deltas, out: Path, decode
     rows, seconds = 0, 0.0
     for d in deltas:
         got = user_script(bootstrap, fmt, topic, out / f"{topic}-{d.delta_num}", 1, ranges=d.ranges, decode=decode)
+        rows, seconds = rows + got["rows"], seconds + got["seconds"]
+    return rows, seconds
+
+
+def floor_script(bootstrap: str, fmt: str, topic: str, deltas, decode) -> tuple[int, float]:
+    """(rows, seconds) of the floor (bench/stream_bench.py `floor`) over each sealed delta's offsets."""
+    rows, seconds = 0, 0.0
+    for d in deltas:
+        got = floor(bootstrap, fmt, topic, ranges=d.ranges, decode=decode)
         rows, seconds = rows + got["rows"], seconds + got["seconds"]
     return rows, seconds
 
@@ -165,6 +175,7 @@ def bench_format(fmt: str, args, bootstrap: str, engine, work: Path) -> dict:
     cfg = cfgs["steady"]
     decoders = {s: make_decoder(fmt) for s in ("steady", "backlog")}
     script_decoders = {s: make_decoder(fmt) for s in ("steady", "backlog")}  # the second yardstick's own
+    floor_decoders = {s: make_decoder(fmt) for s in ("steady", "backlog")}
     layout = LakeLayout("lake")
     spark = resources_for(cfg)["spark"].get_session()
     ledger = ledger_resource(cfg).get()
@@ -193,13 +204,17 @@ def bench_format(fmt: str, args, bootstrap: str, engine, work: Path) -> dict:
             entry["plain_rows"], plain_s = plain_script(bootstrap, fmt, topics["steady"], sealed, work / "plain",
                                                         decoders["steady"])
             entry["plain_seconds"] = round(plain_s, 3)
+            entry["floor_rows"], floor_s = floor_script(bootstrap, fmt, topics["steady"], sealed,
+                                                        floor_decoders["steady"])
+            entry["floor_seconds"] = round(floor_s, 3)
             _, iceberg_s = iceberg_script(engine.spark, bootstrap, fmt, topics["steady"], sealed,
                                           script_decoders["steady"])
             entry["iceberg_script_seconds"] = round(iceberg_s, 3)
             res["steady"].append(entry)
             print(f"{fmt} steady slice {i}: deltas {landed}, {entry['rows']} rows in {seconds:.2f} s (landed after "
                   f"{entry['close_to_landed_s']} s), steps {entry['steps']}, commits {entry['commits']}, "
-                  f"round trips {trips.total}; plain script {plain_s:.2f} s, Spark+Iceberg script {iceberg_s:.2f} s",
+                  f"round trips {trips.total}; plain script {plain_s:.2f} s, floor {floor_s:.2f} s, "
+                  f"Spark+Iceberg script {iceberg_s:.2f} s",
                   flush=True)
             for site in trips.to_dict(top=args.trace_round_trips)["top_sites"] if args.trace_round_trips else []:
                 print(f"    {site['calls']:4d} {site['seconds']:7.3f} s  {site['site']}", flush=True)
@@ -230,6 +245,10 @@ def bench_format(fmt: str, args, bootstrap: str, engine, work: Path) -> dict:
                 "plain_script": {"rows": plain_rows, "seconds": round(plain_s, 2)},
                 "rows_per_s_ratio_vs_plain": round((rows / seconds) / (plain_rows / plain_s), 3) if plain_rows else None,
             }
+            floor_rows, floor_s = floor_script(bootstrap, fmt, topics["backlog"], sealed, floor_decoders["backlog"])
+            res["backlog"]["floor"] = {"rows": floor_rows, "seconds": round(floor_s, 2)}
+            res["backlog"]["rows_per_s_ratio_vs_floor"] = (
+                round((rows / seconds) / (floor_rows / floor_s), 3) if floor_rows else None)
             ice_rows, ice_s = iceberg_script(engine.spark, bootstrap, fmt, topics["backlog"], sealed,
                                              script_decoders["backlog"])
             res["backlog"]["iceberg_script"] = {"rows": ice_rows, "seconds": round(ice_s, 2)}
@@ -250,6 +269,10 @@ def bench_format(fmt: str, args, bootstrap: str, engine, work: Path) -> dict:
             (e["rows"] / e["close_to_landed_s"]) / (e["plain_rows"] / e["plain_seconds"]) for e in with_rows), 3)
         if with_rows else None,
         "backlog_ratio_vs_plain": res["backlog"].get("rows_per_s_ratio_vs_plain"),
+        "median_steady_ratio_vs_floor": round(statistics.median(
+            (e["rows"] / e["close_to_landed_s"]) / (e["floor_rows"] / e["floor_seconds"]) for e in with_rows), 3)
+        if with_rows else None,
+        "backlog_ratio_vs_floor": res["backlog"].get("rows_per_s_ratio_vs_floor"),
         "median_steady_ratio_vs_iceberg_script": round(statistics.median(
             e["iceberg_script_seconds"] / e["close_to_landed_s"] for e in with_rows), 3) if with_rows else None,
         "backlog_ratio_vs_iceberg_script": res["backlog"].get("rows_per_s_ratio_vs_iceberg_script"),

@@ -124,11 +124,13 @@ def user_script(bootstrap: str, fmt: str, topic: str, out: Path, chunks: int, ra
     return {"rows": len(changes), "seconds": time.perf_counter() - t0}
 
 
-def floor(bootstrap: str, fmt: str, topic: str) -> dict:
+def floor(bootstrap: str, fmt: str, topic: str, ranges=None, decode=None) -> dict:
+    """Consume the topic (or its offset `ranges`) and decode, nothing written: the least any
+    reader must do. `decode`: a decoder kept across calls, as `user_script`'s."""
     t0 = time.perf_counter()
-    decode = make_decoder(fmt)
+    decode = decode or make_decoder(fmt)
     rows = 0
-    for m in scan(bootstrap, topic):
+    for m in scan(bootstrap, topic, ranges):
         try:
             rows += sum(1 for r in decode(m.key, m.value) if isinstance(r, Change) and r.operation != BEFORE_IMAGE)
         except DecodeError:
