@@ -327,6 +327,10 @@ def run(args) -> dict:
     return res
 
 
+def _ratio(value) -> str:
+    return "-" if value is None else f"{value:.3f}x"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--deltas", type=int, default=6, help="deltas landed one at a time (the first one warms up)")
@@ -347,6 +351,12 @@ def main(argv=None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(res, indent=2, default=str) + "\n")
     print(json.dumps(res["summary"]))
+    sm = res["summary"]
+    print("\nrows/s ratios (steady | backlog):")
+    for base, name in (("plain", "plain script (consume + fastavro + Parquet)"), ("floor", "floor (consume + decode)"),
+                       ("iceberg_script", "Spark+Iceberg script (same tables, delta by delta)")):
+        print(f"  vs {name:52} {_ratio(sm.get(f'median_steady_ratio_vs_{base}'))} | "
+              f"{_ratio(sm.get(f'backlog_ratio_vs_{base}'))}")
     print(f"wrote {args.out}")
     return 0 if res["summary"]["all_equal"] else 1
 
