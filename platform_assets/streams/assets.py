@@ -150,8 +150,8 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_
             meta["watermark"] = dg.TimestampMetadataValue(last.delta.watermark_us / 1e6)
         return dg.MaterializeResult(
             metadata=meta,
-            check_results=checks.increment_checks(session, layout, src,
-                                                  [(d, read, decoded, stats[d.delta_num]) for d, read, decoded, _ in reads]))
+            check_results=checks.increment_checks([(d, read, decoded, stats[d.delta_num])
+                                                   for d, read, decoded, _ in reads]))
 
     @dg.asset(key=snapshot_key, deps=[increment_key, changelog_key], kinds={"spark", "iceberg"},
               check_specs=checks.snapshot_check_specs(snapshot_key),

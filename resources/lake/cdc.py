@@ -72,11 +72,12 @@ from resources.codecs.cdc import BEFORE_IMAGE, DELETE, UPSERT, Change
 from resources.errors import DeltaportError
 from resources.failpoints import failpoint
 from resources.lake.cdc_fold import fold_changes, merged_state
-from resources.lake.prostore import LakeLayout, MissingDeltasError
+from resources.lake.prostore import LakeLayout, MissingDeltasError, verify_committed
 from resources.lake.side_by_side import side_by_side
 from resources.spark.iceberg import (
     DELTAS_PROPERTY,
     InsideFold,
+    committed_records,
     delta_tags,
     ensure_table,
     folded_commits,
@@ -486,16 +487,20 @@ def land_cdc_increments(spark, layout: LakeLayout, source: str,
     and carry `delta_date` (the delta's watermark time when given, else NULL). A table whose
     columns grew gets the new columns (older rows read NULL); `ensure_table` refuses type
     changes it cannot widen. The manifest has Prostore's columns (so `prostore.landed_deltas`
-    reads it too) plus `before_images`. Each frame is evaluated twice (one job counts every
-    table's changes, then the write), so it must be stable data, as `changes_frame`'s is. A
+    reads it too) plus `before_images`. Each delta's frame is counted by operation while the
+    write reads it (an observation per frame); each table's commit must then hold exactly the
+    rows counted (its summary's ``added-records``), or `IncrementNotLandedError` is raised
+    before the manifest: the returned stats are what landed, with no scan of the tables. A
     delta is immutable: re-landing N is expected to bring the same tables (a table left out
     keeps its earlier rows of N)."""
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType
 
     deltas = sorted(deltas, key=lambda d: d.delta_num)
     ids = {d.delta_num: d.increment_id or f"{source}:{d.delta_num}" for d in deltas}
     written: dict[str, Any] = {}
+    observed: dict[tuple[str, int], Any] = {}  # (table, delta) -> its rows counted by the write
     landed_in: dict[str, list[int]] = {}
     for table in sorted({t for d in deltas for t in d.frames}):
         ident = layout.increment(source, table)
@@ -514,7 +519,10 @@ def land_cdc_increments(spark, layout: LakeLayout, source: str,
                 struct = frame.schema
                 ensure_table(spark, ident, _plain_schema([(f.name, f.dataType) for f in struct.fields]),
                              partition_by=["delta_num"])
-            parts.append(frame)
+            # Counted as the write reads it: no job of its own, no second evaluation.
+            observed[(table, d.delta_num)] = seen = Observation(f"deltaport_cdc_increment_{uuid.uuid4().hex}")
+            parts.append(frame.observe(seen, F.count(F.lit(1)).alias("rows"),
+                                       *[F.count_if(F.col("_op") == op).alias(op) for op in _OPS]))
             landed_in.setdefault(table, []).append(d.delta_num)
         have = spark.table(ident).schema
 
@@ -524,20 +532,21 @@ def land_cdc_increments(spark, layout: LakeLayout, source: str,
                                    else F.lit(None)).cast(f.dataType).alias(f.name) for f in have.fields])
 
         written[table] = reduce(lambda a, b: a.unionByName(b), [aligned(f) for f in parts])
-    counts: dict[tuple[str, int], dict[str, int]] = {}
-    if written:  # one job counts every table's changes by delta and operation
-        parts = [f.select(F.lit(t).alias("t"), "delta_num", "_op") for t, f in written.items()]
-        for r in reduce(lambda a, b: a.unionByName(b), parts).groupBy("t", "delta_num", "_op").count().collect():
-            counts.setdefault((r["t"], r["delta_num"]), {})[r["_op"]] = r["count"]
     stats: dict[int, list[CdcLandStats]] = {d.delta_num: [] for d in deltas}
+    commits: dict[str, str] = {}
+    rows_sent: dict[str, int] = {}
     for table, frame in written.items():
+        ident = layout.increment(source, table)
         # No tag: increments are read by their delta_num column, never by time travel.
-        replace_deltas(spark, layout.increment(source, table), frame, landed_in[table],
-                       extra_summary={"deltaport.increment-id": ",".join(ids[n] for n in landed_in[table])})
+        increment_ids = ",".join(ids[n] for n in landed_in[table])
+        commits[ident] = replace_deltas(spark, ident, frame, landed_in[table],
+                                        extra_summary={"deltaport.increment-id": increment_ids})
         for n in landed_in[table]:
-            by_op = counts.get((table, n), {})
-            stats[n].append(CdcLandStats(table, sum(by_op.values()), by_op.get(UPSERT, 0), by_op.get(DELETE, 0),
-                                         by_op.get(BEFORE_IMAGE, 0)))
+            got = observed[(table, n)].get
+            stats[n].append(CdcLandStats(table, int(got["rows"]), int(got[UPSERT]), int(got[DELETE]),
+                                         int(got[BEFORE_IMAGE])))
+            rows_sent[ident] = rows_sent.get(ident, 0) + int(got["rows"])
+    verify_committed(source, [d.delta_num for d in deltas], rows_sent, committed_records(spark, commits))
     schema = _plain_schema([("delta_num", LongType()), ("table_name", _string()), ("rows", LongType()),
                             ("upserts", LongType()), ("deletes", LongType()), ("increment_id", _string()),
                             ("delta_date_us", LongType()), ("provenance", _string()),
@@ -552,6 +561,9 @@ def land_cdc_increments(spark, layout: LakeLayout, source: str,
     # read by delta_num, never by tag
     replace_deltas(spark, ident, spark.createDataFrame(rows, schema), [d.delta_num for d in deltas])
     return stats
+
+
+_OPS = (UPSERT, DELETE, BEFORE_IMAGE)
 
 
 def _string():
