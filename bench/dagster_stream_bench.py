@@ -32,6 +32,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -49,7 +50,7 @@ from bench.engine import bench_engine  # noqa: E402
 from bench.iceberg_script import NAMESPACE as ICEBERG_SCRIPT_NS, land_changes_table  # noqa: E402
 from bench.peak_memory import PeakMemory, max_peak  # noqa: E402
 from bench.round_trips import counting_round_trips  # noqa: E402
-from bench.stream_bench import floor, user_script  # noqa: E402
+from bench.stream_bench import change_row, decoded_changes, floor, user_script  # noqa: E402
 from platform_assets.cli.emulate_cmd import stream_story  # noqa: E402
 from platform_assets.config import SensorConfig, parse_config  # noqa: E402
 from platform_assets.definitions import ledger_resource, resources_for  # noqa: E402
@@ -61,6 +62,7 @@ from resources.kafka.broker import kafka_bootstrap  # noqa: E402
 from resources.kafka.publish import publish  # noqa: E402
 from resources.lake.cdc import cdc_rows_as_of  # noqa: E402
 from resources.lake.prostore import LakeLayout  # noqa: E402
+from resources.lake.stream_changelog import changes_by_table  # noqa: E402
 from resources.changestream.sealing import make_decoder, read_delta  # noqa: E402
 
 # Story size per format for about one row change per unit: Qlik transactions carry ~2.7 messages,
@@ -101,28 +103,13 @@ def iceberg_script(spark, bootstrap: str, fmt: str, topic: str, deltas, decode) 
     """(rows, seconds) of the Spark+Iceberg script (bench/iceberg_script.py) over each sealed
     delta's offsets: the same decoding as the plain script, then per table an increment append,
     a MERGE of each key's last change and a tag, on the same warm engine."""
-    import datetime as dt
-
-    from resources.codecs.cdc import BEFORE_IMAGE, Change
-    from resources.kafka.scan import scan
-
+    namespace = f"lake.{ICEBERG_SCRIPT_NS}_" + re.sub(r"\W", "_", topic)  # one per topic
     rows, t0 = 0, time.perf_counter()
     for d in deltas:
-        by_table: dict[str, tuple[tuple, list[dict]]] = {}
-        for m in scan(bootstrap, topic, d.ranges):
-            try:
-                records = decode(m.key, m.value)
-            except DecodeError:
-                continue
-            for c in records:
-                if isinstance(c, Change) and c.operation != BEFORE_IMAGE:
-                    keys, changes = by_table.setdefault(c.table, (c.key_columns, []))
-                    changes.append({**{k: (str(v) if isinstance(v, dt.time) else v) for k, v in c.values.items()},
-                                    "_op": c.operation, "_seq": len(changes)})
-        for table, (keys, changes) in sorted(by_table.items()):
-            land_changes_table(spark, f"lake.{ICEBERG_SCRIPT_NS}_{fmt}_{topic.split('.')[2]}", table, d.delta_num,
-                               changes, keys)
-            rows += len(changes)
+        for table, chs in sorted(changes_by_table(decoded_changes(bootstrap, topic, d.ranges, decode)).items()):
+            land_changes_table(spark, namespace, table, d.delta_num,
+                               [{**change_row(c), "_seq": i} for i, c in enumerate(chs)], chs[0].key_columns)
+            rows += len(chs)
     return rows, time.perf_counter() - t0
 
 

@@ -98,6 +98,24 @@ def ours(spark, bootstrap: str, layout: LakeLayout, ledger: CdcLedger, source: s
             "snapshot_s": snapshot_s, "last_delta": deltas[-1].delta_num if deltas else None}
 
 
+def decoded_changes(bootstrap: str, topic: str, ranges, decode) -> list[Change]:
+    """The row changes (before-images aside) `decode` reads from the topic or its offset
+    `ranges`, {partition: (start, end)}, in order; a message it cannot decode is skipped, as a
+    plain script would."""
+    changes: list[Change] = []
+    for m in scan(bootstrap, topic, ranges):
+        try:
+            changes += [r for r in decode(m.key, m.value) if isinstance(r, Change) and r.operation != BEFORE_IMAGE]
+        except DecodeError:
+            pass
+    return changes
+
+
+def change_row(change: Change) -> dict:
+    """A change as a plain script writes it: its values (a TIME as text) and `_op`."""
+    return {**{k: (str(v) if isinstance(v, dt.time) else v) for k, v in change.values.items()}, "_op": change.operation}
+
+
 def user_script(bootstrap: str, fmt: str, topic: str, out: Path, chunks: int, ranges=None, decode=None) -> dict:
     """The script a user would write: consume the topic (or its offset `ranges`, {partition:
     (start, end)}), decode, write the row changes as Parquet in `chunks` parts per table.
@@ -107,20 +125,12 @@ def user_script(bootstrap: str, fmt: str, topic: str, out: Path, chunks: int, ra
     import pyarrow.parquet as pq
 
     t0 = time.perf_counter()
-    decode = decode or make_decoder(fmt)
-    changes: list[Change] = []
-    for m in scan(bootstrap, topic, ranges):
-        try:
-            changes += [r for r in decode(m.key, m.value) if isinstance(r, Change) and r.operation != BEFORE_IMAGE]
-        except DecodeError:
-            pass
+    changes = decoded_changes(bootstrap, topic, ranges, decode or make_decoder(fmt))
     out.mkdir(parents=True, exist_ok=True)
     size = max(1, -(-len(changes) // max(1, chunks)))
     for i in range(0, len(changes), size):
         for table, chs in changes_by_table(changes[i:i + size]).items():
-            rows = [{**{k: (str(v) if isinstance(v, (dt.time,)) else v) for k, v in c.values.items()},
-                     "_op": c.operation} for c in chs]
-            pq.write_table(pa.Table.from_pylist(rows), out / f"{table}-{i // size}.parquet")
+            pq.write_table(pa.Table.from_pylist([change_row(c) for c in chs]), out / f"{table}-{i // size}.parquet")
     return {"rows": len(changes), "seconds": time.perf_counter() - t0}
 
 
@@ -128,13 +138,7 @@ def floor(bootstrap: str, fmt: str, topic: str, ranges=None, decode=None) -> dic
     """Consume the topic (or its offset `ranges`) and decode, nothing written: the least any
     reader must do. `decode`: a decoder kept across calls, as `user_script`'s."""
     t0 = time.perf_counter()
-    decode = decode or make_decoder(fmt)
-    rows = 0
-    for m in scan(bootstrap, topic, ranges):
-        try:
-            rows += sum(1 for r in decode(m.key, m.value) if isinstance(r, Change) and r.operation != BEFORE_IMAGE)
-        except DecodeError:
-            pass
+    rows = len(decoded_changes(bootstrap, topic, ranges, decode or make_decoder(fmt)))
     return {"rows": rows, "seconds": time.perf_counter() - t0}
 
 

@@ -246,7 +246,8 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
     extra = [("sys_op", IntegerType()), ("_kafka_partition", IntegerType()), ("_kafka_offset", LongType()),
              ("delta_num", LongType()), ("delta_date", TimestampNTZType())]
 
-    def land_table(name: str) -> tuple[str, list[tuple[int, TableStats]]]:
+    def land_table(name: str) -> tuple[str, str, list[tuple[int, TableStats]]]:
+        """(the table's ident, its commit id, [(delta, stats)])"""
         ident = layout.increment(datamart, name)
         seen = [d for d in deltas if name in data_tables(d.entities)]
         struct = None
@@ -267,7 +268,7 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
         for d in seen:
             rows, deletes = counted[d.delta_num]() if d.delta_num in counted else (0, 0)
             out.append((d.delta_num, TableStats(name, rows, rows - deletes, deletes)))
-        return commit, out
+        return ident, commit, out
 
     # The tables go side by side: a table's write from the client's rows spends much of its
     # time converting them on the server's driver, one thread per write, which another table's
@@ -276,8 +277,7 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
     stats: dict[int, list[TableStats]] = {d.delta_num: [] for d in deltas}
     commits: dict[str, str] = {}  # per table: its commit, and the rows its write sent
     written: dict[str, int] = {}
-    for name, (commit, table_stats) in zip(names, side_by_side(land_table, [(n,) for n in names])):
-        ident = layout.increment(datamart, name)
+    for ident, commit, table_stats in side_by_side(land_table, [(n,) for n in names]):
         commits[ident] = commit
         for delta_num, st in table_stats:
             stats[delta_num].append(st)

@@ -578,9 +578,9 @@ def merge_upserts(
     of one key, raise `KeyViolationError` and nothing is written: the check runs inside the
     MERGE's own job (`_checked_changes` is its source), which fails before its commit.
     `checked=True`: the caller passes `checkpoint_checked`'s result (e.g. for a whole range of
-    deltas in one job, or changes that read the target table itself). `commit_id`: the id the commit records (default:
-    a new one); MERGEs of one delta into several tables share one, and with it the session's
-    commit properties, so they can run side by side.
+    deltas in one job, or changes that read the target table itself). `commit_id`: the id the
+    commit records (default: a new one); MERGEs of one delta into several tables share one, and
+    with it the session's commit properties, so they can run side by side.
     """
     quoted = _quote(ident)
     target = [f.name for f in _table_schema(spark, ident).fields]
