@@ -108,6 +108,7 @@ TIME_COMMENT = "Prostore TIME: microseconds since midnight"
 WriteMode = Literal["replace_delta", "append", "overwrite"]
 _WRITE_MODES = ("replace_delta", "append", "overwrite")
 _SESSION_PROPERTY_PREFIX = "spark.sql.iceberg.snapshot-property."
+_namespace_lock = threading.Lock()  # one CREATE NAMESPACE at a time in this process
 _PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_$-]*$")
 
 
@@ -304,7 +305,10 @@ def ensure_table(
     current = _schema_or_none(spark, ident)
     if current is None:
         namespace = ".".join(quoted.split(".")[:-1])
-        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+        # Tables created side by side share a namespace: IF NOT EXISTS is check-then-insert in
+        # a JDBC catalog, so two threads creating it at once collide on its unique key.
+        with _namespace_lock:
+            spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
         parts = [p if "(" in p else _col(p) for p in (partition_by or [])]
         columns = ", ".join(_field_ddl(f) for f in wanted.fields)
         ddl = f"CREATE TABLE IF NOT EXISTS {quoted} ({columns}) USING iceberg"
