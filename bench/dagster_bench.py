@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 import dagster as dg  # noqa: E402
 
 from bench.engine import bench_engine  # noqa: E402
+from bench.cpu_time import server_cpu_seconds  # noqa: E402
 from bench.peak_memory import PeakMemory, max_peak  # noqa: E402
 from bench.round_trips import counting_round_trips  # noqa: E402
 from bench.iceberg_script import NAMESPACE as ICEBERG_SCRIPT_NS, iceberg_script  # noqa: E402
@@ -158,12 +159,20 @@ def commit_counts(spark, catalog: str, source: str = DM) -> dict[str, int]:
 
 
 def step_seconds(instance: dg.DagsterInstance, run_ids: list[str]) -> dict[str, float]:
+    """Seconds per step of the runs, and per asset as its materialization reports them (the
+    assets of one step overlap: their seconds add up to more than the step's)."""
     out: dict[str, float] = {}
     for run_id in run_ids:
         for stats in instance.get_run_step_stats(run_id):
             if stats.end_time and stats.start_time:
-                key = stats.step_key.split("__", 1)[-1]
+                key = f"step {stats.step_key.split('__', 1)[-1]}"
                 out[key] = out.get(key, 0.0) + stats.end_time - stats.start_time
+        for record in instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records:
+            mat = record.event_log_entry.asset_materialization
+            seconds = mat.metadata.get("seconds") if mat else None
+            if seconds is not None:
+                key = mat.asset_key.path[-1]
+                out[key] = out.get(key, 0.0) + seconds.value
     return out
 
 
@@ -226,10 +235,12 @@ def run(args) -> dict:
                     before = commit_counts(spark, "lake")
                     publish(msgs, bootstrap, topics)
                     outcome_at: list[float] = []  # sync echoes a line as each run ends
+                    cpu0 = server_cpu_seconds(engine.server_pid)
                     with PeakMemory(engine.server_pid) as mem, counting_round_trips() as trips:
                         t0 = time.perf_counter()
                         out = sync(cfg, instance, echo=lambda line: outcome_at.append(time.perf_counter()))
                         seconds = time.perf_counter() - t0
+                    cpu1 = server_cpu_seconds(engine.server_pid)
                     peaks.append(mem.peak)
                     # From the tick that sees the close to the run's end; the sync goes on with
                     # ticks that find nothing left, which a daemon's sensor would do meanwhile.
@@ -248,14 +259,22 @@ def run(args) -> dict:
                     entry["plain_seconds"] = round(entry["plain_seconds"], 3)
                     _, floor_s = floor_script(bootstrap, topics[BACKUP], index, landed)
                     entry["floor_seconds"] = round(floor_s, 3)
+                    cpu2 = server_cpu_seconds(engine.server_pid)
                     _, iceberg_s = spark_iceberg_script(engine.spark, bootstrap, topics[BACKUP], index, landed, sc)
+                    cpu3 = server_cpu_seconds(engine.server_pid)
                     entry["iceberg_script_seconds"] = round(iceberg_s, 3)
+                    if cpu0 is not None and cpu3 is not None:  # the server's work, whatever overlapped
+                        entry["server_cpu_s"] = round(cpu1 - cpu0, 2)
+                        entry["iceberg_script_server_cpu_s"] = round(cpu3 - cpu2, 2)
                     res["steady"].append(entry)
                     print(f"delta {n}: {seconds:.2f} s (landed after {landed_s:.2f} s), {rows} rows, steps {entry['steps']}, "
                           f"commits {sum(entry['commits'].values())}, Spark round trips {trips.total} "
                           f"({trips.to_dict()['seconds_waited']} s waited), equal {entry['equal']}; plain script "
                           f"{entry['plain_seconds']} s, floor {entry['floor_seconds']} s, Spark+Iceberg script "
-                          f"{entry['iceberg_script_seconds']} s", flush=True)
+                          f"{entry['iceberg_script_seconds']} s; server CPU {entry.get('server_cpu_s')} s "
+                          f"(Spark+Iceberg script {entry.get('iceberg_script_server_cpu_s')} s)", flush=True)
+                    if args.timeline:
+                        print("\n".join(trips.timeline_text()))
                     if args.trace_round_trips:
                         for site in trips.to_dict(top=args.trace_round_trips)["top_sites"]:
                             print(f"    {site['calls']:4d} {site['seconds']:7.3f} s  {site['site']}", flush=True)
@@ -341,6 +360,8 @@ def main(argv=None) -> int:
                     help="sensor.max_deltas_per_run (1: a run per delta; default: deltaport's)")
     ap.add_argument("--trace-round-trips", type=int, default=0, metavar="N",
                     help="print each steady delta's N busiest call sites of Spark round trips")
+    ap.add_argument("--timeline", action="store_true",
+                    help="print every Spark round trip of each steady delta: start, end, thread, call site")
     ap.add_argument("--check", choices=("rows", "counts"), default="rows",
                     help="backlog check: every delta's rows (default), or every delta's row count and the "
                          "last delta's rows (a backlog of many big deltas)")

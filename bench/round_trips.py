@@ -31,6 +31,8 @@ _METHODS = {"_execute_and_fetch_as_iterator": "execute", "_execute": "execute", 
 class RoundTrips:
     # "kind file:line function" -> [calls, seconds waited]; everything else is derived from it
     sites: dict = field(default_factory=lambda: defaultdict(lambda: [0, 0.0]))
+    # (start, end, thread, site) of every call, perf_counter seconds: which calls overlapped
+    timeline: list = field(default_factory=list)
 
     @property
     def calls(self) -> Counter:
@@ -43,6 +45,14 @@ class RoundTrips:
     @property
     def total(self) -> int:
         return sum(n for n, _ in self.sites.values())
+
+    def timeline_text(self) -> list[str]:
+        """The calls in start order: start and end (s after the first call), thread, site."""
+        if not self.timeline:
+            return []
+        origin = min(t0 for t0, *_ in self.timeline)
+        return [f"{t0 - origin:7.3f} {t1 - origin:7.3f} {thread[-12:]:>12} {site}"
+                for t0, t1, thread, site in sorted(self.timeline)]
 
     def to_dict(self, top: int = 12) -> dict:
         busiest = sorted(self.sites.items(), key=lambda kv: -kv[1][1])[:top]
@@ -77,6 +87,7 @@ def counting_round_trips():
             yield
         finally:
             with lock:
+                out.timeline.append((t0, time.perf_counter(), threading.current_thread().name, site))
                 entry = out.sites[site]
                 entry[0] += 1
                 entry[1] += time.perf_counter() - t0
