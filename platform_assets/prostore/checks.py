@@ -41,11 +41,11 @@ def snapshot_check_specs(key: dg.AssetKey) -> list[dg.AssetCheckSpec]:
 
 
 def increment_checks(spark, layout: LakeLayout, dm: str, landed_deltas: list[tuple[object, dict, list[TableStats]]],
-                     index: DeltaIndex) -> list[dg.AssetCheckResult]:
+                     index: DeltaIndex, *, key: dg.AssetKey | None = None) -> list[dg.AssetCheckResult]:
     """The increment's checks over the run's deltas [(backup slice, entities, stats)]: each
     check passes when it passes for every delta; its metadata names the deltas that fail.
     `stats`: the rows each delta's tables landed, as `land_increments` verified them against
-    the commits."""
+    the commits. `key`: the increment's asset key (needed when one step has several assets)."""
     rows_total: dict[str, int] = {}
     incomplete, unreconciled, compared = [], {}, False
     for backup, _, stats in landed_deltas:
@@ -65,14 +65,14 @@ def increment_checks(spark, layout: LakeLayout, dm: str, landed_deltas: list[tup
                 unreconciled[str(n)] = {"increment_rows": mine, "rows_affected": theirs}
     last = landed_deltas[-1][0]
     complete = dg.AssetCheckResult(
-        check_name=COMPLETE, passed=not incomplete,
+        asset_key=key, check_name=COMPLETE, passed=not incomplete,
         metadata={"increment_id": last.report.chosen or "", "rows_read": rows_total, "rows_landed": rows_total,
                   "incomplete_deltas": incomplete})
     if not compared:
-        reconciled = dg.AssetCheckResult(check_name=RECONCILED, passed=True,
+        reconciled = dg.AssetCheckResult(asset_key=key, check_name=RECONCILED, passed=True,
                                          metadata={"compared": False, "why": "no WRITE_OK events for these deltas"})
     else:
-        reconciled = dg.AssetCheckResult(check_name=RECONCILED, passed=not unreconciled,
+        reconciled = dg.AssetCheckResult(asset_key=key, check_name=RECONCILED, passed=not unreconciled,
                                          severity=dg.AssetCheckSeverity.WARN,
                                          metadata={"compared": True, "mismatches": unreconciled})
 
@@ -86,7 +86,7 @@ def increment_checks(spark, layout: LakeLayout, dm: str, landed_deltas: list[tup
         for col in entity.columns:
             if have.get(col.name.lower()) != spark_type(col):
                 problems.append(f"{name}.{col.name}: lake {have.get(col.name.lower())}, DDL {spark_type(col)}")
-    schema = dg.AssetCheckResult(check_name=SCHEMA, passed=not problems, metadata={"problems": problems})
+    schema = dg.AssetCheckResult(asset_key=key, check_name=SCHEMA, passed=not problems, metadata={"problems": problems})
     return [complete, reconciled, schema]
 
 
@@ -95,10 +95,11 @@ def _bare(entity: str) -> str:
     return entity.rsplit(".", 1)[-1]
 
 
-def snapshot_checks(spark, layout: LakeLayout, dm: str, n: int,
-                    history=None) -> tuple[dict[str, int], list[dg.AssetCheckResult]]:
+def snapshot_checks(spark, layout: LakeLayout, dm: str, n: int, history=None, *,
+                    key: dg.AssetKey | None = None) -> tuple[dict[str, int], list[dg.AssetCheckResult]]:
     """Rows per snapshot table as of delta n, and the primary-key check: one job for every
-    table (`history`: the datamart's changelog history when the caller has it already)."""
+    table (`history`: the datamart's changelog history when the caller has it already; `key`:
+    the snapshot's asset key)."""
     from pyspark.sql import functions as F
 
     history = changelog_history(spark, layout, dm) if history is None else history
@@ -118,5 +119,5 @@ def snapshot_checks(spark, layout: LakeLayout, dm: str, n: int,
             counts[r["t"]] = int(r["rows"] or 0)
             if r["dups"]:
                 duplicated[r["t"]] = int(r["dups"])
-    return counts, [dg.AssetCheckResult(check_name=PK_UNIQUE, passed=not duplicated,
+    return counts, [dg.AssetCheckResult(asset_key=key, check_name=PK_UNIQUE, passed=not duplicated,
                                         metadata={"duplicated_keys": duplicated})]

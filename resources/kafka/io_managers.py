@@ -79,11 +79,24 @@ def run_deltas(context: dg.InputContext) -> list[int]:
     return delta_range(keys.start, keys.end)
 
 
+INPUT_TAG_PREFIX = "deltaport/"
+
+
+def input_metadata(context: dg.InputContext) -> dict:
+    """What the consuming asset says about this input: its AssetIn's metadata, or the consuming
+    op's tags `deltaport/<name>` (a multi-asset whose specs also name the topic as a dependency
+    may not put metadata on its AssetIn)."""
+    tags = context.op_def.tags or {}
+    meta = {k[len(INPUT_TAG_PREFIX):]: v for k, v in tags.items() if k.startswith(INPUT_TAG_PREFIX)}
+    return meta | dict(context.definition_metadata or {})
+
+
 def _target(context: dg.InputContext) -> tuple[str, str, list[int]]:
     topic = context.asset_key.path[-1]
-    datamart = (context.definition_metadata or {}).get("datamart")
+    datamart = input_metadata(context).get("datamart")
     if not datamart:
-        raise dg.Failure(description=f"input from topic {topic!r} lacks the 'datamart' metadata of its AssetIn")
+        raise dg.Failure(description=f"input from topic {topic!r} lacks the 'datamart' metadata of its AssetIn "
+                                     f"(or the op tag '{INPUT_TAG_PREFIX}datamart')")
     return topic, datamart, run_deltas(context)
 
 
@@ -104,7 +117,7 @@ class BackupTopicIOManager(dg.ConfigurableIOManager):
 
     def _bootstrap(self, context: dg.InputContext, datamart: str) -> Bootstrap | None:
         """The source's bootstrap (which deltas come from its snapshot topic), if it has one."""
-        meta = context.definition_metadata or {}
+        meta = input_metadata(context)
         if not meta.get("bootstrap_topic"):
             return None
         topic, last = meta["bootstrap_topic"], int(meta["bootstrap_last_delta"])

@@ -142,12 +142,14 @@ def _c(name: str):
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def _table_columns(frame, table_schema, extra: Sequence[str] = ()):
+def _table_columns(frame, table_schema, extra: Sequence[str] = (), columns: Sequence[str] | None = None):
     """`frame` with exactly the table's columns (+ `extra`): a table column the frame lacks (one
-    the DDL no longer has) is NULL. Writes and MERGE both need every table column."""
+    the DDL no longer has) is NULL. Writes and MERGE both need every table column. `columns`:
+    the frame's columns when the caller knows them (asking the server costs a round trip that,
+    for rows the client sends, carries them all)."""
     from pyspark.sql import functions as F
 
-    have = {c.lower(): c for c in frame.columns}
+    have = {c.lower(): c for c in (frame.columns if columns is None else columns)}
     cols = [_c(have[f.name.lower()]).cast(f.dataType).alias(f.name) if f.name.lower() in have
             else F.lit(None).cast(f.dataType).alias(f.name) for f in table_schema.fields]
     return frame.select(*cols, *[_c(have[e.lower()]).alias(e) for e in extra])
@@ -226,14 +228,25 @@ def land_increment(spark, layout: LakeLayout, datamart: str, delta_num: int, del
 def land_increments(spark, layout: LakeLayout, datamart: str,
                     deltas: Sequence[IncrementDelta]) -> dict[int, list[TableStats]]:
     """Replace the rows of every given delta in every increment table, one commit per table for
-    all of them, then record the deltas in the manifest (one commit, after every table: so
-    "increment N landed" is never claimed early). Returns {delta: stats per table}.
+    all of them (`land_increment_tables`), then record the deltas in the manifest (one commit,
+    after every table: so "increment N landed" is never claimed early: `record_increments`).
+    Returns {delta: stats per table}."""
+    stats = land_increment_tables(spark, layout, datamart, deltas)
+    record_increments(spark, layout, datamart, deltas, stats)
+    return stats
+
+
+def land_increment_tables(spark, layout: LakeLayout, datamart: str,
+                          deltas: Sequence[IncrementDelta]) -> dict[int, list[TableStats]]:
+    """The increment tables' part of `land_increments`: every table's commit, each checked
+    against the rows its write sent (`verify_committed`); nothing is recorded in the manifest.
+    Returns {delta: stats per table}.
 
     A table of a delta's schema with no frame had no change in that delta and is still part of
     the table's commit, so its history says the delta was seen. A table in a delta's `frames`
     but not in its `entities` is refused: data whose schema the changelog does not describe
     must not land. A table's columns evolve in delta order (a range may hold schema changes).
-    The tables are written side by side (`side_by_side`), the manifest after all of them.
+    The tables are written side by side (`side_by_side`).
     """
     from pyspark.sql.types import IntegerType, LongType, TimestampNTZType
 
@@ -283,8 +296,6 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
             stats[delta_num].append(st)
             written[ident] = written.get(ident, 0) + st.rows
     verify_committed(datamart, [d.delta_num for d in deltas], written, committed_records(spark, commits))
-    failpoint("increment.before_manifest")
-    _write_manifest(spark, layout, datamart, deltas, stats)
     return stats
 
 
@@ -328,7 +339,7 @@ def _range_parts(spark, name: str, seen: Sequence[IncrementDelta], table_schema)
                                                 .cast("timestamp_ntz")), table_schema))
     for struct, tables in local.values():
         parts.append(_table_columns(local_frame(spark, pa.concat_tables(tables).combine_chunks(), struct),
-                                    table_schema))
+                                    table_schema, columns=struct.names))
     return parts, counted
 
 
@@ -352,8 +363,13 @@ def verify_committed(datamart: str, deltas: Sequence[int], written: Mapping[str,
                                       f"increment not landed as written ({detail}); the manifest was not written")
 
 
-def _write_manifest(spark, layout, datamart, deltas: Sequence[IncrementDelta], stats):
+def record_increments(spark, layout: LakeLayout, datamart: str, deltas: Sequence[IncrementDelta],
+                      stats: Mapping[int, Sequence[TableStats]]) -> None:
+    """Record the deltas as landed in the manifest (one commit): call it only once every increment
+    table of theirs has committed (`land_increment_tables`) and their changelog has landed."""
     from pyspark.sql.types import LongType, StringType
+
+    failpoint("increment.before_manifest")
 
     schema = _plain_schema([("delta_num", LongType()), ("table_name", StringType()), ("rows", LongType()),
                             ("upserts", LongType()), ("deletes", LongType()), ("increment_id", StringType()),
@@ -394,7 +410,17 @@ class Applied:
     deletes: int
 
 
-def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, history=None) -> list[Applied]:
+def snapshot_progress(spark, layout: LakeLayout, datamart: str, tables: Sequence[str]) -> dict[str, int | None]:
+    """{snapshot ident: its last applied delta, or None} of every named table, a missing table
+    as None; one query (`last_applied_deltas`, missing tags repaired), as `apply_snapshots`
+    asks it for its target's tables."""
+    idents = [layout.snapshot(datamart, t) for t in tables]
+    return dict.fromkeys(idents) | last_applied_deltas(spark, idents, repair_tags=True)
+
+
+def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, history=None, *,
+                    landed: Mapping[int, Mapping[str, TableStats]] | None = None,
+                    progress: Mapping[str, int | None] | None = None) -> list[Applied]:
     """Bring every snapshot table of the datamart to delta `target`, delta by delta, in order.
 
     Each table starts after its own last applied delta (from its commit summaries), so a crash
@@ -402,9 +428,13 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
     Fails with MissingDeltasError, before writing anything, if a delta that some table still
     needs has not landed as an increment. When a table's DDL changed since the delta last
     applied to it, the delta's commit also carries the schema change (module docstring).
-    `history`: the datamart's `changelog_history`, when the caller has read it already.
+
+    What the caller has read already, or knows because it has just written it, is not read
+    again: `history`, the datamart's `changelog_history`; `landed`, the manifest
+    (`landed_deltas`); `progress`, the `snapshot_progress` of the target's tables, read after
+    the last snapshot commit (nothing else writes them: one run at a time per datamart).
     """
-    landed = landed_deltas(spark, layout, datamart)
+    landed = landed_deltas(spark, layout, datamart) if landed is None else landed
     history = changelog_history(spark, layout, datamart) if history is None else history
     if target not in landed:
         raise MissingDeltasError(datamart, target, [target])
@@ -419,13 +449,12 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
     # The progress of the target's tables in one query (a table dropped before the target is
     # asked for on its own); a table not there yet (born later, or never) starts at the first
     # landed delta.
-    asked: dict[str, int | None] = {}
+    asked: dict[str, int | None] = dict(progress or {})
 
     def last_applied(name: str) -> int:
         ident = layout.snapshot(datamart, name)
         if ident not in asked:
-            idents = [ident] if asked else [layout.snapshot(datamart, t) for t in schema_at(target)]
-            asked.update(dict.fromkeys(idents) | last_applied_deltas(spark, idents, repair_tags=True))
+            asked.update(snapshot_progress(spark, layout, datamart, [name] if asked else list(schema_at(target))))
         done = asked[ident]
         return done if done is not None else first - 1
 

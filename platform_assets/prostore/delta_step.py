@@ -1,0 +1,326 @@
+"""The one step that lands a run's deltas of a Prostore datamart: the work behind its four assets
+(signal_events, changelog, increment, snapshot), declared together as one multi-asset.
+
+Why one step: the assets' work is mostly waiting on the Spark server (planning, commits,
+metadata reads), and as four steps in a row a delta paid every wait in turn, and the snapshot
+read back from the lake what the steps before it had just written. Here:
+1. side by side: signal_events' commit; changelog's commit; the increment tables' commits and,
+   once they and the changelog's commit are done, the manifest's; and the snapshot's reads of
+   the lake as it was before the run (manifest, changelog history, each table's last delta);
+2. once changelog and increment have landed: the snapshot's MERGEs beside the increment's
+   schema check, then the snapshot's checks. The snapshot takes the run's manifest rows and
+   changelogs from memory, merged over what phase 1 read: nothing it needs is read twice.
+
+The assets' guarantees are those they had as four steps: "increment N landed" (the manifest
+row) is written only after the increment tables and the changelog of N; the snapshot runs only
+after that, and applies what the manifest records. A failed signal_events does not stop the
+others (the snapshot never needed it): the step fails at its end, naming every asset that
+failed; what landed is reported as materialized. A subset (one asset from the UI, a backfill
+of the snapshot alone) does what those assets did as steps of their own: an unselected asset
+is not written, and what the snapshot needs of it comes from the lake.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import dagster as dg
+
+from platform_assets.prostore import checks
+from platform_assets.prostore.partitions import delta_span
+from platform_assets.prostore.signal_rows import signal_frame
+from resources.codecs.backup import iter_changelog
+from resources.codecs.ddl import replay_changelog
+from resources.errors import DeltaportError
+from resources.kafka.fetch import fetch_values
+from resources.kafka.io_managers import BackupSlice, SignalSlice
+from resources.lake.prostore import (
+    IncrementDelta,
+    LakeLayout,
+    MissingDeltasError,
+    TableStats,
+    apply_snapshots,
+    changelog_history,
+    data_tables,
+    land_changelogs,
+    land_increment_tables,
+    landed_deltas,
+    record_increments,
+    snapshot_progress,
+)
+from resources.prostore.delta_index import DeltaIndex
+from resources.spark.iceberg import ensure_table, replace_deltas
+from resources.spark.kafka_reader import table_changes, task_errors
+
+
+@dataclass(frozen=True)
+class DatamartKeys:
+    """The asset keys of one datamart's group."""
+
+    signal_events: dg.AssetKey
+    changelog: dg.AssetKey
+    increment: dg.AssetKey
+    snapshot: dg.AssetKey
+
+    @classmethod
+    def of(cls, datamart: str) -> DatamartKeys:
+        return cls(*(dg.AssetKey([datamart, a]) for a in ("signal_events", "changelog", "increment", "snapshot")))
+
+
+class ChangelogNotLandedError(DeltaportError):
+    """The increment's tables committed but the changelog of the same deltas did not: the
+    deltas are not recorded as landed (a re-run lands both)."""
+
+
+@dataclass
+class _Outcome:
+    """One asset's part of the step: its result, or the error that stopped it."""
+
+    key: dg.AssetKey
+    result: object = None
+    error: BaseException | None = None
+    seconds: float = 0.0
+
+
+def _timed(key: dg.AssetKey, fn: Callable[[], object]) -> _Outcome:
+    started = time.monotonic()
+    try:
+        return _Outcome(key, fn(), seconds=time.monotonic() - started)
+    except Exception as exc:  # reported with the asset it stopped, once the others are done
+        return _Outcome(key, error=exc, seconds=time.monotonic() - started)
+
+
+def changelog_records(backup: BackupSlice) -> list:
+    """The delta's changelog records, fetched from Kafka (a few messages: DDL only)."""
+    refs = backup.changelog_refs()
+    values = fetch_values(backup.bootstrap, backup.topic, [(r.partition, r.offset) for r in refs],
+                          config=backup.consumer_config, timeout=backup.timeout)
+    records = []
+    for r in refs:
+        records += list(iter_changelog(values[(r.partition, r.offset)]))
+    return records
+
+
+def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout: LakeLayout, keys: DatamartKeys,
+                    backup: list[BackupSlice], signal: list[SignalSlice] | None, session,
+                    index: DeltaIndex) -> Iterator:
+    """Land the run's deltas for the selected assets (module docstring); yields their
+    materializations and check results, then raises if any asset failed."""
+    chosen = context.selected_asset_keys
+    span, target = delta_span(backup), backup[-1].delta_num
+    outcomes: list[_Outcome] = []
+    records: dict[int, list] = {}
+    if chosen & {keys.changelog, keys.increment}:
+        fetched = _timed(keys.changelog, lambda: {b.delta_num: changelog_records(b) for b in backup})
+        if fetched.error is not None:
+            raise _failure([fetched], span) from fetched.error
+        records = fetched.result
+
+    # Phase 1: everything that needs only Kafka's slices and the lake as it was.
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="deltaport-asset") as pool:
+        def start(key, fn) -> Future | None:
+            return pool.submit(_timed, key, fn) if key in chosen else None
+
+        signal_job = start(keys.signal_events, lambda: _land_signal_events(session, layout, datamart, signal)) \
+            if signal is not None else None
+        changelog_job = start(keys.changelog, lambda: land_changelogs(
+            session, layout, datamart, [(b.delta_num, b.report.chosen, records[b.delta_num]) for b in backup]))
+        increment_job = start(keys.increment, lambda: _land_increment(session, layout, datamart, backup, records,
+                                                                      changelog_job))
+        # The target's tables, as the snapshot will see them: from this run's changelog if it lands it.
+        tables = list(data_tables(replay_changelog(records[target]))) if changelog_job is not None else None
+        before_job = start(keys.snapshot, lambda: _lake_before_run(session, layout, datamart, target, tables))
+    done = {f.result().key: f.result() for f in (signal_job, changelog_job, increment_job, before_job) if f}
+    context.log.info(f"deltas {span}: " + ", ".join(
+        f"{'lake read for snapshot' if k == keys.snapshot else k.path[-1]} {o.seconds:.2f} s"
+        f"{'' if o.error is None else ' (failed)'}" for k, o in done.items()))
+
+    if keys.signal_events in done:
+        outcomes.append(done[keys.signal_events])
+        if done[keys.signal_events].error is None:
+            yield _signal_materialized(keys.signal_events, done[keys.signal_events])
+    if keys.changelog in done:
+        outcomes.append(done[keys.changelog])
+        if done[keys.changelog].error is None:
+            yield _changelog_materialized(keys.changelog, done[keys.changelog], backup, records)
+    if keys.increment in done:
+        outcomes.append(done[keys.increment])
+        if done[keys.increment].error is None:
+            yield _increment_materialized(context, keys.increment, done[keys.increment], backup)
+
+    # Phase 2: the snapshot, if what it needs from this run landed, beside the increment's check.
+    landing = [done[k] for k in (keys.changelog, keys.increment) if k in done]
+    phase2 = []
+    if keys.increment in done and done[keys.increment].error is None:
+        todo, stats = done[keys.increment].result
+        phase2.append((keys.increment, lambda: checks.increment_checks(
+            session, layout, datamart, [(b, t.entities, stats[b.delta_num]) for b, t in zip(backup, todo)],
+            index, key=keys.increment)))
+    if keys.snapshot in done:
+        before = done[keys.snapshot]
+        if before.error is not None:
+            outcomes.append(before)
+        elif all(o.error is None for o in landing):
+            snapshot_inputs = _merged(before.result, done.get(keys.changelog), done.get(keys.increment), records)
+            phase2.append((keys.snapshot, lambda: _apply_snapshot(session, layout, datamart, target,
+                                                                  snapshot_inputs, keys.snapshot)))
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="deltaport-asset") as pool:
+        finished = [f.result() for f in [pool.submit(_timed, key, fn) for key, fn in phase2]]
+    if finished:
+        context.log.info(f"deltas {span}: " + ", ".join(
+            f"{'increment checks' if o.key == keys.increment else 'snapshot'} {o.seconds:.2f} s" for o in finished))
+    for o in finished:
+        if o.error is not None:
+            outcomes.append(o)
+        elif o.key == keys.increment:
+            yield from o.result
+        else:
+            yield _snapshot_materialized(keys.snapshot, o, before.seconds)
+    failed = [o for o in outcomes if o.error is not None]
+    if failed:
+        context.log.error("; ".join(f"{o.key.to_user_string()}: {o.error}" for o in failed))
+        raise _failure(failed, span) from failed[0].error
+
+
+def _failure(failed: Sequence[_Outcome], span: str) -> BaseException:
+    """What the step raises: deltaport's own errors as one `dg.Failure` naming each asset; any
+    other error (a bug, an engine failure) as itself, so its traceback stays whole."""
+    other = next((o.error for o in failed if not isinstance(o.error, DeltaportError)), None)
+    if other is not None:
+        return other
+    missing = next((o.error.missing for o in failed if isinstance(o.error, MissingDeltasError)), None)
+    return dg.Failure(description="; ".join(f"{o.key.to_user_string()}[{span}]: {o.error}" for o in failed),
+                      metadata={"error": ", ".join(type(o.error).__name__ for o in failed),
+                                **({"missing_deltas": missing} if missing is not None else {})})
+
+
+def _land_signal_events(session, layout: LakeLayout, datamart: str, signal: list[SignalSlice]) -> dict:
+    frame = signal_frame(session, signal)
+    ident = layout.meta(datamart, "signal_events")
+    ensure_table(session, ident, frame.schema, partition_by=["delta_num"])
+    replace_deltas(session, ident, frame, [s.delta_num for s in signal])
+    events = [e for s in signal for e in s.events]
+    return {"events": len(events), "by_code": dict(Counter(e["code"] for e in events)), "table": ident,
+            "deltas": delta_span(signal), "attempts": max((e["attempt"] or 0 for e in events), default=0)}
+
+
+def _increment_delta(session, backup: BackupSlice, records: list) -> IncrementDelta:
+    """One delta's increment: its changelog's schema and a frame per table with changes (a small
+    delta's rows read now, as Arrow, so a range sends them to Spark at once; a big one's read
+    from Kafka by Spark tasks when the frame is evaluated)."""
+    entities = replay_changelog(records)
+    frames = {}
+    for name, entity in data_tables(entities).items():
+        refs = backup.table_refs(name)
+        if refs:
+            frames[name] = table_changes(session, backup.bootstrap, backup.topic, refs, entity.columns,
+                                         consumer_config=backup.consumer_config, timeout=backup.timeout,
+                                         value_bytes=sum(r.value_bytes for r in refs), local_as_arrow=True)
+    return IncrementDelta(backup.delta_num, backup.report.delta_date, backup.report.chosen, entities, frames,
+                          {"topic": backup.topic, "offsets": backup.offsets()})
+
+
+def _land_increment(session, layout: LakeLayout, datamart: str, backup: list[BackupSlice],
+                    records: dict[int, list], changelog: Future | None):
+    """The increment tables, then (once the changelog of the same deltas has landed, when this
+    step lands it) the manifest: ([IncrementDelta], {delta: stats})."""
+    todo = [_increment_delta(session, b, records[b.delta_num]) for b in backup]
+    with task_errors():  # a bad message read by a Spark task surfaces as our typed error
+        stats = land_increment_tables(session, layout, datamart, todo)
+    if changelog is not None and changelog.result().error is not None:
+        raise ChangelogNotLandedError(f"datamart {datamart!r} delta(s) {delta_span(backup)}: the increment tables "
+                                      f"committed but the changelog did not land, so the manifest was not written")
+    record_increments(session, layout, datamart, todo, stats)
+    return todo, stats
+
+
+@dataclass(frozen=True)
+class _SnapshotInputs:
+    landed: dict[int, dict[str, TableStats]]
+    history: dict[int, list]
+    progress: dict[str, int | None]
+
+
+def _lake_before_run(session, layout: LakeLayout, datamart: str, target: int,
+                     tables: list[str] | None) -> _SnapshotInputs:
+    """What the snapshot needs of the lake as it was before this run: the manifest, the
+    changelog history and the last applied delta of the target's tables (`tables`, or as the
+    lake's changelog of the target says)."""
+    landed = landed_deltas(session, layout, datamart)
+    history = changelog_history(session, layout, datamart)
+    if tables is None:
+        tables = list(data_tables(replay_changelog(history.get(target, []))))
+    return _SnapshotInputs(landed, history, snapshot_progress(session, layout, datamart, tables))
+
+
+def _merged(before: _SnapshotInputs, changelog: _Outcome | None, increment: _Outcome | None,
+            records: dict[int, list]) -> _SnapshotInputs:
+    """The lake as this run left it: what phase 1 read, with the run's changelogs and manifest
+    rows (each replaces its delta's, as their commits did)."""
+    history, landed = dict(before.history), dict(before.landed)
+    if changelog is not None:
+        history.update(records)
+    if increment is not None:
+        _, stats = increment.result
+        landed.update({n: {s.table: s for s in table_stats} for n, table_stats in stats.items()})
+    return _SnapshotInputs(landed, history, before.progress)
+
+
+def _apply_snapshot(session, layout: LakeLayout, datamart: str, target: int, inputs: _SnapshotInputs,
+                    key: dg.AssetKey):
+    applied = apply_snapshots(session, layout, datamart, target, history=inputs.history, landed=inputs.landed,
+                              progress=inputs.progress)
+    counts, results = checks.snapshot_checks(session, layout, datamart, target, history=inputs.history, key=key)
+    return applied, counts, results
+
+
+def _signal_materialized(key: dg.AssetKey, outcome: _Outcome) -> dg.MaterializeResult:
+    return dg.MaterializeResult(asset_key=key, metadata={**outcome.result, "seconds": round(outcome.seconds, 3)})
+
+
+def _changelog_materialized(key: dg.AssetKey, outcome: _Outcome, backup: list[BackupSlice],
+                            records: dict[int, list]) -> dg.MaterializeResult:
+    entities = outcome.result[backup[-1].delta_num]  # {delta: the schema its changelog describes}
+    return dg.MaterializeResult(asset_key=key, metadata={
+        "records": sum(len(r) for r in records.values()), "tables": sorted(data_tables(entities)),
+        "views": sorted(n for n, e in entities.items() if e.kind != "table"), "deltas": delta_span(backup),
+        "increment_id": backup[-1].report.chosen, "seconds": round(outcome.seconds, 3)})
+
+
+def _increment_materialized(context, key: dg.AssetKey, outcome: _Outcome,
+                            backup: list[BackupSlice]) -> dg.MaterializeResult:
+    _, stats = outcome.result
+    rows: Counter = Counter()
+    for b in backup:
+        rows.update({s.table: s.rows for s in stats[b.delta_num]})
+        context.log.info(f"delta {b.delta_num}: " + ", ".join(f"{s.table} {s.rows}" for s in stats[b.delta_num]))
+    every = [s for b in backup for s in stats[b.delta_num]]
+    last = backup[-1]
+    return dg.MaterializeResult(asset_key=key, metadata={
+        "rows": sum(s.rows for s in every), "upserts": sum(s.upserts for s in every),
+        "deletes": sum(s.deletes for s in every), **{f"rows/{t}": c for t, c in sorted(rows.items())},
+        "delta_date": dg.TimestampMetadataValue(last.report.delta_date / 1e6), "deltas": delta_span(backup),
+        "increment_id": last.report.chosen, "offsets": _offsets(backup),
+        "bytes": sum(b.value_bytes for b in backup), "seconds": round(outcome.seconds, 3),
+        "messages": sum(len(b.refs) for b in backup)})
+
+
+def _snapshot_materialized(key: dg.AssetKey, outcome: _Outcome, read_seconds: float) -> dg.MaterializeResult:
+    applied, counts, results = outcome.result
+    return dg.MaterializeResult(asset_key=key, check_results=results, metadata={
+        "applied_deltas": sorted({a.delta_num for a in applied}), **{f"rows/{t}": c for t, c in counts.items()},
+        "rows": sum(counts.values()), "seconds": round(read_seconds + outcome.seconds, 3)})
+
+
+def _offsets(backups: list[BackupSlice]) -> dict[int, list[int]]:
+    """{partition: [first, last]} offset of the run's chosen increments, for metadata."""
+    out: dict[int, list[int]] = {}
+    for b in backups:
+        for part, (lo, hi) in b.offsets().items():
+            have = out.setdefault(part, [lo, hi])
+            out[part] = [min(have[0], lo), max(have[1], hi)]
+    return out
