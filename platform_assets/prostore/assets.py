@@ -42,11 +42,6 @@ def topic_key(topic: str) -> dg.AssetKey:
     return dg.AssetKey(["kafka", topic])
 
 
-def asset_failure(context, exc: Exception) -> dg.Failure:
-    return dg.Failure(description=f"{context.asset_key.to_user_string()}[{context.partition_key}]: {exc}",
-                      metadata={"error": type(exc).__name__})
-
-
 def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_deltas_per_run: int = 1) -> list:
     dm = datamart.name
     keys = DatamartKeys.of(dm)

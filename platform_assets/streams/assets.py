@@ -16,6 +16,10 @@ them over (`StreamSlice`) and each asset reads them itself.
   changes dropped, one commit per table per delta that changes it, tagged delta_<N>; every
   missing delta up to N is applied in order.
 
+The three assets are one multi-asset: a run lands them in one step (delta_step.py), the
+delta's messages read once, changelog and increment side by side; each is still an asset of
+its own, with its lineage, checks and history, and any subset can be materialized.
+
 A run covers one delta or a range: changelog, increment and manifest take the range in one
 commit per table; the snapshot folds the range into one MERGE per table (the same state as
 applying its deltas in turn, resources/lake/cdc_fold.py), tagged with its last delta; reading
@@ -26,158 +30,53 @@ makes N the same offsets forever); a snapshot already at N or later is left as i
 """
 
 
-import time
-from collections import Counter
-
 import dagster as dg
 
 from platform_assets.config import StreamConfig
-from platform_assets.prostore.assets import asset_failure, topic_key
-from platform_assets.prostore.partitions import delta_partitions, delta_span, run_deltas
+from platform_assets.prostore.assets import topic_key
+from platform_assets.prostore.partitions import delta_partitions
 from platform_assets.streams import checks
-from resources.codecs.cdc import BEFORE_IMAGE
-from resources.errors import DecodeError, DeltaportError
+from platform_assets.streams.delta_step import StreamKeys, land_stream_step
+from resources.kafka.io_managers import INPUT_TAG_PREFIX
 from resources.kafka.stream_io_manager import StreamSlice
-from resources.lake.cdc import (
-    CdcDelta,
-    apply_cdc_through,
-    changes_frame,
-    increment_columns,
-    infer_columns,
-    land_cdc_increments,
-)
-from resources.lake.prostore import LakeLayout, MissingDeltasError
-from resources.lake.stream_changelog import (
-    changelog_entries,
-    changes_by_table,
-    land_stream_changelogs,
-    table_keys,
-)
+from resources.lake.prostore import LakeLayout
 from resources.spark.resource import SparkResource
 
 STREAM_IO = "stream_topic_io"
-MAX_ERRORS_SHOWN = 5
-
-
-def _read(context, stream: StreamSlice) -> tuple[list[tuple[int, int, list]], list[str], int]:
-    """The delta's decoded messages [(partition, offset, records)], the bad ones (located), and
-    how many messages were read."""
-    good, bad, read = [], [], 0
-    for msg, records in stream.read():
-        read += 1
-        if isinstance(records, DecodeError):
-            bad.append(str(records))
-        else:
-            good.append((msg.partition, msg.offset, records))
-    if bad:
-        context.log.warning(f"delta {stream.delta_num}: {len(bad)} bad message(s), quarantined when sealed; "
-                            f"first: {bad[0]}")
-    return good, bad, read
 
 
 def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_per_run: int = 1) -> list:
     src = stream.name
-    parts = delta_partitions(src)
-    topic_in = dg.AssetIn(key=topic_key(stream.topic), metadata={"source": src, "format": stream.format})
-    common = dict(group_name=src, partitions_def=parts, pool=f"deltaport_{src}",
-                  backfill_policy=dg.BackfillPolicy.multi_run(max_deltas_per_run))
-    changelog_key, increment_key = dg.AssetKey([src, "changelog"]), dg.AssetKey([src, "increment"])
-    snapshot_key = dg.AssetKey([src, "snapshot"])
+    keys = StreamKeys.of(src)
+    topic = topic_key(stream.topic)
+    read_kinds = {"kafka", "spark", "iceberg"}
+    specs = [
+        dg.AssetSpec(keys.changelog, deps=[topic], kinds=read_kinds,
+                     description=f"Table structures, DDL events and key columns of each delta of {src} "
+                                 f"({stream.format}), in {layout.meta(src, 'changelog')}."),
+        dg.AssetSpec(keys.increment, deps=[keys.changelog, topic], kinds=read_kinds,
+                     description=f"Raw changes of each delta of {src} ({stream.format}), one Iceberg table per "
+                                 f"source table ({layout.increment(src, '<namespace>_<table>')}), with the "
+                                 "format's order key."),
+        dg.AssetSpec(keys.snapshot, deps=[keys.increment, keys.changelog], kinds={"spark", "iceberg"},
+                     description=f"State of every table of {src} as of each delta ({layout.snapshot(src, '<table>')}): "
+                                 f"changes applied by {stream.format}'s own order, duplicates and late changes "
+                                 "dropped, deletes kept as tombstones; tagged delta_<N>."),
+    ]
 
-    @dg.asset(key=changelog_key, ins={"topic": topic_in}, kinds={"kafka", "spark", "iceberg"},
-              description=f"Table structures, DDL events and key columns of each delta of {src} "
-                          f"({stream.format}), in {layout.meta(src, 'changelog')}.", **common)
-    def changelog(context: dg.AssetExecutionContext, topic: list[StreamSlice], spark: SparkResource):
-        try:
-            entries, bad = {}, 0
-            for delta in topic:
-                good, bad_ones, _ = _read(context, delta)
-                entries[delta.delta_num] = changelog_entries(good)
-                bad += len(bad_ones)
-            ident = land_stream_changelogs(spark.get_session(), layout, src, entries)
-        except DeltaportError as exc:
-            raise asset_failure(context, exc) from exc
-        every = [e for es in entries.values() for e in es]
-        return dg.MaterializeResult(metadata={
-            "entries": dict(Counter(e.kind for e in every)), "table": ident, "deltas": delta_span(topic),
-            "tables": sorted({e.table for e in every if e.table}), "bad_messages": bad})
+    # The stream IO manager reads `source` and `format` from the op's tags.
+    @dg.multi_asset(
+        name=f"{src}_deltas", specs=specs, ins={"topic": dg.AssetIn(key=topic)}, can_subset=True, group_name=src,
+        partitions_def=delta_partitions(src),
+        check_specs=[*checks.increment_check_specs(keys.increment), *checks.snapshot_check_specs(keys.snapshot)],
+        op_tags={f"{INPUT_TAG_PREFIX}source": src, f"{INPUT_TAG_PREFIX}format": stream.format},
+        pool=f"deltaport_{src}", backfill_policy=dg.BackfillPolicy.multi_run(max_deltas_per_run),
+        description=f"Lands a sealed delta (or a range) of {src}: every selected asset, in one step.")
+    def deltas(context: dg.AssetExecutionContext, topic: list[StreamSlice], spark: SparkResource):
+        yield from land_stream_step(context, source=src, layout=layout, keys=keys, topic=topic,
+                                    session=spark.get_session())
 
-    @dg.asset(key=increment_key, ins={"topic": topic_in}, deps=[changelog_key], kinds={"kafka", "spark", "iceberg"},
-              check_specs=checks.increment_check_specs(increment_key),
-              description=f"Raw changes of each delta of {src} ({stream.format}), one Iceberg table per source "
-                          f"table ({layout.increment(src, '<namespace>_<table>')}), with the format's order key.",
-              **common)
-    def increment(context: dg.AssetExecutionContext, topic: list[StreamSlice], spark: SparkResource):
-        session = spark.get_session()
-        started = time.monotonic()
-        known: dict[str, list] = {}  # each table's columns so far: the lake's, then what the run adds
-        todo, reads = [], []
-        try:
-            for delta in topic:
-                good, bad, read = _read(context, delta)
-                by_table = changes_by_table(r for _, _, records in good for r in records)
-                frames = {}
-                for t, chs in by_table.items():
-                    if t not in known:
-                        known[t] = increment_columns(session, layout, src, t)
-                    known[t] = infer_columns(chs, known[t])
-                    frames[t] = changes_frame(session, chs, known[t])
-                todo.append(CdcDelta(delta.delta_num, frames, delta.delta.watermark_us, f"{src}:{delta.delta_num}",
-                                     {"topic": delta.topic, "offsets": delta.offsets(),
-                                      "sealed_at": delta.delta.sealed_at, "reason": delta.delta.reason}))
-                decoded = {t: sum(1 for c in chs if c.operation != BEFORE_IMAGE) for t, chs in by_table.items()}
-                reads.append((delta, read, decoded, bad))
-            stats = land_cdc_increments(session, layout, src, todo)
-        except DeltaportError as exc:
-            raise asset_failure(context, exc) from exc
-        every = [s for d in topic for s in stats[d.delta_num]]
-        rows: Counter = Counter()
-        for d in topic:
-            rows.update({s.table: s.upserts + s.deletes for s in stats[d.delta_num]})
-            context.log.info(f"delta {d.delta_num}: " + (", ".join(f"{s.table} {s.rows}" for s in stats[d.delta_num])
-                                                          or "no row change"))
-        bad = [b for _, _, _, bs in reads for b in bs]
-        last = topic[-1]
-        meta = {
-            "rows": sum(s.upserts + s.deletes for s in every), "upserts": sum(s.upserts for s in every),
-            "deletes": sum(s.deletes for s in every), "before_images": sum(s.before_images for s in every),
-            **{f"rows/{t}": c for t, c in sorted(rows.items())}, "deltas": delta_span(topic),
-            "offsets": last.offsets() if len(topic) == 1 else {}, "messages": sum(r for _, r, _, _ in reads),
-            "bad_messages": len(bad), "bad_examples": bad[:MAX_ERRORS_SHOWN],
-            "sealed_because": last.delta.reason or "", "seconds": round(time.monotonic() - started, 3),
-        }
-        if last.delta.watermark_us is not None:
-            meta["watermark"] = dg.TimestampMetadataValue(last.delta.watermark_us / 1e6)
-        return dg.MaterializeResult(
-            metadata=meta,
-            check_results=checks.increment_checks([(d, read, decoded, stats[d.delta_num])
-                                                   for d, read, decoded, _ in reads]))
-
-    @dg.asset(key=snapshot_key, deps=[increment_key, changelog_key], kinds={"spark", "iceberg"},
-              check_specs=checks.snapshot_check_specs(snapshot_key),
-              description=f"State of every table of {src} as of each delta ({layout.snapshot(src, '<table>')}): "
-                          f"changes applied by {stream.format}'s own order, duplicates and late changes dropped, "
-                          "deletes kept as tombstones; tagged delta_<N>.", **common)
-    def snapshot(context: dg.AssetExecutionContext, spark: SparkResource):
-        session = spark.get_session()
-        n = run_deltas(context)[-1]  # a range run: every delta up to its last, folded per table
-        started = time.monotonic()
-        try:
-            keys = table_keys(session, layout, src, n)
-            applied = apply_cdc_through(session, layout, src, n, keys)
-        except MissingDeltasError as exc:
-            raise dg.Failure(description=str(exc), metadata={"missing_deltas": exc.missing}) from exc
-        except DeltaportError as exc:
-            raise asset_failure(context, exc) from exc
-        counts, results = checks.snapshot_checks(session, layout, src, n, keys)
-        return dg.MaterializeResult(
-            metadata={"applied_deltas": sorted({a.delta_num for a in applied if not a.skipped}),
-                      "events_applied": sum(a.events for a in applied),
-                      **{f"rows/{t}": c for t, c in counts.items()}, "rows": sum(counts.values()),
-                      "seconds": round(time.monotonic() - started, 3)},
-            check_results=results)
-
-    return [changelog, increment, snapshot]
+    return [deltas]
 
 
 __all__ = ["STREAM_IO", "build_stream_assets"]

@@ -29,12 +29,13 @@ def snapshot_check_specs(key: dg.AssetKey) -> list[dg.AssetCheckSpec]:
     return [dg.AssetCheckSpec(KEY_UNIQUE, asset=key, description="no key twice in any snapshot table")]
 
 
-def increment_checks(landed_deltas: Sequence[tuple[object, int, Mapping[str, int], Sequence[CdcLandStats]]]
-                     ) -> list[dg.AssetCheckResult]:
+def increment_checks(landed_deltas: Sequence[tuple[object, int, Mapping[str, int], Sequence[CdcLandStats]]], *,
+                     key: dg.AssetKey | None = None) -> list[dg.AssetCheckResult]:
     """The completeness check over the run's deltas [(stream slice, messages read, row changes
     decoded per table, stats)]: passes when it passes for every delta; names those that fail.
     The stats are what landed: `land_cdc_increments` counted the rows it wrote and checked each
-    table's commit holds exactly those (no scan of the increment tables here)."""
+    table's commit holds exactly those (no scan of the increment tables here). `key`: the
+    increment's asset key (needed when one step has several assets)."""
     landed = {(s.delta_num, st.table): st.rows - st.before_images
               for s, _, _, stats in landed_deltas for st in stats}
     failed, totals = [], {"messages_in_ranges": 0, "messages_read": 0, "rows_sealed": 0}
@@ -53,15 +54,15 @@ def increment_checks(landed_deltas: Sequence[tuple[object, int, Mapping[str, int
             decoded_total[t] = decoded_total.get(t, 0) + c
         for t, c in got.items():
             landed_total[t] = landed_total.get(t, 0) + c
-    return [dg.AssetCheckResult(check_name=COMPLETE, passed=not failed, metadata={
+    return [dg.AssetCheckResult(asset_key=key, check_name=COMPLETE, passed=not failed, metadata={
         **totals, "rows_decoded": decoded_total, "rows_landed": landed_total, "incomplete_deltas": failed})]
 
 
-def snapshot_checks(spark, layout: LakeLayout, source: str, n: int, keys: Mapping[str, Sequence[str]]
-                    ) -> tuple[dict[str, int], list[dg.AssetCheckResult]]:
+def snapshot_checks(spark, layout: LakeLayout, source: str, n: int, keys: Mapping[str, Sequence[str]], *,
+                    asset_key: dg.AssetKey | None = None) -> tuple[dict[str, int], list[dg.AssetCheckResult]]:
     """Live rows per snapshot table as of delta n, and the key check: one job for every table
     (per key: its rows and whether it is live; then per table the live rows and the keys held by
-    more than one row)."""
+    more than one row). `asset_key`: the snapshot's asset key."""
     from pyspark.sql import functions as F
 
     per_table = []
@@ -82,5 +83,5 @@ def snapshot_checks(spark, layout: LakeLayout, source: str, n: int, keys: Mappin
             counts[r["t"]] = int(r["live"] or 0)
             if r["dups"]:
                 duplicated[r["t"]] = int(r["dups"])
-    return counts, [dg.AssetCheckResult(check_name=KEY_UNIQUE, passed=not duplicated,
+    return counts, [dg.AssetCheckResult(asset_key=asset_key, check_name=KEY_UNIQUE, passed=not duplicated,
                                         metadata={"duplicated_keys": duplicated})]

@@ -21,7 +21,7 @@ from resources.changestream.ledger import CdcLedger, LedgerError, SealedDelta
 from resources.codecs.cdc import Record
 from resources.errors import DecodeError
 from resources.changestream.resource import CdcLedgerResource
-from resources.kafka.io_managers import run_deltas
+from resources.kafka.io_managers import INPUT_TAG_PREFIX, input_metadata, run_deltas
 from resources.kafka.resource import KafkaResource
 from resources.kafka.scan import RawMessage
 from resources.changestream.sealing import read_delta
@@ -67,11 +67,12 @@ class StreamTopicIOManager(dg.ConfigurableIOManager):
 
     def load_input(self, context: dg.InputContext) -> list[StreamSlice]:
         topic = context.asset_key.path[-1]
-        meta = context.definition_metadata or {}
+        meta = input_metadata(context)
         source, fmt = meta.get("source"), meta.get("format")
         if not source or not fmt:
             raise dg.Failure(description=f"input from topic {topic!r} lacks the 'source' and 'format' metadata "
-                                         "of its AssetIn")
+                                         f"of its AssetIn (or the op tags '{INPUT_TAG_PREFIX}source', "
+                                         f"'{INPUT_TAG_PREFIX}format')")
         return [self._slice(topic, source, fmt, n) for n in run_deltas(context)]
 
     def _slice(self, topic: str, source: str, fmt: str, n: int) -> StreamSlice:

@@ -62,7 +62,7 @@ import datetime as dt
 import json
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import reduce
@@ -476,8 +476,8 @@ def land_cdc_increment(spark, layout: LakeLayout, source: str, delta_num: int, f
     return land_cdc_increments(spark, layout, source, [one])[delta_num]
 
 
-def land_cdc_increments(spark, layout: LakeLayout, source: str,
-                        deltas: Sequence[CdcDelta]) -> dict[int, list[CdcLandStats]]:
+def land_cdc_increments(spark, layout: LakeLayout, source: str, deltas: Sequence[CdcDelta], *,
+                        before_manifest: Callable[[], None] | None = None) -> dict[int, list[CdcLandStats]]:
     """Replace the given deltas' rows in `lake.<source>_increment.<table>` for every table of
     their `frames`, one commit per table for all of them, then record the deltas in
     `lake.<source>_meta.manifest` (one row per delta and table, one commit, written last, so
@@ -492,7 +492,9 @@ def land_cdc_increments(spark, layout: LakeLayout, source: str,
     rows counted (its summary's ``added-records``), or `IncrementNotLandedError` is raised
     before the manifest: the returned stats are what landed, with no scan of the tables. A
     delta is immutable: re-landing N is expected to bring the same tables (a table left out
-    keeps its earlier rows of N)."""
+    keeps its earlier rows of N). `before_manifest` is called once every table has committed
+    and been verified, before the manifest: what it raises leaves the deltas unrecorded (the
+    caller's own condition for "landed", e.g. the changelog of the same deltas committed)."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType
@@ -547,6 +549,8 @@ def land_cdc_increments(spark, layout: LakeLayout, source: str,
                                          int(got[BEFORE_IMAGE])))
             rows_sent[ident] = rows_sent.get(ident, 0) + int(got["rows"])
     verify_committed(source, [d.delta_num for d in deltas], rows_sent, committed_records(spark, commits))
+    if before_manifest is not None:
+        before_manifest()
     schema = _plain_schema([("delta_num", LongType()), ("table_name", _string()), ("rows", LongType()),
                             ("upserts", LongType()), ("deletes", LongType()), ("increment_id", _string()),
                             ("delta_date_us", LongType()), ("provenance", _string()),

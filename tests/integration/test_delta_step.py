@@ -34,6 +34,20 @@ DM = "marketing"
 ALL = {"signal_events", "changelog", "increment", "snapshot"}
 
 
+def ticks(defs, instance, sensor_name: str, count: int) -> None:
+    """`count` ticks of the sensor, its cursor carried over and its partitions added; the runs it
+    requests are left to the tests."""
+    sensor = defs.resolve_sensor_def(sensor_name)
+    cursor = None
+    for _ in range(count):
+        with dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
+                                     resources=defs.resources) as ctx:
+            result = sensor(ctx)
+        for req in result.dynamic_partitions_requests or []:
+            instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+        cursor = result.cursor
+
+
 @pytest.fixture(scope="module")
 def platform(kafka_bootstrap, spark_remote, tmp_path_factory):
     """Four closed deltas of one datamart in Kafka, indexed; a platform and an instance."""
@@ -51,15 +65,7 @@ def platform(kafka_bootstrap, spark_remote, tmp_path_factory):
     })
     defs = build_definitions(cfg)
     with dg.instance_for_test() as instance:
-        sensor = defs.resolve_sensor_def(f"{DM}_delta_close_sensor")
-        cursor = None
-        for _ in range(6):  # the sensor indexes the topics and adds the deltas' partitions
-            with dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
-                                         resources=defs.resources) as ctx:
-                result = sensor(ctx)
-            for req in result.dynamic_partitions_requests or []:
-                instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
-            cursor = result.cursor
+        ticks(defs, instance, f"{DM}_delta_close_sensor", 6)  # indexes the topics, adds the deltas
         assert len(instance.get_dynamic_partitions(f"{DM}_deltas")) == 4
         yield sc, defs, instance, LakeLayout(cfg.lake.catalog), defs.resources["spark"].get_session()
 
@@ -132,3 +138,104 @@ def test_a_subset_lands_only_its_assets_and_the_snapshot_alone_reads_the_lake(pl
     assert alone.success and materialized(alone) == {"snapshot"}
     assert equal_to_truth(sc, spark, layout, 2)
     assert {c.check_name for c in alone.get_asset_check_evaluations()} == {"primary_key_unique"}
+
+
+# --- a change-stream source's step (platform_assets/streams/delta_step.py) ------------------
+
+@pytest.fixture(scope="module")
+def qlik_platform(kafka_bootstrap, spark_remote, tmp_path_factory):
+    """A Qlik story in Kafka, sealed into deltas by the source's sensor; a platform and an instance."""
+    from resources.emulator.qlik import QLIK, QlikConfig, build_qlik_story
+
+    story = build_qlik_story(QlikConfig(seed=11, transactions=24, duplicate_rate=0.15))
+    topic = f"step.qlik.{os.getpid()}"
+    create_topic(kafka_bootstrap, topic)
+    publish(story.messages, kafka_bootstrap, {QLIK: topic})
+    work = tmp_path_factory.mktemp("stream-step")
+    cfg = parse_config({
+        "sources": [{"name": "src", "format": QLIK, "topic": topic, "idle_seconds": 0, "max_rows": 12,
+                     "max_seconds": 3600}],
+        "kafka": {"bootstrap_servers": kafka_bootstrap},
+        "lake": {"catalog": "steplake_qlik", "warehouse": str(work / "lake")},
+        "state_dir": str(work / "state"),
+    })
+    defs = build_definitions(cfg)
+    with dg.instance_for_test() as instance:
+        ticks(defs, instance, "src_seal_sensor", 4)  # seals the story into deltas, adds them
+        assert len(instance.get_dynamic_partitions("src_deltas")) >= 2
+        yield story, cfg, defs, instance
+
+
+def stream_run(defs, instance, n: int, assets=("changelog", "increment", "snapshot")):
+    job = defs.resolve_job_def("src_delta_job")
+    return job.execute_in_process(partition_key=partition_key(n), instance=instance, raise_on_error=False,
+                                  asset_selection=[dg.AssetKey(["src", a]) for a in assets])
+
+
+def stream_equal_to_truth(kafka_bootstrap, story, cfg, defs, instance, n: int) -> bool:
+    """Land deltas n+1.. until the story's oracle can judge one (a delta that ends on a boundary
+    it knows), then compare the snapshot as of that delta with the truth for what 0..it hold."""
+    from platform_assets.definitions import ledger_resource
+    from resources.changestream.sealing import read_delta
+    from resources.emulator.qlik import QLIK
+    from resources.emulator.stream_oracle import row_diff, truth_after
+    from resources.errors import DecodeError
+    from resources.lake.cdc import cdc_rows_as_of
+
+    ledger = ledger_resource(cfg).get()
+    spark = defs.resources["spark"].get_session()
+    layout = LakeLayout(cfg.lake.catalog)
+    records = []
+    for d in range(len(ledger.sealed_deltas("src"))):
+        if d > n:
+            assert stream_run(defs, instance, d).success
+        records += [r for _, rs in read_delta(kafka_bootstrap, ledger, "src", d, QLIK, timeout=20)
+                    if not isinstance(rs, DecodeError) for r in rs]
+        truth = truth_after(QLIK, story, records, ledger.delta("src", d).watermark_us)
+        if d >= n and truth is not None:
+            return not any(any(row_diff(cdc_rows_as_of(spark, layout, "src", t, d), rows).values())
+                           for t, rows in truth.items() if rows)
+    raise AssertionError("no delta the oracle can judge")
+
+
+def test_a_stream_changelog_that_fails_keeps_its_delta_unlanded_then_lands(kafka_bootstrap, qlik_platform,
+                                                                        monkeypatch):
+    from platform_assets.streams import delta_step as stream_step
+    from resources.lake.cdc import cdc_landed_deltas
+
+    story, cfg, defs, instance = qlik_platform
+    spark = defs.resources["spark"].get_session()
+
+    def broken(*args, **kwargs):
+        raise DeltaportError("the changelog table refused the commit")
+
+    monkeypatch.setattr(stream_step, "land_stream_changelogs", broken)
+    result = stream_run(defs, instance, 0)
+    assert not result.success and materialized(result) == set()
+    text = failure_text(result)
+    assert "src/changelog[0]: the changelog table refused the commit" in text, text
+    assert "src/increment[0]" in text and "manifest was not written" in text, text
+    assert 0 not in cdc_landed_deltas(spark, LakeLayout(cfg.lake.catalog), "src")
+    monkeypatch.undo()
+    again = stream_run(defs, instance, 0)
+    assert again.success and materialized(again) == {"changelog", "increment", "snapshot"}
+    assert stream_equal_to_truth(kafka_bootstrap, story, cfg, defs, instance, 0)
+
+
+def test_a_stream_subset_lands_only_its_assets_and_the_snapshot_alone_reads_the_lake(kafka_bootstrap,
+                                                                                    qlik_platform):
+    story, cfg, defs, instance = qlik_platform
+    done = instance.get_materialized_partitions(dg.AssetKey(["src", "snapshot"]))
+    n = len(done)  # the first delta no run has landed yet (the test above may have landed some)
+    for d in range(n):
+        assert partition_key(d) in done
+    assert partition_key(n) in instance.get_dynamic_partitions("src_deltas"), "the story has a delta left"
+    first = stream_run(defs, instance, n, ("changelog", "increment"))
+    assert first.success and materialized(first) == {"changelog", "increment"}
+    assert {c.check_name for c in first.get_asset_check_evaluations()} == {"increment_complete"}
+    alone = stream_run(defs, instance, n, ("snapshot",))
+    assert alone.success and materialized(alone) == {"snapshot"}
+    assert {c.check_name for c in alone.get_asset_check_evaluations()} == {"key_unique"}
+    applied = alone.get_asset_materialization_events()[0].materialization.metadata["applied_deltas"].value
+    assert applied == [n], applied
+    assert stream_equal_to_truth(kafka_bootstrap, story, cfg, defs, instance, n)

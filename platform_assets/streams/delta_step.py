@@ -1,0 +1,195 @@
+"""The one step that lands a run's deltas of a change-stream source (Qlik Replicate, DataWorks,
+Datastream): the work behind its three assets (changelog, increment, snapshot), declared
+together as one multi-asset.
+
+Why one step: as three steps, each delta's messages were read from Kafka and decoded twice
+(changelog, then increment) and every wait on the engine was paid in turn. Here:
+1. the run's messages are read and decoded once, for changelog and increment alike;
+2. side by side: the changelog's commit; the increment tables' commits and, once they are
+   verified and the changelog has committed, the manifest's;
+3. once both have landed: the snapshot (it reads the tables' keys from the changelog table).
+
+The guarantees are those of the three assets as steps: "delta N landed" (the manifest row) is
+written only after N's increment tables and changelog; the snapshot runs only after that.
+What failed is named when the step fails at its end; what landed is reported as materialized.
+A subset (one asset from the UI, a backfill of the snapshot alone) does what those assets did
+as steps of their own.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import dagster as dg
+
+from platform_assets.prostore.partitions import delta_span
+from platform_assets.step_outcomes import ChangelogNotLandedError, Outcome, step_failure, timed
+from platform_assets.streams import checks
+from resources.codecs.cdc import BEFORE_IMAGE
+from resources.errors import DecodeError
+from resources.kafka.stream_io_manager import StreamSlice
+from resources.lake.cdc import CdcDelta, apply_cdc_through, changes_frame, increment_columns, infer_columns, \
+    land_cdc_increments
+from resources.lake.prostore import LakeLayout
+from resources.lake.stream_changelog import changelog_entries, changes_by_table, land_stream_changelogs, table_keys
+
+MAX_ERRORS_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class StreamKeys:
+    """The asset keys of one change-stream source's group."""
+
+    changelog: dg.AssetKey
+    increment: dg.AssetKey
+    snapshot: dg.AssetKey
+
+    @classmethod
+    def of(cls, source: str) -> StreamKeys:
+        return cls(*(dg.AssetKey([source, a]) for a in ("changelog", "increment", "snapshot")))
+
+
+@dataclass(frozen=True)
+class _Read:
+    """One delta's messages as read: the decoded ones [(partition, offset, records)], the bad
+    ones (located), and how many were read."""
+
+    delta: StreamSlice
+    good: list
+    bad: list[str]
+    messages: int
+
+
+def _read(context, stream: StreamSlice) -> _Read:
+    good, bad, read = [], [], 0
+    for msg, records in stream.read():
+        read += 1
+        if isinstance(records, DecodeError):
+            bad.append(str(records))
+        else:
+            good.append((msg.partition, msg.offset, records))
+    if bad:
+        context.log.warning(f"delta {stream.delta_num}: {len(bad)} bad message(s), quarantined when sealed; "
+                            f"first: {bad[0]}")
+    return _Read(stream, good, bad, read)
+
+
+def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: LakeLayout, keys: StreamKeys,
+                     topic: list[StreamSlice], session) -> Iterator:
+    """Land the run's deltas for the selected assets (module docstring); yields their
+    materializations and check results, then raises if any asset failed."""
+    chosen = context.selected_asset_keys
+    span, target = delta_span(topic), topic[-1].delta_num
+    reads = [_read(context, d) for d in topic] if chosen & {keys.changelog, keys.increment} else []
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="deltaport-asset") as pool:
+        changelog_job = (pool.submit(timed, keys.changelog, lambda: _land_changelog(session, layout, source, reads))
+                         if keys.changelog in chosen else None)
+        increment_job = (pool.submit(timed, keys.increment, lambda: _land_increment(
+            context, session, layout, source, reads, changelog_job)) if keys.increment in chosen else None)
+    landing = [f.result() for f in (changelog_job, increment_job) if f is not None]
+    context.log.info(f"deltas {span}: " + ", ".join(
+        f"{o.key.path[-1]} {o.seconds:.2f} s{'' if o.error is None else ' (failed)'}" for o in landing))
+    for o in landing:
+        if o.error is None:
+            yield (_changelog_materialized(o, topic, reads) if o.key == keys.changelog
+                   else _increment_materialized(context, o, topic, reads))
+        if o.key == keys.increment and o.error is None:
+            yield from checks.increment_checks([(r.delta, r.messages, decoded, o.result[1][r.delta.delta_num])
+                                                for r, decoded in zip(reads, o.result[0])], key=keys.increment)
+    outcomes = list(landing)
+    if keys.snapshot in chosen and all(o.error is None for o in landing):
+        snap = timed(keys.snapshot, lambda: _apply_snapshot(session, layout, source, target, keys.snapshot))
+        context.log.info(f"deltas {span}: snapshot {snap.seconds:.2f} s{'' if snap.error is None else ' (failed)'}")
+        outcomes.append(snap)
+        if snap.error is None:
+            yield _snapshot_materialized(snap)
+    failed = [o for o in outcomes if o.error is not None]
+    if failed:
+        context.log.error("; ".join(f"{o.key.to_user_string()}: {o.error}" for o in failed))
+        raise step_failure(failed, span) from failed[0].error
+
+
+def _land_changelog(session, layout: LakeLayout, source: str, reads: list[_Read]):
+    entries = {r.delta.delta_num: changelog_entries(r.good) for r in reads}
+    return entries, land_stream_changelogs(session, layout, source, entries)
+
+
+def _land_increment(context, session, layout: LakeLayout, source: str, reads: list[_Read],
+                    changelog: Future | None):
+    """The increment tables, then (once the changelog of the same deltas has committed, when
+    this step lands it) the manifest: ([row changes decoded per table, per delta], {delta: stats})."""
+    known: dict[str, list] = {}  # each table's columns so far: the lake's, then what the run adds
+    todo, decoded = [], []
+    for r in reads:
+        by_table = changes_by_table(rec for _, _, records in r.good for rec in records)
+        frames = {}
+        for t, chs in by_table.items():
+            if t not in known:
+                known[t] = increment_columns(session, layout, source, t)
+            known[t] = infer_columns(chs, known[t])
+            frames[t] = changes_frame(session, chs, known[t])
+        d = r.delta
+        todo.append(CdcDelta(d.delta_num, frames, d.delta.watermark_us, f"{source}:{d.delta_num}",
+                             {"topic": d.topic, "offsets": d.offsets(), "sealed_at": d.delta.sealed_at,
+                              "reason": d.delta.reason}))
+        decoded.append({t: sum(1 for c in chs if c.operation != BEFORE_IMAGE) for t, chs in by_table.items()})
+
+    def changelog_landed() -> None:
+        if changelog is not None and changelog.result().error is not None:
+            raise ChangelogNotLandedError(f"source {source!r} delta(s) {delta_span([r.delta for r in reads])}: the "
+                                          "increment tables committed but the changelog did not land, so the "
+                                          "manifest was not written")
+
+    stats = land_cdc_increments(session, layout, source, todo, before_manifest=changelog_landed)
+    return decoded, stats
+
+
+def _apply_snapshot(session, layout: LakeLayout, source: str, target: int, key: dg.AssetKey):
+    keys = table_keys(session, layout, source, target)
+    applied = apply_cdc_through(session, layout, source, target, keys)
+    counts, results = checks.snapshot_checks(session, layout, source, target, keys, asset_key=key)
+    return applied, counts, results
+
+
+def _changelog_materialized(outcome: Outcome, topic: list[StreamSlice], reads: list[_Read]) -> dg.MaterializeResult:
+    entries, ident = outcome.result
+    every = [e for es in entries.values() for e in es]
+    return dg.MaterializeResult(asset_key=outcome.key, metadata={
+        "entries": dict(Counter(e.kind for e in every)), "table": ident, "deltas": delta_span(topic),
+        "tables": sorted({e.table for e in every if e.table}), "bad_messages": sum(len(r.bad) for r in reads),
+        "seconds": round(outcome.seconds, 3)})
+
+
+def _increment_materialized(context, outcome: Outcome, topic: list[StreamSlice],
+                            reads: list[_Read]) -> dg.MaterializeResult:
+    _, stats = outcome.result
+    every = [s for d in topic for s in stats[d.delta_num]]
+    rows: Counter = Counter()
+    for d in topic:
+        rows.update({s.table: s.upserts + s.deletes for s in stats[d.delta_num]})
+        context.log.info(f"delta {d.delta_num}: " + (", ".join(f"{s.table} {s.rows}" for s in stats[d.delta_num])
+                                                      or "no row change"))
+    bad = [b for r in reads for b in r.bad]
+    last = topic[-1]
+    meta = {
+        "rows": sum(s.upserts + s.deletes for s in every), "upserts": sum(s.upserts for s in every),
+        "deletes": sum(s.deletes for s in every), "before_images": sum(s.before_images for s in every),
+        **{f"rows/{t}": c for t, c in sorted(rows.items())}, "deltas": delta_span(topic),
+        "offsets": last.offsets() if len(topic) == 1 else {}, "messages": sum(r.messages for r in reads),
+        "bad_messages": len(bad), "bad_examples": bad[:MAX_ERRORS_SHOWN],
+        "sealed_because": last.delta.reason or "", "seconds": round(outcome.seconds, 3),
+    }
+    if last.delta.watermark_us is not None:
+        meta["watermark"] = dg.TimestampMetadataValue(last.delta.watermark_us / 1e6)
+    return dg.MaterializeResult(asset_key=outcome.key, metadata=meta)
+
+
+def _snapshot_materialized(outcome: Outcome) -> dg.MaterializeResult:
+    applied, counts, results = outcome.result
+    return dg.MaterializeResult(asset_key=outcome.key, check_results=results, metadata={
+        "applied_deltas": sorted({a.delta_num for a in applied if not a.skipped}),
+        "events_applied": sum(a.events for a in applied), **{f"rows/{t}": c for t, c in counts.items()},
+        "rows": sum(counts.values()), "seconds": round(outcome.seconds, 3)})
