@@ -22,9 +22,8 @@ is not written, and what the snapshot needs of it comes from the lake.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -33,15 +32,14 @@ import dagster as dg
 from platform_assets.prostore import checks
 from platform_assets.prostore.partitions import delta_span
 from platform_assets.prostore.signal_rows import signal_frame
+from platform_assets.step_outcomes import ChangelogNotLandedError, Outcome, step_failure, timed
 from resources.codecs.backup import iter_changelog
 from resources.codecs.ddl import replay_changelog
-from resources.errors import DeltaportError
 from resources.kafka.fetch import fetch_values
 from resources.kafka.io_managers import BackupSlice, SignalSlice
 from resources.lake.prostore import (
     IncrementDelta,
     LakeLayout,
-    MissingDeltasError,
     TableStats,
     apply_snapshots,
     changelog_history,
@@ -71,29 +69,6 @@ class DatamartKeys:
         return cls(*(dg.AssetKey([datamart, a]) for a in ("signal_events", "changelog", "increment", "snapshot")))
 
 
-class ChangelogNotLandedError(DeltaportError):
-    """The increment's tables committed but the changelog of the same deltas did not: the
-    deltas are not recorded as landed (a re-run lands both)."""
-
-
-@dataclass
-class _Outcome:
-    """One asset's part of the step: its result, or the error that stopped it."""
-
-    key: dg.AssetKey
-    result: object = None
-    error: BaseException | None = None
-    seconds: float = 0.0
-
-
-def _timed(key: dg.AssetKey, fn: Callable[[], object]) -> _Outcome:
-    started = time.monotonic()
-    try:
-        return _Outcome(key, fn(), seconds=time.monotonic() - started)
-    except Exception as exc:  # reported with the asset it stopped, once the others are done
-        return _Outcome(key, error=exc, seconds=time.monotonic() - started)
-
-
 def changelog_records(backup: BackupSlice) -> list:
     """The delta's changelog records, fetched from Kafka (a few messages: DDL only)."""
     refs = backup.changelog_refs()
@@ -112,18 +87,18 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
     materializations and check results, then raises if any asset failed."""
     chosen = context.selected_asset_keys
     span, target = delta_span(backup), backup[-1].delta_num
-    outcomes: list[_Outcome] = []
+    outcomes: list[Outcome] = []
     records: dict[int, list] = {}
     if chosen & {keys.changelog, keys.increment}:
-        fetched = _timed(keys.changelog, lambda: {b.delta_num: changelog_records(b) for b in backup})
+        fetched = timed(keys.changelog, lambda: {b.delta_num: changelog_records(b) for b in backup})
         if fetched.error is not None:
-            raise _failure([fetched], span) from fetched.error
+            raise step_failure([fetched], span) from fetched.error
         records = fetched.result
 
     # Phase 1: everything that needs only Kafka's slices and the lake as it was.
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="deltaport-asset") as pool:
         def start(key, fn) -> Future | None:
-            return pool.submit(_timed, key, fn) if key in chosen else None
+            return pool.submit(timed, key, fn) if key in chosen else None
 
         signal_job = start(keys.signal_events, lambda: _land_signal_events(session, layout, datamart, signal)) \
             if signal is not None else None
@@ -169,7 +144,7 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
             phase2.append((keys.snapshot, lambda: _apply_snapshot(session, layout, datamart, target,
                                                                   snapshot_inputs, keys.snapshot)))
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="deltaport-asset") as pool:
-        finished = [f.result() for f in [pool.submit(_timed, key, fn) for key, fn in phase2]]
+        finished = [f.result() for f in [pool.submit(timed, key, fn) for key, fn in phase2]]
     if finished:
         context.log.info(f"deltas {span}: " + ", ".join(
             f"{'increment checks' if o.key == keys.increment else 'snapshot'} {o.seconds:.2f} s" for o in finished))
@@ -183,19 +158,7 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
     failed = [o for o in outcomes if o.error is not None]
     if failed:
         context.log.error("; ".join(f"{o.key.to_user_string()}: {o.error}" for o in failed))
-        raise _failure(failed, span) from failed[0].error
-
-
-def _failure(failed: Sequence[_Outcome], span: str) -> BaseException:
-    """What the step raises: deltaport's own errors as one `dg.Failure` naming each asset; any
-    other error (a bug, an engine failure) as itself, so its traceback stays whole."""
-    other = next((o.error for o in failed if not isinstance(o.error, DeltaportError)), None)
-    if other is not None:
-        return other
-    missing = next((o.error.missing for o in failed if isinstance(o.error, MissingDeltasError)), None)
-    return dg.Failure(description="; ".join(f"{o.key.to_user_string()}[{span}]: {o.error}" for o in failed),
-                      metadata={"error": ", ".join(type(o.error).__name__ for o in failed),
-                                **({"missing_deltas": missing} if missing is not None else {})})
+        raise step_failure(failed, span) from failed[0].error
 
 
 def _land_signal_events(session, layout: LakeLayout, datamart: str, signal: list[SignalSlice]) -> dict:
@@ -243,21 +206,32 @@ class _SnapshotInputs:
     landed: dict[int, dict[str, TableStats]]
     history: dict[int, list]
     progress: dict[str, int | None]
+    known_from: int | None = None  # landed and history hold the deltas from this one on only
 
 
 def _lake_before_run(session, layout: LakeLayout, datamart: str, target: int,
                      tables: list[str] | None) -> _SnapshotInputs:
-    """What the snapshot needs of the lake as it was before this run: the manifest, the
-    changelog history and the last applied delta of the target's tables (`tables`, or as the
-    lake's changelog of the target says)."""
+    """What the snapshot needs of the lake as it was before this run: the last applied delta of
+    the target's tables (`tables`, or as the lake's changelog of the target says), and the
+    manifest and changelog history from the lowest of those on (the meta tables are
+    partitioned by delta, so the read does not grow with the lake's age); everything when a
+    table has no snapshot yet (its first delta) or the lake is not as expected."""
+    if tables:
+        progress = snapshot_progress(session, layout, datamart, tables)
+        low = None if None in progress.values() else min(progress.values())
+        if low is not None:
+            landed = landed_deltas(session, layout, datamart, since=low)
+            if low in landed:
+                return _SnapshotInputs(landed, changelog_history(session, layout, datamart, since=low), progress, low)
+        return _SnapshotInputs(landed_deltas(session, layout, datamart),
+                               changelog_history(session, layout, datamart), progress)
     landed = landed_deltas(session, layout, datamart)
     history = changelog_history(session, layout, datamart)
-    if tables is None:
-        tables = list(data_tables(replay_changelog(history.get(target, []))))
+    tables = list(data_tables(replay_changelog(history.get(target, []))))
     return _SnapshotInputs(landed, history, snapshot_progress(session, layout, datamart, tables))
 
 
-def _merged(before: _SnapshotInputs, changelog: _Outcome | None, increment: _Outcome | None,
+def _merged(before: _SnapshotInputs, changelog: Outcome | None, increment: Outcome | None,
             records: dict[int, list]) -> _SnapshotInputs:
     """The lake as this run left it: what phase 1 read, with the run's changelogs and manifest
     rows (each replaces its delta's, as their commits did)."""
@@ -267,22 +241,22 @@ def _merged(before: _SnapshotInputs, changelog: _Outcome | None, increment: _Out
     if increment is not None:
         _, stats = increment.result
         landed.update({n: {s.table: s for s in table_stats} for n, table_stats in stats.items()})
-    return _SnapshotInputs(landed, history, before.progress)
+    return _SnapshotInputs(landed, history, before.progress, before.known_from)
 
 
 def _apply_snapshot(session, layout: LakeLayout, datamart: str, target: int, inputs: _SnapshotInputs,
                     key: dg.AssetKey):
     applied = apply_snapshots(session, layout, datamart, target, history=inputs.history, landed=inputs.landed,
-                              progress=inputs.progress)
+                              progress=inputs.progress, known_from=inputs.known_from)
     counts, results = checks.snapshot_checks(session, layout, datamart, target, history=inputs.history, key=key)
     return applied, counts, results
 
 
-def _signal_materialized(key: dg.AssetKey, outcome: _Outcome) -> dg.MaterializeResult:
+def _signal_materialized(key: dg.AssetKey, outcome: Outcome) -> dg.MaterializeResult:
     return dg.MaterializeResult(asset_key=key, metadata={**outcome.result, "seconds": round(outcome.seconds, 3)})
 
 
-def _changelog_materialized(key: dg.AssetKey, outcome: _Outcome, backup: list[BackupSlice],
+def _changelog_materialized(key: dg.AssetKey, outcome: Outcome, backup: list[BackupSlice],
                             records: dict[int, list]) -> dg.MaterializeResult:
     entities = outcome.result[backup[-1].delta_num]  # {delta: the schema its changelog describes}
     return dg.MaterializeResult(asset_key=key, metadata={
@@ -291,7 +265,7 @@ def _changelog_materialized(key: dg.AssetKey, outcome: _Outcome, backup: list[Ba
         "increment_id": backup[-1].report.chosen, "seconds": round(outcome.seconds, 3)})
 
 
-def _increment_materialized(context, key: dg.AssetKey, outcome: _Outcome,
+def _increment_materialized(context, key: dg.AssetKey, outcome: Outcome,
                             backup: list[BackupSlice]) -> dg.MaterializeResult:
     _, stats = outcome.result
     rows: Counter = Counter()
@@ -309,7 +283,7 @@ def _increment_materialized(context, key: dg.AssetKey, outcome: _Outcome,
         "messages": sum(len(b.refs) for b in backup)})
 
 
-def _snapshot_materialized(key: dg.AssetKey, outcome: _Outcome, read_seconds: float) -> dg.MaterializeResult:
+def _snapshot_materialized(key: dg.AssetKey, outcome: Outcome, read_seconds: float) -> dg.MaterializeResult:
     applied, counts, results = outcome.result
     return dg.MaterializeResult(asset_key=key, check_results=results, metadata={
         "applied_deltas": sorted({a.delta_num for a in applied}), **{f"rows/{t}": c for t, c in counts.items()},

@@ -184,15 +184,25 @@ def land_changelogs(spark, layout: LakeLayout, datamart: str,
     return out
 
 
-def changelog_history(spark, layout: LakeLayout, datamart: str) -> dict[int, list[ChangelogRecord]]:
-    """Every landed delta's changelog records, {delta: records} (small: DDL only)."""
+def changelog_history(spark, layout: LakeLayout, datamart: str,
+                      since: int | None = None) -> dict[int, list[ChangelogRecord]]:
+    """Every landed delta's changelog records, {delta: records} (small: DDL only); with `since`,
+    only those of deltas >= since (the table is partitioned by delta: the files of older ones
+    are not read, so the cost does not grow with the lake's age)."""
     ident = layout.meta(datamart, "changelog")
     if not table_exists(spark, ident):
         return {}
     out: dict[int, list[ChangelogRecord]] = {}
-    for r in spark.table(ident).select("delta_num", "change_num", "entity_name", "change_query").collect():
+    for r in _since(spark.table(ident), since).select("delta_num", "change_num", "entity_name",
+                                                       "change_query").collect():
         out.setdefault(r.delta_num, []).append(ChangelogRecord(r.change_num, r.entity_name, r.change_query))
     return out
+
+
+def _since(frame, since: int | None):
+    from pyspark.sql import functions as F
+
+    return frame if since is None else frame.where(F.col("delta_num") >= since)
 
 
 def _plain_schema(fields):
@@ -387,13 +397,15 @@ def record_increments(spark, layout: LakeLayout, datamart: str, deltas: Sequence
     replace_deltas(spark, ident, spark.createDataFrame(rows, schema), [d.delta_num for d in deltas])
 
 
-def landed_deltas(spark, layout: LakeLayout, datamart: str) -> dict[int, dict[str, TableStats]]:
-    """{delta: {table: stats}} of every increment recorded in the manifest."""
+def landed_deltas(spark, layout: LakeLayout, datamart: str,
+                  since: int | None = None) -> dict[int, dict[str, TableStats]]:
+    """{delta: {table: stats}} of every increment recorded in the manifest; with `since`, of the
+    deltas >= since only (as `changelog_history`)."""
     ident = layout.meta(datamart, "manifest")
     if not table_exists(spark, ident):
         return {}
     out: dict[int, dict[str, TableStats]] = {}
-    for r in spark.table(ident).collect():
+    for r in _since(spark.table(ident), since).collect():
         tables = out.setdefault(r.delta_num, {})
         if r.table_name is not None:
             tables[r.table_name] = TableStats(r.table_name, r.rows, r.upserts, r.deletes)
@@ -420,7 +432,8 @@ def snapshot_progress(spark, layout: LakeLayout, datamart: str, tables: Sequence
 
 def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, history=None, *,
                     landed: Mapping[int, Mapping[str, TableStats]] | None = None,
-                    progress: Mapping[str, int | None] | None = None) -> list[Applied]:
+                    progress: Mapping[str, int | None] | None = None,
+                    known_from: int | None = None) -> list[Applied]:
     """Bring every snapshot table of the datamart to delta `target`, delta by delta, in order.
 
     Each table starts after its own last applied delta (from its commit summaries), so a crash
@@ -433,6 +446,9 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
     again: `history`, the datamart's `changelog_history`; `landed`, the manifest
     (`landed_deltas`); `progress`, the `snapshot_progress` of the target's tables, read after
     the last snapshot commit (nothing else writes them: one run at a time per datamart).
+    `known_from`: `history` and `landed` hold only the deltas from this one on (read `since` it:
+    the lowest last applied delta of the target's tables, which must be in `landed`); a table
+    whose DDL is needed from before it makes the whole history be read.
     """
     landed = landed_deltas(spark, layout, datamart) if landed is None else landed
     history = changelog_history(spark, layout, datamart) if history is None else history
@@ -470,6 +486,8 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
                 last[name] = last_applied(name)
             if last[name] >= n:
                 continue
+            if known_from is not None and first <= last[name] < known_from:  # a table left behind
+                history, known_from = {**changelog_history(spark, layout, datamart), **history}, None
             before = schema_at(last[name]).get(name) if last[name] in history else None
             plan.append((n, entity, landed[n].get(name, TableStats(name, 0, 0, 0)),
                          column_transition(before, entity) if before is not None else None))
