@@ -203,6 +203,8 @@ def bench_format(fmt: str, args, bootstrap: str, engine, work: Path) -> dict:
                   f"round trips {trips.total}; plain script {plain_s:.2f} s, floor {floor_s:.2f} s, "
                   f"Spark+Iceberg script {iceberg_s:.2f} s",
                   flush=True)
+            if getattr(args, "timeline", False):
+                print("\n".join(trips.timeline_text()))
             for site in trips.to_dict(top=args.trace_round_trips)["top_sites"] if args.trace_round_trips else []:
                 print(f"    {site['calls']:4d} {site['seconds']:7.3f} s  {site['site']}", flush=True)
         res["steady_equal"] = lake_equals_truth(spark, layout, bootstrap, ledger, fmt, sources["steady"], steady_story)
@@ -283,6 +285,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--trace-round-trips", type=int, default=0, metavar="N",
                     help="print each steady delta's N busiest call sites of Spark round trips")
+    ap.add_argument("--timeline", action="store_true",
+                    help="print every Spark round trip of each steady delta: start, end, thread, call site")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-results" / "dagster_streams.json")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
