@@ -203,7 +203,7 @@ def bench_format(fmt: str, args, bootstrap: str, engine, work: Path) -> dict:
                   f"round trips {trips.total}; plain script {plain_s:.2f} s, floor {floor_s:.2f} s, "
                   f"Spark+Iceberg script {iceberg_s:.2f} s",
                   flush=True)
-            if getattr(args, "timeline", False):
+            if args.timeline:
                 print("\n".join(trips.timeline_text()))
             for site in trips.to_dict(top=args.trace_round_trips)["top_sites"] if args.trace_round_trips else []:
                 print(f"    {site['calls']:4d} {site['seconds']:7.3f} s  {site['site']}", flush=True)

@@ -83,20 +83,18 @@ INPUT_TAG_PREFIX = "deltaport/"
 
 
 def input_metadata(context: dg.InputContext) -> dict:
-    """What the consuming asset says about this input: its AssetIn's metadata, or the consuming
-    op's tags `deltaport/<name>` (a multi-asset whose specs also name the topic as a dependency
-    may not put metadata on its AssetIn)."""
+    """What the consuming op says about this input: its tags `deltaport/<name>`, as {name: value}
+    (the assets are multi-assets whose specs also name the topic as a dependency, and Dagster
+    refuses metadata on such an AssetIn)."""
     tags = context.op_def.tags or {}
-    meta = {k[len(INPUT_TAG_PREFIX):]: v for k, v in tags.items() if k.startswith(INPUT_TAG_PREFIX)}
-    return meta | dict(context.definition_metadata or {})
+    return {k[len(INPUT_TAG_PREFIX):]: v for k, v in tags.items() if k.startswith(INPUT_TAG_PREFIX)}
 
 
 def _target(context: dg.InputContext) -> tuple[str, str, list[int]]:
     topic = context.asset_key.path[-1]
     datamart = input_metadata(context).get("datamart")
     if not datamart:
-        raise dg.Failure(description=f"input from topic {topic!r} lacks the 'datamart' metadata of its AssetIn "
-                                     f"(or the op tag '{INPUT_TAG_PREFIX}datamart')")
+        raise dg.Failure(description=f"input from topic {topic!r}: its op lacks the tag '{INPUT_TAG_PREFIX}datamart'")
     return topic, datamart, run_deltas(context)
 
 

@@ -70,9 +70,8 @@ class StreamTopicIOManager(dg.ConfigurableIOManager):
         meta = input_metadata(context)
         source, fmt = meta.get("source"), meta.get("format")
         if not source or not fmt:
-            raise dg.Failure(description=f"input from topic {topic!r} lacks the 'source' and 'format' metadata "
-                                         f"of its AssetIn (or the op tags '{INPUT_TAG_PREFIX}source', "
-                                         f"'{INPUT_TAG_PREFIX}format')")
+            raise dg.Failure(description=f"input from topic {topic!r}: its op lacks the tags "
+                                         f"'{INPUT_TAG_PREFIX}source' and '{INPUT_TAG_PREFIX}format'")
         return [self._slice(topic, source, fmt, n) for n in run_deltas(context)]
 
     def _slice(self, topic: str, source: str, fmt: str, n: int) -> StreamSlice:
