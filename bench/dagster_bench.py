@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 import dagster as dg  # noqa: E402
 
-from bench.engine import bench_engine  # noqa: E402
+from bench.engine import bench_engine, spark_conf_pair  # noqa: E402
 from bench.cpu_time import server_cpu_seconds  # noqa: E402
 from bench.peak_memory import PeakMemory, max_peak  # noqa: E402
 from bench.round_trips import counting_round_trips  # noqa: E402
@@ -214,7 +214,7 @@ def run(args) -> dict:
     res: dict = {"config": vars(args), "steady": [], "backlog": {}}
     peaks = []  # per steady delta: this process (sync + in-process runs), the Spark server, its workers
     try:
-        with kafka_bootstrap() as bootstrap, bench_engine(work) as engine:
+        with kafka_bootstrap() as bootstrap, bench_engine(work, conf=dict(args.spark_conf)) as engine:
             create_topic(bootstrap, topics[SIGNAL])
             create_topic(bootstrap, topics[BACKUP], partitions=3)
             cfg = parse_config({"datamarts": [{"name": DM, "signal_topic": topics[SIGNAL],
@@ -237,9 +237,9 @@ def run(args) -> dict:
                     outcome_at: list[float] = []  # sync echoes a line as each run ends
                     cpu0 = server_cpu_seconds(engine.server_pid)
                     with PeakMemory(engine.server_pid) as mem, counting_round_trips() as trips:
-                        t0 = time.perf_counter()
+                        t0, client0 = time.perf_counter(), time.process_time()
                         out = sync(cfg, instance, echo=lambda line: outcome_at.append(time.perf_counter()))
-                        seconds = time.perf_counter() - t0
+                        seconds, client_cpu = time.perf_counter() - t0, time.process_time() - client0
                     cpu1 = server_cpu_seconds(engine.server_pid)
                     peaks.append(mem.peak)
                     # From the tick that sees the close to the run's end; the sync goes on with
@@ -266,13 +266,16 @@ def run(args) -> dict:
                     if cpu0 is not None and cpu3 is not None:  # the server's work, whatever overlapped
                         entry["server_cpu_s"] = round(cpu1 - cpu0, 2)
                         entry["iceberg_script_server_cpu_s"] = round(cpu3 - cpu2, 2)
+                    # This process: the sync, the sensor, the run (in process), decoding the delta.
+                    entry["client_cpu_s"] = round(client_cpu, 2)
                     res["steady"].append(entry)
                     print(f"delta {n}: {seconds:.2f} s (landed after {landed_s:.2f} s), {rows} rows, steps {entry['steps']}, "
                           f"commits {sum(entry['commits'].values())}, Spark round trips {trips.total} "
                           f"({trips.to_dict()['seconds_waited']} s waited), equal {entry['equal']}; plain script "
                           f"{entry['plain_seconds']} s, floor {entry['floor_seconds']} s, Spark+Iceberg script "
                           f"{entry['iceberg_script_seconds']} s; server CPU {entry.get('server_cpu_s')} s "
-                          f"(Spark+Iceberg script {entry.get('iceberg_script_server_cpu_s')} s)", flush=True)
+                          f"(Spark+Iceberg script {entry.get('iceberg_script_server_cpu_s')} s), "
+                          f"client CPU {entry['client_cpu_s']} s", flush=True)
                     if args.timeline:
                         print("\n".join(trips.timeline_text()))
                     if args.trace_round_trips:
@@ -365,6 +368,9 @@ def main(argv=None) -> int:
     ap.add_argument("--check", choices=("rows", "counts"), default="rows",
                     help="backlog check: every delta's rows (default), or every delta's row count and the "
                          "last delta's rows (a backlog of many big deltas)")
+    ap.add_argument("--spark-conf", type=spark_conf_pair, action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting of the embedded Spark server over deltaport's defaults (repeatable), "
+                         "e.g. spark.sql.codegen.wholeStage=true")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-results" / "dagster.json")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)

@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 import dagster as dg  # noqa: E402
 
 from bench.dagster_bench import commit_counts, step_seconds  # noqa: E402
-from bench.engine import bench_engine  # noqa: E402
+from bench.engine import bench_engine, spark_conf_pair  # noqa: E402
 from bench.iceberg_script import NAMESPACE as ICEBERG_SCRIPT_NS, land_changes_table  # noqa: E402
 from bench.peak_memory import PeakMemory, max_peak  # noqa: E402
 from bench.round_trips import counting_round_trips  # noqa: E402
@@ -287,6 +287,9 @@ def main(argv=None) -> int:
                     help="print each steady delta's N busiest call sites of Spark round trips")
     ap.add_argument("--timeline", action="store_true",
                     help="print every Spark round trip of each steady delta: start, end, thread, call site")
+    ap.add_argument("--spark-conf", type=spark_conf_pair, action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting of the embedded Spark server over deltaport's defaults (repeatable), "
+                         "e.g. spark.sql.codegen.wholeStage=true")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-results" / "dagster_streams.json")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -295,7 +298,7 @@ def main(argv=None) -> int:
     (work / "dagster").mkdir()
     res: dict = {"config": vars(args), "formats": {}}
     try:
-        with kafka_bootstrap() as bootstrap, bench_engine(work) as engine:
+        with kafka_bootstrap() as bootstrap, bench_engine(work, conf=dict(args.spark_conf)) as engine:
             res["engine_start_s"] = round(engine.start_seconds, 2)
             for fmt in [f for f in args.formats.split(",") if f]:
                 print(f"{fmt} ...", flush=True)

@@ -9,10 +9,11 @@ the seconds the engine took to be ready (a cold server start is the cost a first
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,10 +31,12 @@ class Engine:
 
 
 @contextlib.contextmanager
-def bench_engine(work: Path, *, master: str = "local[2]") -> Iterator[Engine]:
+def bench_engine(work: Path, *, master: str = "local[2]", conf: Mapping[str, str] | None = None) -> Iterator[Engine]:
+    """The benchmark's engine: an embedded server started with deltaport's defaults, `conf`
+    overriding them (to measure a setting against the default), or the configured remote one."""
     began = time.perf_counter()
     settings = EngineSettings(master=master, state_dir=str(work / "spark"),
-                              catalog=CatalogConfig(name="lake", warehouse=str(work / "lake")))
+                              catalog=CatalogConfig(name="lake", warehouse=str(work / "lake")), conf=dict(conf or {}))
     server = None if settings.remote_url() else settings.local_server()
     spark = settings.session()  # starts the embedded server when there is no remote one
     state = server.status() if server is not None else None
@@ -48,3 +51,11 @@ def bench_engine(work: Path, *, master: str = "local[2]") -> Iterator[Engine]:
         if server is not None:
             os.environ.pop("SPARK_REMOTE", None)
             server.stop()
+
+
+def spark_conf_pair(text: str) -> tuple[str, str]:
+    """--spark-conf KEY=VALUE, as argparse's `type`."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()

@@ -65,6 +65,9 @@ def test_session_has_iceberg_catalog_and_small_machine_defaults(spark, record_pr
     assert conf.get("spark.sql.shuffle.partitions") == "4"
     assert conf.get("spark.sql.session.timeZone") == "UTC"
     assert conf.get("spark.ui.enabled") == "false"
+    # Interpreted evaluation: every delta's literals would make generated code compile anew.
+    assert conf.get("spark.sql.codegen.wholeStage") == "false"
+    assert conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
     record_property("spark_start_seconds", conf.get("deltaport.tests.start-seconds"))
 
 
