@@ -30,6 +30,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -147,15 +148,22 @@ def delta_batches(messages) -> list[tuple[int, list]]:
 
 
 def commit_counts(spark, catalog: str, source: str = DM) -> dict[str, int]:
-    """{table: metadata versions} of every table of the source (one version per commit)."""
+    """{table: its current metadata version} of every table of the source (one version per
+    commit: v12.metadata.json in a hadoop catalog, 00012-<uuid>.metadata.json in others). The
+    number, not the length of the metadata log: tables keep only their last metadata files."""
     out = {}
     for ns in (source, f"{source}_increment", f"{source}_meta"):
         if not spark.catalog.databaseExists(f"{catalog}.{ns}"):
             continue
         for t in spark.sql(f"SHOW TABLES IN {catalog}.{ns}").collect():
             ident = f"{catalog}.{ns}.{t.tableName}"
-            out[f"{ns}.{t.tableName}"] = spark.table(f"{ident}.metadata_log_entries").count()
+            files = [r.file for r in spark.table(f"{ident}.metadata_log_entries").select("file").collect()]
+            out[f"{ns}.{t.tableName}"] = max(int(_METADATA_VERSION.match(f.rsplit("/", 1)[-1]).group(1))
+                                             for f in files)
     return out
+
+
+_METADATA_VERSION = re.compile(r"v?(\d+)[.-]")
 
 
 def step_seconds(instance: dg.DagsterInstance, run_ids: list[str]) -> dict[str, float]:

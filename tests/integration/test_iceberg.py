@@ -355,3 +355,27 @@ def test_spark_resource_in_a_dagster_asset(spark, spark_remote, tmp_path):
     elsewhere = connect(spark_remote, CatalogConfig(name="res", warehouse=str(tmp_path / "elsewhere")))
     assert elsewhere is not reader and not table_exists(elsewhere, "res.db.numbers")
     assert spark.conf.get("spark.sql.catalog.res", None) is None  # the tests' own session is untouched
+
+
+def test_a_table_keeps_its_last_metadata_files_and_every_delta_stays_readable(spark, lake_ns):
+    """ensure_table's TABLE_PROPERTIES: each commit writes a metadata file holding every snapshot
+    and tag, and only the last 20 earlier ones stay on disk; reads as of the first delta, whose
+    metadata file is long gone, still work (they read the current file's snapshots and tags)."""
+    from pathlib import Path
+    from urllib.parse import urlparse
+
+    from resources.spark.iceberg import TABLE_PROPERTIES
+
+    ident = f"{lake_ns}.tagged"
+    ensure_table(spark, ident, spark.createDataFrame([], INCREMENT).schema, partition_by=["delta_num"])
+    props = {r.key: r.value for r in spark.sql(f"SHOW TBLPROPERTIES {ident}").collect()}
+    assert {k: props.get(k) for k in TABLE_PROPERTIES} == TABLE_PROPERTIES
+    for n in range(1, 16):  # a write and a tag per delta: 30 commits
+        commit_delta(spark, ident, spark.createDataFrame([(n, f"r{n}", n)], INCREMENT), delta_num=n, mode="append")
+    files = [r.file for r in spark.table(f"{ident}.metadata_log_entries").collect()]
+    folder = Path(urlparse(files[0]).path).parent
+    on_disk = sorted(p.name for p in folder.glob("*.metadata.json"))
+    assert len(on_disk) == 21 and len(files) == 21  # the current one and the 20 before it
+    assert "v1.metadata.json" not in on_disk
+    assert _rows(read_as_of_delta(spark, ident, 1)) == [(1, "r1", 1)]
+    assert _rows(read_as_of_delta(spark, ident, 15)) == [(n, f"r{n}", n) for n in range(1, 16)]
