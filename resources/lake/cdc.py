@@ -87,6 +87,7 @@ from resources.spark.iceberg import (
     replace_deltas,
     state_as_of_delta,
     table_exists,
+    tag_unchanged,
 )
 
 # The process-wide MERGE machinery of iceberg.py (one session-wide snapshot-property block at a
@@ -582,14 +583,20 @@ def _string():
     return StringType()
 
 
-def cdc_landed_deltas(spark, layout: LakeLayout, source: str) -> dict[int, dict[str, CdcLandStats]]:
-    """{delta: {table: stats}} of every increment recorded in the source's manifest."""
+def cdc_landed_deltas(spark, layout: LakeLayout, source: str,
+                      since: int | None = None) -> dict[int, dict[str, CdcLandStats]]:
+    """{delta: {table: stats}} of every increment recorded in the source's manifest; with
+    `since`, of the deltas >= since only (the manifest is partitioned by delta: older deltas'
+    files are not read, so the cost does not grow with the lake's age)."""
+    from pyspark.sql import functions as F
+
     ident = layout.meta(source, "manifest")
     if not table_exists(spark, ident):
         return {}
     spark.catalog.refreshTable(ident)
     out: dict[int, dict[str, CdcLandStats]] = {}
-    for r in spark.table(ident).collect():
+    manifest = spark.table(ident)
+    for r in (manifest if since is None else manifest.where(F.col("delta_num") >= since)).collect():
         tables = out.setdefault(r.delta_num, {})
         if r.table_name is not None:
             tables[r.table_name] = CdcLandStats(r.table_name, r.rows, r.upserts, r.deletes, r.before_images or 0)
@@ -670,6 +677,13 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
         raise MissingDeltasError(source, delta_num, not_landed)
     if behind:
         raise UnappliedDeltasError(ident, first, behind)
+    if last is not None and all(landed[n].get(table) is None or landed[n][table].rows == 0 for n in deltas):
+        # The manifest (written after the increment commits) says none of these deltas changed
+        # the table: a tag records each, with no fold of nothing (a job, a materialization).
+        for n in deltas:
+            if not tag_unchanged(spark, ident, n):
+                record_unchanged(spark, ident, spark.table(ident).schema, n)
+        return [CdcApplied(n, table, skipped=False) for n in deltas]
 
     inc_ident = layout.increment(source, table)
     has_increment = table_exists(spark, inc_ident)
@@ -718,10 +732,14 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
     missing delta in order (columns from the increment tables). Checks first that every delta
     some table still needs has landed (`MissingDeltasError`, nothing written); a table starts
     after its own last applied delta, or at the first landed delta with its changes."""
-    landed = cdc_landed_deltas(spark, layout, source)
-    plans: dict[str, tuple[int | None, list[int]]] = {}
     progress = last_applied_deltas(spark, [layout.snapshot(source, t) for t in sorted(tables)],
                                    repair_tags=True)  # one query
+    # Every table goes on from its last applied delta: the manifest from the lowest of those on
+    # is all this needs, unless a table has no snapshot yet (it starts at its first landed change).
+    known = [progress.get(layout.snapshot(source, t)) for t in tables]
+    low = min(known) if known and None not in known else None
+    landed = cdc_landed_deltas(spark, layout, source, since=low)
+    plans: dict[str, tuple[int | None, list[int]]] = {}
     for table in sorted(tables):
         last = progress.get(layout.snapshot(source, table))
         if last is None:

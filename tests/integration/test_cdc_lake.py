@@ -401,3 +401,38 @@ def test_the_snapshot_check_counts_live_rows_and_finds_a_key_held_twice(spark, s
     counts, [result] = snapshot_checks(spark, LAYOUT, source, 0, {T: KEY})
     assert counts == {T: len(s0) + 1} and not result.passed
     assert result.metadata["duplicated_keys"].value == {T: 1}
+
+
+def test_a_table_a_delta_leaves_as_is_gets_its_tag_without_a_fold(spark, source):
+    """Two tables; deltas that change only one of them. The other is recorded by a tag alone
+    (the manifest says it had no change: no fold job, no materialization), reads back as of
+    every delta, and a range of such deltas does the same; the manifest is read from the
+    tables' lowest last applied delta on."""
+    from bench.round_trips import counting_round_trips
+    from resources.spark.iceberg import delta_tags
+
+    def other(key, order, x) -> Change:
+        return Change(source="test", namespace="ns", table="others", operation=UPSERT, key_columns=KEY,
+                      values={"id": key, "x": x}, order_key=order, captured=None, event_id=None, is_backfill=False)
+
+    keys = {T: KEY, "others": KEY}
+    land_and_apply(spark, source, 0, {T: [full(1, (1,), "a", 1, 1.0)], "others": [other(1, (1,), "x0")]}, keys)
+    land(spark, source, 1, {T: [full(2, (2,), "b", 2, 2.0)]})
+    with counting_round_trips() as trips:
+        applied = apply_cdc_through(spark, LAYOUT, source, 1, keys)
+    assert sorted((a.table, a.delta_num, a.skipped) for a in applied) == [("others", 1, False), (T, 1, False)]
+    checkpoints = [s for s in trips.to_dict(top=200)["top_sites"] if s["site"].endswith(" local_checkpoint")]
+    assert sum(s["calls"] for s in checkpoints) == 1, checkpoints  # things' fold only
+    ident = LAYOUT.snapshot(source, "others")
+    assert last_applied_delta(spark, ident) == 1 and sorted(delta_tags(spark, ident)) == [0, 1]
+    assert spark.sql(f"SELECT count(*) FROM {ident}.snapshots").collect()[0][0] == 1  # the tag is no commit
+    # A range: delta 2 changes nothing, delta 3 only `others`.
+    land(spark, source, 2, {})  # a delta with no change at all
+    land(spark, source, 3, {"others": [other(1, (5,), "x3"), other(2, (6,), "y3")]})
+    apply_cdc_through(spark, LAYOUT, source, 3, keys)
+    want_others = {0: {1: "x0"}, 1: {1: "x0"}, 2: {1: "x0"}, 3: {1: "x3", 2: "y3"}}
+    want_things = {0: {1: "a"}, 1: {1: "a", 2: "b"}, 2: {1: "a", 2: "b"}, 3: {1: "a", 2: "b"}}
+    for n in range(4):
+        assert {r["id"]: r["x"] for r in cdc_rows_as_of(spark, LAYOUT, source, "others", n)} == want_others[n], n
+        assert {r["id"]: r["a"] for r in cdc_rows_as_of(spark, LAYOUT, source, T, n)} == want_things[n], n
+    assert last_applied_delta(spark, LAYOUT.snapshot(source, T)) == 3
