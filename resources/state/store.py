@@ -123,19 +123,32 @@ class StateStore:
     @contextmanager
     def transaction(self, scope: str) -> Iterator["Connection"]:
         """A connection inside one transaction that holds the write lock of `scope` (SQLite: the
-        file's), committed on exit, rolled back on any exception."""
-        with self.connect() as db:
-            if self.dialect == SQLITE:
-                db.raw.execute("BEGIN IMMEDIATE")
-            else:
-                db.raw.cursor().execute("BEGIN")
-                db.raw.cursor().execute("SELECT pg_advisory_xact_lock(hashtext('deltaport'), hashtext(%s))", (scope,))
-            try:
-                yield db
-            except BaseException:
-                _quietly(lambda: db.execute("ROLLBACK"))
-                raise
-            db.execute("COMMIT")
+        file's), committed on exit, rolled back on any exception.
+
+        A kept PostgreSQL connection the server ended a moment ago can still look idle (the
+        goodbye is not in yet): when its BEGIN finds it lost, nothing of the transaction has run,
+        so it begins once more on a new connection instead of failing the caller's work."""
+        for attempt in range(2):
+            with self.connect() as db:
+                try:
+                    if self.dialect == SQLITE:
+                        db.raw.execute("BEGIN IMMEDIATE")
+                    else:
+                        db.raw.cursor().execute("BEGIN")
+                        db.raw.cursor().execute("SELECT pg_advisory_xact_lock(hashtext('deltaport'), hashtext(%s))",
+                                                (scope,))
+                except Exception as exc:
+                    if attempt == 0 and self.dialect != SQLITE and _connection_lost(exc):
+                        self._drop(db.raw)
+                        continue
+                    raise
+                try:
+                    yield db
+                except BaseException:
+                    _quietly(lambda: db.execute("ROLLBACK"))
+                    raise
+                db.execute("COMMIT")
+                return
 
     @contextmanager
     def hold(self, scope: str) -> Iterator[bool]:

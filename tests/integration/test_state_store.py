@@ -20,6 +20,7 @@ from resources.kafka.publish import publish
 from resources.prostore.delta_index import DeltaIndex
 from resources.prostore.ingest import ingest_topic
 from resources.state.cursors import SyncCursors
+from resources.state import store as store_module
 from resources.state.store import StateStore, StateStoreError
 from tests.support.postgres import PASSWORD_ENV
 from tests.support.racers import index_racer, report, seal_racer
@@ -53,20 +54,32 @@ def test_schema_is_versioned_and_a_newer_one_is_refused(store):
 
 
 def _cut(postgres, store: StateStore) -> None:
-    """Terminate the store's PostgreSQL sessions from outside (what a restart or failover does)."""
+    """Terminate the store's PostgreSQL sessions from outside (what a restart or failover does),
+    and wait until they are gone (the terminate only signals them)."""
+    import time
+
     import psycopg2
 
     conn = psycopg2.connect(postgres.url, password=postgres.password)
     try:
         conn.autocommit = True
         db = store.url.rsplit("/", 1)[1]
-        conn.cursor().execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
-                              "AND pid <> pg_backend_pid()", (db,))
+        cur = conn.cursor()
+        cur.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", (db,))
+        pids = [r[0] for r in cur.fetchall()]
+        cur.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,))
+        deadline = time.monotonic() + 10
+        while pids and time.monotonic() < deadline:
+            cur.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s::int[])", (pids,))
+            if cur.fetchone()[0] == 0:
+                break
+            time.sleep(0.02)
     finally:
         conn.close()
 
 
-def test_a_kept_connection_the_server_cut_is_replaced_and_a_cut_in_a_transaction_is_a_typed_error(postgres):
+def test_a_kept_connection_the_server_cut_is_replaced_and_a_cut_in_a_transaction_is_a_typed_error(postgres,
+                                                                                                  monkeypatch):
     store = StateStore(postgres.database(), password_env=PASSWORD_ENV)
     store.migrate("thing", ["CREATE TABLE t3 (a INTEGER PRIMARY KEY)"])
     with store.transaction("thing") as db:
@@ -74,13 +87,20 @@ def test_a_kept_connection_the_server_cut_is_replaced_and_a_cut_in_a_transaction
     _cut(postgres, store)  # while the connection is kept, idle
     with store.transaction("thing") as db:  # a new connection, no error
         db.execute("INSERT INTO t3 VALUES (?)", (2,))
+    # The same when the kept connection does not show the cut yet: its BEGIN finds it lost,
+    # and the transaction begins again on a new one.
+    _cut(postgres, store)
+    monkeypatch.setattr(store_module, "_ended_by_server", lambda conn: False)
+    with store.transaction("thing") as db:
+        db.execute("INSERT INTO t3 VALUES (?)", (5,))
+    monkeypatch.undo()
     with pytest.raises(StateStoreError, match=r"the connection was lost .*retried by the next tick"):
         with store.transaction("thing") as db:
             db.execute("INSERT INTO t3 VALUES (?)", (3,))
             _cut(postgres, store)  # in the middle of the transaction: it rolls back
             db.execute("INSERT INTO t3 VALUES (?)", (4,))
     with store.connect() as db:
-        assert [r[0] for r in db.execute("SELECT a FROM t3 ORDER BY a")] == [1, 2]
+        assert [r[0] for r in db.execute("SELECT a FROM t3 ORDER BY a")] == [1, 2, 5]
 
 
 def test_a_failed_transaction_leaves_nothing(store):
