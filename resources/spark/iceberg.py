@@ -301,9 +301,10 @@ def ensure_table(
     """Create `ident` (and its namespace) if missing, else evolve it towards `schema`.
 
     `partition_by`: column names, or Iceberg transforms such as ``days(ts)``, ``bucket(16, id)``
-    (used at creation only). `properties`: table properties at creation, over `TABLE_PROPERTIES`. Evolution only adds
-    columns (at the end, nullable) or widens int→bigint / float→double / decimal precision;
-    columns missing from `schema` are kept. Anything else raises `SchemaEvolutionError`.
+    (used at creation only). `properties`: table properties at creation, over `TABLE_PROPERTIES`.
+    Evolution only adds columns (at the end, nullable) or widens int→bigint / float→double /
+    decimal precision; columns missing from `schema` are kept. Anything else raises
+    `SchemaEvolutionError`.
     """
     quoted = _quote(ident)
     wanted = spark_schema(schema)
