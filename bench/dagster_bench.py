@@ -147,6 +147,9 @@ def delta_batches(messages) -> list[tuple[int, list]]:
     return cuts
 
 
+_METADATA_VERSION = re.compile(r"v?(\d+)[.-]")  # v12.metadata.json, 00012-<uuid>.metadata.json
+
+
 def commit_counts(spark, catalog: str, source: str = DM) -> dict[str, int]:
     """{table: its current metadata version} of every table of the source (one version per
     commit: v12.metadata.json in a hadoop catalog, 00012-<uuid>.metadata.json in others). The
@@ -161,9 +164,6 @@ def commit_counts(spark, catalog: str, source: str = DM) -> dict[str, int]:
             out[f"{ns}.{t.tableName}"] = max(int(_METADATA_VERSION.match(f.rsplit("/", 1)[-1]).group(1))
                                              for f in files)
     return out
-
-
-_METADATA_VERSION = re.compile(r"v?(\d+)[.-]")
 
 
 def step_seconds(instance: dg.DagsterInstance, run_ids: list[str]) -> dict[str, float]:

@@ -72,7 +72,7 @@ from resources.codecs.cdc import BEFORE_IMAGE, DELETE, UPSERT, Change
 from resources.errors import DeltaportError
 from resources.failpoints import failpoint
 from resources.lake.cdc_fold import fold_changes, merged_state
-from resources.lake.prostore import LakeLayout, MissingDeltasError, verify_committed
+from resources.lake.prostore import LakeLayout, MissingDeltasError, _since, verify_committed
 from resources.lake.side_by_side import side_by_side
 from resources.spark.iceberg import (
     DELTAS_PROPERTY,
@@ -588,15 +588,12 @@ def cdc_landed_deltas(spark, layout: LakeLayout, source: str,
     """{delta: {table: stats}} of every increment recorded in the source's manifest; with
     `since`, of the deltas >= since only (the manifest is partitioned by delta: older deltas'
     files are not read, so the cost does not grow with the lake's age)."""
-    from pyspark.sql import functions as F
-
     ident = layout.meta(source, "manifest")
     if not table_exists(spark, ident):
         return {}
     spark.catalog.refreshTable(ident)
     out: dict[int, dict[str, CdcLandStats]] = {}
-    manifest = spark.table(ident)
-    for r in (manifest if since is None else manifest.where(F.col("delta_num") >= since)).collect():
+    for r in _since(spark.table(ident), since).collect():
         tables = out.setdefault(r.delta_num, {})
         if r.table_name is not None:
             tables[r.table_name] = CdcLandStats(r.table_name, r.rows, r.upserts, r.deletes, r.before_images or 0)
@@ -679,10 +676,10 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
         raise UnappliedDeltasError(ident, first, behind)
     if last is not None and all(landed[n].get(table) is None or landed[n][table].rows == 0 for n in deltas):
         # The manifest (written after the increment commits) says none of these deltas changed
-        # the table: a tag records each, with no fold of nothing (a job, a materialization).
+        # the table: a tag records each, with no fold of nothing (a job, a materialization). The
+        # table has a snapshot (its last applied delta's tag is on one), so a tag is all it takes.
         for n in deltas:
-            if not tag_unchanged(spark, ident, n):
-                record_unchanged(spark, ident, spark.table(ident).schema, n)
+            tag_unchanged(spark, ident, n)
         return [CdcApplied(n, table, skipped=False) for n in deltas]
 
     inc_ident = layout.increment(source, table)
