@@ -7,7 +7,8 @@ Why one step: as three steps, each delta's messages were read from Kafka and dec
 1. the run's messages are read and decoded once, for changelog and increment alike;
 2. side by side: the changelog's commit; the increment tables' commits and, once they are
    verified and the changelog has committed, the manifest's;
-3. once both have landed: the snapshot (it reads the tables' keys from the changelog table).
+3. once both have landed: the snapshot (it reads the tables' keys from the changelog table),
+   while the landing's materializations are reported (written to Dagster's event log).
 
 The guarantees are those of the three assets as steps: "delta N landed" (the manifest row) is
 written only after N's increment tables and changelog; the snapshot runs only after that.
@@ -92,16 +93,25 @@ def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: 
     landing = [f.result() for f in (changelog_job, increment_job) if f is not None]
     context.log.info(f"deltas {span}: " + ", ".join(
         f"{o.key.path[-1]} {o.seconds:.2f} s{'' if o.error is None else ' (failed)'}" for o in landing))
-    for o in landing:
-        if o.error is None:
-            yield (_changelog_materialized(o, topic, reads) if o.key == keys.changelog
-                   else _increment_materialized(context, o, topic, reads))
-        if o.key == keys.increment and o.error is None:
-            yield from checks.increment_checks([(r.delta, r.messages, decoded, o.result[1][r.delta.delta_num])
-                                                for r, decoded in zip(reads, o.result[0])], key=keys.increment)
     outcomes = list(landing)
-    if keys.snapshot in chosen and all(o.error is None for o in landing):
-        snap = timed(keys.snapshot, lambda: _apply_snapshot(session, layout, source, target, keys.snapshot))
+    # The snapshot starts before the landing's materializations are reported: Dagster writes each
+    # event to the instance's event log as it is yielded, which the engine's work need not wait for.
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deltaport-asset")
+    try:
+        snap_job = (pool.submit(timed, keys.snapshot, lambda: _apply_snapshot(session, layout, source, target,
+                                                                              keys.snapshot))
+                    if keys.snapshot in chosen and all(o.error is None for o in landing) else None)
+        for o in landing:
+            if o.error is None:
+                yield (_changelog_materialized(o, topic, reads) if o.key == keys.changelog
+                       else _increment_materialized(context, o, topic, reads))
+            if o.key == keys.increment and o.error is None:
+                yield from checks.increment_checks([(r.delta, r.messages, decoded, o.result[1][r.delta.delta_num])
+                                                    for r, decoded in zip(reads, o.result[0])], key=keys.increment)
+        snap = snap_job.result() if snap_job is not None else None
+    finally:
+        pool.shutdown(wait=True)  # a step stopped while the snapshot runs still waits for its commits
+    if snap is not None:
         context.log.info(f"deltas {span}: snapshot {snap.seconds:.2f} s{'' if snap.error is None else ' (failed)'}")
         outcomes.append(snap)
         if snap.error is None:
