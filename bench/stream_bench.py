@@ -58,8 +58,8 @@ from resources.lake.stream_changelog import (  # noqa: E402
     changelog_entries,
     changes_by_table,
     land_stream_changelog,
-    table_keys,
 )
+from resources.lake.stream_keys import current_keys  # noqa: E402
 from resources.changestream.sealing import SealPolicy, make_decoder, read_delta, seal_topic  # noqa: E402
 
 log = logging.getLogger("bench")
@@ -91,7 +91,8 @@ def ours(spark, bootstrap: str, layout: LakeLayout, ledger: CdcLedger, source: s
         stats = land_cdc_increment(spark, layout, source, d.delta_num, frames, delta_date_us=d.watermark_us)
         rows += sum(s.upserts + s.deletes for s in stats)
         t2 = time.perf_counter()
-        apply_cdc_through(spark, layout, source, d.delta_num, table_keys(spark, layout, source, d.delta_num))
+        keys, progress = current_keys(spark, layout, source, d.delta_num)
+        apply_cdc_through(spark, layout, source, d.delta_num, keys, progress=progress)
         increment_s += t2 - t1
         snapshot_s += time.perf_counter() - t2
     return {"deltas": len(deltas), "rows": rows, "seal_s": seal_s, "increment_s": increment_s,

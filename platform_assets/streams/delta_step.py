@@ -35,7 +35,8 @@ from resources.kafka.stream_io_manager import StreamSlice
 from resources.lake.cdc import CdcDelta, apply_cdc_through, changes_frame, increment_columns, infer_columns, \
     land_cdc_increments
 from resources.lake.prostore import LakeLayout
-from resources.lake.stream_changelog import changelog_entries, changes_by_table, land_stream_changelogs, table_keys
+from resources.lake.stream_changelog import changelog_entries, changes_by_table, land_stream_changelogs
+from resources.lake.stream_keys import current_keys
 
 MAX_ERRORS_SHOWN = 5
 
@@ -158,8 +159,8 @@ def _land_increment(context, session, layout: LakeLayout, source: str, reads: li
 
 
 def _apply_snapshot(session, layout: LakeLayout, source: str, target: int, key: dg.AssetKey):
-    keys = table_keys(session, layout, source, target)
-    applied = apply_cdc_through(session, layout, source, target, keys)
+    keys, progress = current_keys(session, layout, source, target)
+    applied = apply_cdc_through(session, layout, source, target, keys, progress=progress)
     counts, results = checks.snapshot_checks(session, layout, source, target, keys, asset_key=key)
     return applied, counts, results
 

@@ -26,13 +26,14 @@ order (`_order`, `order_key_text` of `Change.order_key`) and the snapshot applie
   that has a column of that name);
 - a change whose `_order` is not above the row's stored `_order` is dropped before the fold, so
   a late change never overwrites a newer value, not even in one column;
-- one MERGE = one Iceberg commit records delta N (summary `deltaport.delta`, tag `delta_<N>`);
+- one MERGE = one Iceberg commit records delta N (summary `deltaport.delta`, tag `delta_<N>`)
+  and the key columns it applied by (`deltaport.keys`: the next run's key, stream_keys.py);
   a snapshot already at N or later skips N (re-running is a no-op), one behind an earlier
   delta refuses (`MissingDeltasError`). A delta with no change of the table is recorded by its
   tag alone on the current snapshot (no data commit);
 - a range run's deltas a..b fold into ONE MERGE per table (`resources/lake/cdc_fold.py`: the
   state applying them in turn gives, late changes across deltas included), recording them all
-  (`deltaport.deltas=a-b`, the key columns in `deltaport.keys`) and tagged `delta_<b>`; a delta
+  (`deltaport.deltas=a-b`) and tagged `delta_<b>`; a delta
   inside reads back as the state before the fold with the fold's deltas up to it applied by the
   same rules (`cdc_snapshot_as_of`). So every table records every delta from its first one
   on, by a tag or inside a fold (`cdc_recorded_deltas`).
@@ -77,6 +78,7 @@ from resources.lake.side_by_side import side_by_side
 from resources.spark.iceberg import (
     DELTAS_PROPERTY,
     InsideFold,
+    commit_delta,
     committed_records,
     delta_tags,
     ensure_table,
@@ -208,7 +210,7 @@ def order_key_text(order_key: tuple) -> str:
 
 META_COLUMNS = ("_op", "_order", "_event_id", "_captured", "_event_time_us", "_backfill", "_source_op")
 SNAPSHOT_COLUMNS = ("_order", "_tombstone", "_event_time_us")
-KEYS_PROPERTY = "deltaport.keys"  # a folded snapshot commit's key columns, as JSON
+KEYS_PROPERTY = "deltaport.keys"  # a snapshot commit's key columns, as JSON
 _INCREMENT_EXTRA = ("delta_num", "delta_date")
 _DECIMAL_TYPE = re.compile(r"(?i)^\s*(?:numeric|decimal|number)\s*\(\s*(\d+)\s*,\s*(-?\d+)\s*\)\s*$")
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
@@ -713,9 +715,13 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
     folded = local_checkpoint(folded)
     counts = {r["_op"]: (r["keys"], r["events"]) for r in
               folded.groupBy("_op").agg(F.count(F.lit(1)).alias("keys"), F.sum("__dp_events").alias("events")).collect()}
-    if not counts:  # every change was a duplicate or late: each delta recorded by its tag
-        for n in deltas:
+    if not counts:  # every change was a duplicate or late: the state stays as it is
+        for n in deltas[:-1]:
             record_unchanged(spark, ident, target.schema, n)
+        # The last delta by an empty commit, not a tag: like a MERGE's, it records the key
+        # columns the deltas' changes carry (`resources/lake/stream_keys.py` reads them back).
+        commit_delta(spark, ident, spark.createDataFrame([], target.schema), delta_num=delta_num, mode="append",
+                     extra_summary={KEYS_PROPERTY: json.dumps(keys)})
         return unchanged
     _merge(spark, ident, folded, keys, data, deltas, commit_id or uuid.uuid4().hex)
     applied = CdcApplied(delta_num, table, skipped=False, events=sum(e for _, e in counts.values()),
@@ -724,13 +730,17 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
 
 
 def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
-                      tables: Mapping[str, Sequence[str]]) -> list[CdcApplied]:
+                      tables: Mapping[str, Sequence[str]],
+                      progress: Mapping[str, int | None] | None = None) -> list[CdcApplied]:
     """Bring every snapshot of `tables` ({table: key columns}) to delta `target`, applying each
     missing delta in order (columns from the increment tables). Checks first that every delta
     some table still needs has landed (`MissingDeltasError`, nothing written); a table starts
-    after its own last applied delta, or at the first landed delta with its changes."""
-    progress = last_applied_deltas(spark, [layout.snapshot(source, t) for t in sorted(tables)],
-                                   repair_tags=True)  # one query
+    after its own last applied delta, or at the first landed delta with its changes.
+    `progress`: {snapshot ident: last applied delta} of the existing snapshot tables, as the
+    caller read it just before (`stream_keys.current_keys`); a table not in it has none."""
+    if progress is None:
+        progress = last_applied_deltas(spark, [layout.snapshot(source, t) for t in sorted(tables)],
+                                       repair_tags=True)  # one query
     # Every table goes on from its last applied delta: the manifest from the lowest of those on
     # is all this needs, unless a table has no snapshot yet (it starts at its first landed change).
     known = [progress.get(layout.snapshot(source, t)) for t in tables]
@@ -768,7 +778,11 @@ def _merge(spark, ident: str, folded, keys: list[str], data: list[str], deltas: 
     the last delta, and with several the whole run and the key columns (for `cdc_snapshot_as_of`),
     tagged `delta_<last>`."""
     delta_num = deltas[-1]
-    extra = {DELTAS_PROPERTY: _ranges_text(deltas), KEYS_PROPERTY: json.dumps(list(keys))} if len(deltas) > 1 else None
+    # Every commit records its key columns: a fold's readers need them, and the next run reads a
+    # table's current key from its newest commit instead of the whole changelog (stream_keys.py).
+    extra = {KEYS_PROPERTY: json.dumps(list(keys))}
+    if len(deltas) > 1:
+        extra[DELTAS_PROPERTY] = _ranges_text(deltas)
     view = f"deltaport_cdc_{uuid.uuid4().hex}"
     index = {c: i for i, c in enumerate(data)}
     on = " AND ".join(f"t.{_q(k)} <=> s.{_q(k)}" for k in keys)

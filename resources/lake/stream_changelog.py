@@ -106,8 +106,10 @@ def table_keys(spark, layout: LakeLayout, source: str, upto: int) -> dict[str, t
     return keys_as_of(key_rows(spark, layout, source, upto), upto)
 
 
-def key_rows(spark, layout: LakeLayout, source: str, upto: int | None = None) -> list[tuple[int, str, tuple[str, ...]]]:
-    """(delta, lake table, key columns) of every `keys` row of the changelog (at or before `upto`)."""
+def key_rows(spark, layout: LakeLayout, source: str, upto: int | None = None,
+             since: int | None = None) -> list[tuple[int, str, tuple[str, ...]]]:
+    """(delta, lake table, key columns) of every `keys` row of the changelog (at or before `upto`;
+    at or after `since`: the table is partitioned by delta, so older deltas' files are not read)."""
     from pyspark.sql import functions as F
 
     ident = layout.meta(source, "changelog")
@@ -117,6 +119,8 @@ def key_rows(spark, layout: LakeLayout, source: str, upto: int | None = None) ->
     wanted = F.col("kind") == KEYS
     if upto is not None:
         wanted &= F.col("delta_num") <= upto
+    if since is not None:
+        wanted &= F.col("delta_num") >= since
     return [(r.delta_num, r.table_name, tuple(r.key_columns))
             for r in spark.table(ident).where(wanted).select("delta_num", "table_name", "key_columns").collect()]
 
