@@ -30,7 +30,8 @@ order (`_order`, `order_key_text` of `Change.order_key`) and the snapshot applie
   and the key columns it applied by (`deltaport.keys`: the next run's key, stream_keys.py);
   a snapshot already at N or later skips N (re-running is a no-op), one behind an earlier
   delta refuses (`MissingDeltasError`). A delta with no change of the table is recorded by its
-  tag alone on the current snapshot (no data commit);
+  tag alone on the current snapshot (no data commit); one whose changes were all duplicates or
+  late, by an empty commit recording its key columns;
 - a range run's deltas a..b fold into ONE MERGE per table (`resources/lake/cdc_fold.py`: the
   state applying them in turn gives, late changes across deltas included), recording them all
   (`deltaport.deltas=a-b`) and tagged `delta_<b>`; a delta
@@ -775,8 +776,8 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
 def _merge(spark, ident: str, folded, keys: list[str], data: list[str], deltas: Sequence[int],
            commit_id: str) -> None:
     """MERGE the `fold_changes` of `deltas` (consecutive) into the snapshot: one commit recording
-    the last delta, and with several the whole run and the key columns (for `cdc_snapshot_as_of`),
-    tagged `delta_<last>`."""
+    the last delta and the key columns, with several the whole run too (for
+    `cdc_snapshot_as_of`), tagged `delta_<last>`."""
     delta_num = deltas[-1]
     # Every commit records its key columns: a fold's readers need them, and the next run reads a
     # table's current key from its newest commit instead of the whole changelog (stream_keys.py).
