@@ -28,8 +28,8 @@ from collections.abc import Sequence
 
 from resources.lake.cdc import KEYS_PROPERTY
 from resources.lake.prostore import LakeLayout
-from resources.lake.stream_changelog import key_rows, keys_as_of
-from resources.spark.iceberg import _quote, _sql_str, last_applied_deltas
+from resources.lake.stream_changelog import key_rows, keys_as_of, table_keys
+from resources.spark.iceberg import _missing, _quote, _sql_str, last_applied_deltas
 
 _log = logging.getLogger(__name__)
 
@@ -49,13 +49,15 @@ def recorded_keys(spark, idents: Sequence[str]) -> dict[str, tuple[str, ...]]:
 
 def snapshot_tables(spark, layout: LakeLayout, source: str) -> list[str]:
     """The lake tables that have a snapshot table in the source's namespace (none: [])."""
-    from pyspark.errors import PySparkException
+    from pyspark.errors import AnalysisException, PySparkException
 
+    namespace = ".".join("`" + part.replace("`", "``") + "`" for part in (layout.catalog, source))
     try:
-        namespace = ".".join("`" + part.replace("`", "``") + "`" for part in (layout.catalog, source))
         rows = spark.sql(f"SHOW TABLES IN {namespace}").collect()
     except PySparkException as exc:
-        if "NAMESPACE" in str(exc).upper() and "NOT" in str(exc).upper():  # no snapshot made yet
+        # No snapshot made yet: Spark's own condition, or Iceberg's exception passed through
+        # (its catalogs raise NoSuchNamespaceException from listTables).
+        if (isinstance(exc, AnalysisException) and _missing(exc)) or "NoSuchNamespaceException" in str(exc):
             return []
         raise
     return sorted(r["tableName"] for r in rows)
@@ -72,7 +74,7 @@ def current_keys(spark, layout: LakeLayout, source: str,
     progress = last_applied_deltas(spark, list(idents.values()), repair_tags=True) if tables else {}
     known = [progress.get(i) for i in idents.values()]
     if not known or None in known or max(known) > target:  # no snapshot yet, or re-running the past
-        return _whole(spark, layout, source, target), progress
+        return table_keys(spark, layout, source, target), progress
     keys = keys_as_of(key_rows(spark, layout, source, target, since=min(known)), target)
     lacking = [t for t in tables if t not in keys]
     recorded = recorded_keys(spark, [idents[t] for t in lacking])
@@ -80,10 +82,7 @@ def current_keys(spark, layout: LakeLayout, source: str,
     if unknown:
         _log.info("%s: no commit of %s records its key columns (made before deltaport recorded them); "
                   "reading the whole changelog", source, ", ".join(unknown))
-        return _whole(spark, layout, source, target), progress
+        return table_keys(spark, layout, source, target), progress
     keys.update({t: recorded[idents[t]] for t in lacking})
     return dict(sorted(keys.items())), progress
 
-
-def _whole(spark, layout: LakeLayout, source: str, target: int) -> dict[str, tuple[str, ...]]:
-    return keys_as_of(key_rows(spark, layout, source, target), target)
