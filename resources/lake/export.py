@@ -9,7 +9,7 @@ Two modes, the seed's two (001, "Modes"):
 - snapshot (`depth` D): the state as of delta B = last - D (every row of every table, sys_op 0)
   is written as delta 0, then deltas B+1..last as 1..D (renumbered, as the seed says).
 
-Decisions where the seed is silent (README "Export"):
+Decisions where the seed is silent (docs/using.md, `export`):
 - Each delta ships the changelog it landed with (for a lake landed live: the schema as of that
   delta), and its rows in the columns that changelog declares. Prostore would ship today's
   changelog and today's columns with an old delta; shipping the delta's own keeps every value a

@@ -82,7 +82,7 @@ SPARK_DEFAULTS: Mapping[str, str] = {
     # Interpreted evaluation, no generated code. Generated code inlines long literals (a delta's
     # number, its date), so every delta's queries compile anew, and each compile resolves classes
     # through the Connect session's class loaders: 18% of the server's CPU in a profile of steady
-    # deltas. Measured through Dagster on 2 cores (README, "Generated code"): steady 20k-row
+    # deltas. Measured through Dagster on 2 cores (docs/performance.md, "Generated code"): steady 20k-row
     # deltas and backlogs cost 15-20% less server CPU; a 1.1M-row delta is about 14% slower.
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
