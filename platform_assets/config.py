@@ -138,6 +138,7 @@ class PlatformConfig:
     sensor: SensorConfig = field(default_factory=SensorConfig)
     state_dir: str = ".deltaport"  # local state: SQLite stores (unless `state.url`), server addresses, logs
     state: StateConfig = field(default_factory=StateConfig)
+    code: tuple[str, ...] = ()  # Python modules of user assets (platform_assets/build_on.py)
     source_file: str | None = None
 
     @property
@@ -163,6 +164,7 @@ _LAKE_TYPES = ("hadoop", "rest", "jdbc", "hive")
 # 0 means "no lateness" / "seal at once" / "the snapshot ends at source delta 0"
 _ZERO_ALLOWED = ("lateness_seconds", "idle_seconds", "last_delta")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")  # a source names Iceberg namespaces and Dagster assets
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
 def _build(cls, raw: Any, path: str, file: str | None):
@@ -194,6 +196,10 @@ def _value(typ: str, raw: Any, path: str, file: str | None):
         if not isinstance(raw, list):
             raise ConfigError(path, "must be a list of datamarts", file)
         return tuple(_build(DatamartConfig, item, f"{path}[{i}]", file) for i, item in enumerate(raw))
+    if typ == "tuple[str, ...]":  # `code:`: module names
+        if not isinstance(raw, list) or not all(isinstance(m, str) and _MODULE.match(m) for m in raw):
+            raise ConfigError(path, f"must be a list of Python module names (a.b.c), got {raw!r}", file)
+        return tuple(raw)
     if typ == "dict | None" and raw is None:
         return None
     if typ in ("dict", "dict | None"):

@@ -3,7 +3,8 @@
 Built from the config file (`deltaport.yaml`, or $DELTAPORT_CONFIG), read when the code
 location loads, not when this module is imported: per Prostore datamart, one asset group
 (signal_events, changelog, increment, snapshot, partitioned by delta; no signal_events for a
-backup-only datamart), one job and one delta sensor; per Qlik / DataWorks / Datastream source, one asset group (changelog,
+backup-only datamart), one job and one delta sensor; the user assets of the config's `code:`
+modules in their source's group (platform_assets/build_on.py); per Qlik / DataWorks / Datastream source, one asset group (changelog,
 increment, snapshot), one job and one sealing sensor; the Kafka topics as source assets loaded
 by the Kafka IO managers; Spark, Kafka, the delta index and the CDC ledger as resources.
 
@@ -18,6 +19,7 @@ import warnings
 
 import dagster as dg
 
+from platform_assets.build_on import build_delta_asset, load_user_code
 from platform_assets.config import ConfigError, PlatformConfig, load_config
 from platform_assets.engine import engine_for
 from platform_assets.prostore.assets import BACKUP_IO, SIGNAL_IO, build_datamart_assets, topic_key
@@ -110,7 +112,17 @@ def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
                                               "changelog, increment, snapshot.")
         jobs.append(job)
         sensors.append(build_seal_sensor(stream=stream, job=job, settings=cfg.sensor))
-    return dg.Definitions(assets=assets, jobs=jobs, sensors=sensors, resources=resources_for(cfg))
+    # User assets (`code:`) join their source's group, so its delta job lands them too.
+    user_assets, user_defs = load_user_code(cfg)
+    assets += [build_delta_asset(a, cfg=cfg) for a in user_assets]
+    ours = dg.Definitions(assets=assets, jobs=jobs, sensors=sensors, resources=resources_for(cfg))
+    return dg.Definitions.merge(ours, *user_defs) if user_defs else ours
+
+
+def deltaport_definitions(config_path: str | None = None) -> dg.Definitions:
+    """deltaport's Definitions for a user's own code location: `dg.Definitions.merge(
+    deltaport_definitions("deltaport.yaml"), my_defs)` (the config's `code:` modules included)."""
+    return build_definitions(load_config(config_path))
 
 
 @dg.definitions

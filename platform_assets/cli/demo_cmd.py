@@ -82,6 +82,8 @@ def _workspace(bootstrap: str, streams: list[DemoStream], idle_seconds: float) -
         "lake": {"catalog": "lake", "type": "hadoop", "warehouse": "lake"},
         "sensor": {"interval_seconds": 5, "max_messages_per_tick": 5000},
         "state_dir": "state",
+        # A user asset downstream of marketing's snapshots: lineage topic -> delta -> snapshot -> mart.
+        "code": ["platform_assets.examples.marketing_marts"],
     }, sort_keys=False))
     paths["workspace"].write_text(yaml.safe_dump({"load_from": [{"python_module": {
         "module_name": "platform_assets.definitions", "location_name": "deltaport"}}]}))

@@ -1,0 +1,1 @@
+"""Examples of user code on deltaport (`code:` in deltaport.yaml); the demo loads them."""
