@@ -70,6 +70,9 @@ class SensorConfig:
     # driver-read deltas (each under 8 MiB) are held as Arrow until written: at most about
     # 100 x 8 MiB.
     max_deltas_per_run: int = 100
+    # The check lag_within_bound fails past this: now minus the time of the oldest delta ready at
+    # the source and not landed (platform_assets/lag.py).
+    max_lag_seconds: float = 3600.0
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import dagster as dg
 from platform_assets.build_on import build_delta_asset, load_user_code
 from platform_assets.config import ConfigError, PlatformConfig, load_config
 from platform_assets.engine import engine_for
+from platform_assets.lag_check import build_lag_check
 from platform_assets.prostore.assets import BACKUP_IO, SIGNAL_IO, build_datamart_assets, topic_key
 from platform_assets.prostore.sensors import build_delta_sensor, datamart_tags
 from platform_assets.streams.assets import STREAM_IO, build_stream_assets
@@ -90,13 +91,20 @@ def build_definitions(cfg: PlatformConfig) -> dg.Definitions:
         return _build_definitions(cfg)
 
 
+def _delta_selection(source: str, lag_check: dg.AssetChecksDefinition) -> dg.AssetSelection:
+    """The source's group, less its lag check: the sensor evaluates that one on every tick, and a
+    lagging source has no run to evaluate it in."""
+    return dg.AssetSelection.groups(source) - dg.AssetSelection.checks(lag_check)
+
+
 def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
     layout = LakeLayout(cfg.lake.catalog)
     assets: list = list(_topic_specs(cfg))
-    jobs, sensors = [], []
+    jobs, sensors, checks = [], [], []
     for dm in cfg.datamarts:
         assets += build_datamart_assets(datamart=dm, layout=layout, max_deltas_per_run=cfg.sensor.max_deltas_per_run)
-        job = dg.define_asset_job(f"{dm.name}_delta_job", selection=dg.AssetSelection.groups(dm.name),
+        checks.append(build_lag_check(source=dm, kind="prostore", max_lag_seconds=cfg.sensor.max_lag_seconds))
+        job = dg.define_asset_job(f"{dm.name}_delta_job", selection=_delta_selection(dm.name, checks[-1]),
                                   tags=datamart_tags(dm.name),
                                   executor_def=dg.in_process_executor,
                                   description=f"Lands a delta (or a range of deltas) of {dm.name}: "
@@ -105,7 +113,8 @@ def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
         sensors.append(build_delta_sensor(datamart=dm, job=job, settings=cfg.sensor))
     for stream in cfg.streams:
         assets += build_stream_assets(stream=stream, layout=layout, max_deltas_per_run=cfg.sensor.max_deltas_per_run)
-        job = dg.define_asset_job(f"{stream.name}_delta_job", selection=dg.AssetSelection.groups(stream.name),
+        checks.append(build_lag_check(source=stream, kind="stream", max_lag_seconds=cfg.sensor.max_lag_seconds))
+        job = dg.define_asset_job(f"{stream.name}_delta_job", selection=_delta_selection(stream.name, checks[-1]),
                                   tags=datamart_tags(stream.name),
                                   executor_def=dg.in_process_executor,
                                   description=f"Lands a sealed delta (or a range) of {stream.name} ({stream.format}): "
@@ -115,7 +124,7 @@ def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
     # User assets (`code:`) join their source's group, so its delta job lands them too.
     user_assets, user_defs = load_user_code(cfg)
     assets += [build_delta_asset(a, cfg=cfg) for a in user_assets]
-    ours = dg.Definitions(assets=assets, jobs=jobs, sensors=sensors, resources=resources_for(cfg))
+    ours = dg.Definitions(assets=assets, asset_checks=checks, jobs=jobs, sensors=sensors, resources=resources_for(cfg))
     return dg.Definitions.merge(ours, *user_defs) if user_defs else ours
 
 

@@ -134,6 +134,8 @@ def _sync_source(instance: dg.DagsterInstance, defs: dg.Definitions, name: str,
             return
         for req in result.dynamic_partitions_requests or []:
             instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+        for event in result.asset_events or []:  # the source's lag, as the daemon records it
+            instance.report_runless_asset_event(event)
         if result.skip_reason:
             out.waiting[name] = result.skip_reason.skip_message
         for req in result.run_requests:

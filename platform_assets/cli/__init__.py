@@ -7,10 +7,10 @@ import os
 import sys
 
 from platform_assets.cli import (broker_cmd, demo_cmd, emulate_cmd, export_cmd, inspect_cmd, read_cmd, spark_cmd,
-                                 sync_cmd)
+                                 status_cmd, sync_cmd)
 from resources.errors import DeltaportError
 
-COMMANDS = (broker_cmd, spark_cmd, emulate_cmd, inspect_cmd, sync_cmd, read_cmd, export_cmd, demo_cmd)
+COMMANDS = (broker_cmd, spark_cmd, emulate_cmd, inspect_cmd, sync_cmd, status_cmd, read_cmd, export_cmd, demo_cmd)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -86,3 +86,16 @@ def ensure_dagster_home() -> Path:
         link.symlink_to(source)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
+
+
+def on_instance(args, work):
+    """`work(cfg, instance)` on the config of `--config` and the Dagster instance of $DAGSTER_HOME
+    (./.dagster by default); what `sync` and `status` share."""
+    import dagster as dg  # imported here: every `deltaport` command imports this module, and Dagster takes a second
+
+    from platform_assets.config import load_config
+
+    cfg = load_config(args.config)
+    ensure_dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        return work(cfg, instance)

@@ -5,8 +5,7 @@ when every run succeeded, 1 when a run failed or a source could not be read."""
 
 from __future__ import annotations
 
-from platform_assets.cli.common import add_config_option, ensure_dagster_home
-from platform_assets.config import load_config
+from platform_assets.cli.common import add_config_option, on_instance
 
 
 def register(sub) -> None:
@@ -16,15 +15,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    # Imported here: every `deltaport` command imports this module, and Dagster takes a second.
-    import dagster as dg
+    from platform_assets.sync import sync  # imported here: it imports Dagster, a second
 
-    from platform_assets.sync import sync
-
-    cfg = load_config(args.config)
-    ensure_dagster_home()
-    with dg.DagsterInstance.get() as instance:
-        result = sync(cfg, instance)
+    result = on_instance(args, sync)
     for dm, why in sorted(result.waiting.items()):
         print(f"{dm}: {why}")
     if result.failed:

@@ -30,6 +30,7 @@ import json
 import dagster as dg
 
 from platform_assets.config import DatamartConfig, SensorConfig
+from platform_assets.lag import landed_through, lag_events, prostore_lag, utc_now
 from platform_assets.prostore.partitions import delta_partitions, partition_key
 from resources.codecs.backup import iter_rows
 from resources.prostore.delta_index import CLOSED
@@ -209,8 +210,9 @@ def build_delta_sensor(*, datamart: DatamartConfig, job,
             # exits 1. A source merely waiting is a skip.
             context.log.error(f"{datamart.name}: {exc}")
             raise
+        lag = prostore_lag(datamart, index.get(), landed_through(context.instance, datamart.name), utc_now())
         return delta_runs(context, parts, datamart.name, due, waiting or "no new closed delta", new_cursor,
-                          settings.max_deltas_per_run)
+                          settings.max_deltas_per_run, lag_events(lag, settings.max_lag_seconds))
 
     return delta_close_sensor
 
@@ -281,7 +283,8 @@ def run_in_flight(instance: dg.DagsterInstance, source: str) -> dg.DagsterRun | 
 
 
 def delta_runs(context: dg.SensorEvaluationContext, parts: dg.DynamicPartitionsDefinition, source: str,
-               due: list[int], waiting: str, cursor: dict, max_per_run: int) -> dg.SensorResult:
+               due: list[int], waiting: str, cursor: dict, max_per_run: int,
+               asset_events: list | None = None) -> dg.SensorResult:
     """The sensor's answer: the partitions (when new) and the runs of the due deltas, in order,
     at most `max_per_run` deltas per run; else the reason nothing is due. Shared by every
     source's sensor.
@@ -305,4 +308,5 @@ def delta_runs(context: dg.SensorEvaluationContext, parts: dg.DynamicPartitionsD
         skip_reason=None if runs else waiting,
         cursor=json.dumps(cursor),
         dynamic_partitions_requests=[parts.build_add_request(new_keys)] if new_keys else [],
+        asset_events=asset_events or [],  # the source's lag (platform_assets/lag.py)
     )

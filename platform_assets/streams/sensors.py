@@ -20,6 +20,7 @@ whose run_key it has seen: no duplicate.
 import dagster as dg
 
 from platform_assets.config import SensorConfig, StreamConfig
+from platform_assets.lag import landed_through, lag_events, stream_lag, utc_now
 from platform_assets.prostore.partitions import delta_partitions
 from platform_assets.prostore.sensors import MAX_DELTAS_PER_TICK, delta_runs, resume_cursor
 from resources.errors import DeltaportError
@@ -75,7 +76,8 @@ def build_seal_sensor(*, stream: StreamConfig, job, settings: SensorConfig) -> d
         except DeltaportError as exc:
             context.log.error(f"{stream.name}: {exc}")  # fails the tick (see the datamart sensor)
             raise
+        lag = stream_lag(stream, ledger.get(), landed_through(context.instance, stream.name), utc_now())
         return delta_runs(context, parts, stream.name, due, waiting or "no new sealed delta", new_cursor,
-                          settings.max_deltas_per_run)
+                          settings.max_deltas_per_run, lag_events(lag, settings.max_lag_seconds))
 
     return seal_sensor

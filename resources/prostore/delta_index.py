@@ -211,6 +211,14 @@ class DeltaIndex(StoreTables):
                               "ORDER BY delta_num", (topic, datamart))
             return [r[0] for r in rows]
 
+    def backup_delta_dates(self, topic: str, datamart: str, after: int | None = None) -> dict[int, int | None]:
+        """{delta: its date in the backup keys (epoch microseconds)} of the deltas after `after`."""
+        with self._connect() as db:
+            rows = db.execute("SELECT delta_num, MIN(delta_date) FROM backup_messages WHERE topic = ? AND datamart = ? "
+                              "AND delta_num > ? GROUP BY delta_num ORDER BY delta_num",
+                              (topic, datamart, -1 if after is None else after))
+            return {n: d for n, d in rows}
+
     def export_runs(self, topic: str, datamart: str) -> dict[int, list[str]]:
         """{delta: the incrementIds (export runs) seen for it in the topic}, in one query."""
         with self._connect() as db:

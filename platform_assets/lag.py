@@ -1,0 +1,118 @@
+"""How far behind its source the lake is, per source: the lag in deltas and in seconds.
+
+What flows through: the state store's view of the source (closed or sealed deltas and their
+times) and the Dagster instance's view of the lake (the snapshot's materialized partitions). Out
+comes a `Lag`:
+- `deltas`: the deltas that are ready at the source and not landed yet;
+- `seconds`: now minus the time of the oldest of them, 0 when there are none.
+
+What "the time" is, per kind of source:
+- a signal-driven datamart: the delta's close time (DELTA_CLOSE's deltaDate);
+- a backup-only datamart: the delta's date in its backup keys;
+- a change stream: when the oldest sealed, unlanded delta was sealed, or the Kafka time of the
+  oldest message read but not yet sealed, whichever is older.
+
+Every sensor tick (the daemon's, and `sync`'s, which ticks after every run) reports:
+- an AssetObservation on `<source>/snapshot` with `lag_deltas` and `lag_seconds`, which the UI
+  plots;
+- an evaluation of the asset check `lag_within_bound`, which fails once `lag_seconds` passes
+  `sensor.max_lag_seconds`.
+
+The check's own execution (from the UI) computes the same thing on demand. `deltaport status`
+prints it per source. Landing is in order, so "landed" is every delta up to the greatest
+materialized partition.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import dagster as dg
+
+LAG_CHECK = "lag_within_bound"
+
+
+@dataclass(frozen=True)
+class Lag:
+    source: str
+    deltas: int
+    seconds: float
+    oldest: int | None  # the oldest delta ready and not landed
+    landed_through: int | None
+    unsealed_messages: int = 0  # change streams: read, not sealed yet
+
+    def text(self) -> str:
+        landed = "nothing landed yet" if self.landed_through is None else f"landed through delta {self.landed_through}"
+        if not self.deltas and not self.unsealed_messages:
+            return f"{self.source}: {landed}; up to date"
+        behind = f"{self.deltas} delta{'s' if self.deltas != 1 else ''} behind"
+        if self.oldest is not None:
+            behind += f" (oldest: delta {self.oldest})"
+        if self.unsealed_messages:
+            behind += f", {self.unsealed_messages} messages not sealed yet"
+        return f"{self.source}: {landed}; {behind}, {self.seconds:.0f} s"
+
+
+def utc(value: str | int | dt.datetime) -> dt.datetime:
+    """A time as the state store holds it (ISO text, naive meaning UTC; or epoch microseconds)."""
+    if isinstance(value, int):
+        return dt.datetime.fromtimestamp(value / 1e6, dt.timezone.utc)
+    when = value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(value)
+    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+
+
+def landed_through(instance: dg.DagsterInstance, source: str) -> int | None:
+    keys = instance.get_materialized_partitions(dg.AssetKey([source, "snapshot"]))
+    return max((int(k) for k in keys), default=None)
+
+
+def _lag(source: str, times: dict[int, dt.datetime], landed: int | None, now: dt.datetime,
+         unsealed_since: dt.datetime | None = None, unsealed: int = 0) -> Lag:
+    waiting = sorted(n for n in times if landed is None or n > landed)
+    starts = [times[waiting[0]]] if waiting else []
+    if unsealed_since is not None:
+        starts.append(unsealed_since)
+    seconds = max(0.0, (now - min(starts)).total_seconds()) if starts else 0.0
+    return Lag(source, len(waiting), seconds, waiting[0] if waiting else None, landed, unsealed)
+
+
+def prostore_lag(datamart, index, landed: int | None, now: dt.datetime) -> Lag:
+    """`datamart`: a DatamartConfig; `index`: its DeltaIndex."""
+    if datamart.backup_only:
+        dates = index.backup_delta_dates(datamart.backup_topic, datamart.name, after=landed)
+        times = {n: utc(d) for n, d in dates.items() if d is not None}
+    else:
+        closed = index.deltas(datamart.name, "closed")
+        times = {n: utc(d["delta_date"]) for n, d in closed.items()
+                 if d["delta_date"] and (landed is None or n > landed)}
+    return _lag(datamart.name, times, landed, now)
+
+
+def stream_lag(stream, ledger, landed: int | None, now: dt.datetime) -> Lag:
+    """`stream`: a StreamConfig; `ledger`: its CdcLedger."""
+    numbers = ledger.sealed_numbers(stream.name, start=0 if landed is None else landed + 1)
+    times = {numbers[0]: utc(ledger.delta(stream.name, numbers[0]).sealed_at)} if numbers else {}
+    times.update({n: times[numbers[0]] for n in numbers[1:]})  # only the oldest's time matters
+    marks = [m for ms in ledger.tail(stream.name).marks.values() for m in ms]
+    stamps = [m.ts_ms for m in marks if m.ts_ms is not None]
+    since = dt.datetime.fromtimestamp(min(stamps) / 1000, dt.timezone.utc) if stamps else None
+    return _lag(stream.name, times, landed, now, since, len(marks))
+
+
+def lag_events(lag: Lag, max_lag_seconds: float) -> list:
+    """The observation and the check evaluation a tick reports for `lag`."""
+    key = dg.AssetKey([lag.source, "snapshot"])
+    metadata = {"lag_deltas": dg.IntMetadataValue(lag.deltas), "lag_seconds": dg.FloatMetadataValue(lag.seconds),
+                "landed_through": dg.IntMetadataValue(-1 if lag.landed_through is None else lag.landed_through),
+                "unsealed_messages": dg.IntMetadataValue(lag.unsealed_messages)}
+    return [
+        dg.AssetObservation(asset_key=key, metadata=metadata, description=lag.text()),
+        dg.AssetCheckEvaluation(asset_key=key, check_name=LAG_CHECK, passed=lag.seconds <= max_lag_seconds,
+                                metadata={**metadata, "max_lag_seconds": dg.FloatMetadataValue(max_lag_seconds)},
+                                description=lag.text()),
+    ]
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)

@@ -1,0 +1,52 @@
+"""The lag arithmetic (platform_assets/lag.py) on hand-made store answers: which deltas count,
+from which time, and what a stream's unsealed messages add."""
+
+import datetime as dt
+from types import SimpleNamespace
+
+from platform_assets.lag import prostore_lag, stream_lag, utc
+
+NOW = dt.datetime(2026, 11, 25, 12, 0, 0, tzinfo=dt.timezone.utc)
+
+
+class Index:  # the two DeltaIndex queries lag reads
+    def __init__(self, closed: dict[int, str], backup: dict[int, int]):
+        self.closed, self.backup = closed, backup
+
+    def deltas(self, datamart, status):
+        return {n: {"delta_date": d} for n, d in self.closed.items()}
+
+    def backup_delta_dates(self, topic, datamart, after=None):
+        return {n: d for n, d in self.backup.items() if after is None or n > after}
+
+
+def test_signal_lag_counts_closed_deltas_after_the_landed_one_from_the_oldest_close():
+    index = Index({3: "2026-11-25T11:00:00", 4: "2026-11-25T11:30:00", 5: "2026-11-25T11:50:00"}, {})
+    dm = SimpleNamespace(name="m", backup_only=False, backup_topic="b")
+    lag = prostore_lag(dm, index, landed=3, now=NOW)
+    assert (lag.deltas, lag.oldest, lag.seconds) == (2, 4, 1800.0)
+    assert prostore_lag(dm, index, landed=5, now=NOW).seconds == 0.0
+    assert prostore_lag(dm, index, landed=None, now=NOW).deltas == 3
+
+
+def test_backup_only_lag_reads_the_backup_keys_dates():
+    us = int(dt.datetime(2026, 11, 25, 11, 59, 0, tzinfo=dt.timezone.utc).timestamp() * 1e6)
+    dm = SimpleNamespace(name="m", backup_only=True, backup_topic="b")
+    lag = prostore_lag(dm, Index({}, {7: us, 8: us + 30_000_000}), landed=6, now=NOW)
+    assert (lag.deltas, lag.oldest, lag.seconds) == (2, 7, 60.0)
+
+
+def test_stream_lag_takes_the_older_of_the_oldest_sealed_delta_and_the_unsealed_messages():
+    mark = SimpleNamespace(ts_ms=int(dt.datetime(2026, 11, 25, 11, 0, tzinfo=dt.timezone.utc).timestamp() * 1000))
+    ledger = SimpleNamespace(
+        sealed_numbers=lambda source, start: [n for n in (4, 5) if n >= start],
+        delta=lambda source, n: SimpleNamespace(sealed_at="2026-11-25T11:58:00.000+00:00"),
+        tail=lambda source: SimpleNamespace(marks={0: [mark, mark]}))
+    lag = stream_lag(SimpleNamespace(name="s"), ledger, landed=3, now=NOW)
+    assert (lag.deltas, lag.oldest, lag.unsealed_messages, lag.seconds) == (2, 4, 2, 3600.0)
+    assert "2 deltas behind (oldest: delta 4), 2 messages not sealed yet, 3600 s" in lag.text()
+
+
+def test_store_times_are_utc_whatever_their_form():
+    eleven = dt.datetime(2026, 11, 25, 11, tzinfo=dt.timezone.utc)
+    assert utc("2026-11-25T11:00:00") == utc("2026-11-25T11:00:00+00:00") == utc(int(eleven.timestamp() * 1e6)) == eleven
