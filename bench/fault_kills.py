@@ -40,7 +40,13 @@ KILLS: dict[str, str] = {
     "kill-snapshot-commit-before-tag": "snapshot.committed@2",
     "kill-snapshot-between-tables": "snapshot.table_done@1",
     "kill-between-range-deltas": "snapshot.delta_done@1",
+    # Table maintenance after the range (lake.maintenance below: due every 2 deltas, compacting
+    # from 1 delete file): killed while Spark compacts a snapshot table, and between two tables.
+    "kill-inside-compaction": "maintenance.compact~300",
+    "kill-between-maintained-tables": "maintenance.table_done@3",
 }
+# The kill cases of maintenance run with it due on every range of the story and eager to compact.
+MAINTENANCE_CASES = {"every_deltas": 2, "delete_files_threshold": 1, "expire_after_seconds": 0}
 
 
 @dataclass
@@ -110,7 +116,8 @@ def case_folder(work: Path, case: str, bootstrap: str, story: KillStory,
         "datamarts": [{"name": DM, "signal_topic": story.topics[SIGNAL], "backup_topic": story.topics[BACKUP]}],
         "kafka": {"bootstrap_servers": bootstrap, **({"properties": kafka_properties} if kafka_properties else {})},
         **({"spark": {"remote": remote}} if remote else {}),
-        "lake": {"catalog": catalog, "warehouse": str(folder / "lake")},
+        "lake": {"catalog": catalog, "warehouse": str(folder / "lake"),
+                 **({"maintenance": MAINTENANCE_CASES} if KILLS.get(case, "").startswith("maintenance.") else {})},
         "state_dir": str(folder / "state"),
         "sensor": {"max_messages_per_tick": 5000, "max_deltas_per_run": 10},  # one range run
     }))

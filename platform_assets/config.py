@@ -56,6 +56,9 @@ class LakeConfig:
     warehouse: str = "lake"
     uri: str | None = None
     properties: dict = field(default_factory=dict)
+    # Table maintenance inside the delta runs (platform_assets/maintenance_step.py): keys of
+    # resources.lake.maintenance.MaintenanceSettings; `enabled: false` turns it off.
+    maintenance: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -165,7 +168,7 @@ class PlatformConfig:
 
 _LAKE_TYPES = ("hadoop", "rest", "jdbc", "hive")
 # 0 means "no lateness" / "seal at once" / "the snapshot ends at source delta 0"
-_ZERO_ALLOWED = ("lateness_seconds", "idle_seconds", "last_delta")
+_ZERO_ALLOWED = ("lateness_seconds", "idle_seconds", "last_delta", "expire_after_seconds", "orphan_age_seconds")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")  # a source names Iceberg namespaces and Dagster assets
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -267,6 +270,7 @@ def parse_config(raw: Any, file: str | None = None) -> PlatformConfig:
         raise ConfigError("lake.type", f"must be one of {', '.join(_LAKE_TYPES)}, got {cfg.lake.type!r}", file)
     if cfg.lake.type in ("rest", "jdbc", "hive") and not cfg.lake.uri:
         raise ConfigError("lake.uri", f"is required for a {cfg.lake.type} catalog", file)
+    maintenance_settings(cfg)  # its keys, checked now
     if cfg.spark.remote is not None and not str(cfg.spark.remote).startswith("sc://"):
         raise ConfigError("spark.remote", f"must be a Spark Connect address sc://host:port, got {cfg.spark.remote!r}",
                           file)
@@ -292,6 +296,26 @@ def load_config(path: str | os.PathLike | None = None) -> PlatformConfig:
     except yaml.YAMLError as exc:
         raise ConfigError("<file>", f"not valid YAML: {exc}", str(chosen)) from exc
     return parse_config(raw, str(chosen.resolve()))
+
+
+def maintenance_settings(cfg: PlatformConfig):
+    """`lake.maintenance` as MaintenanceSettings (None: `enabled: false`); wrong keys fail naming them."""
+    from resources.lake.maintenance import MaintenanceSettings
+
+    raw = dict(cfg.lake.maintenance)
+    if raw.pop("enabled", True) is False:
+        return None
+    known = {f.name: f for f in fields(MaintenanceSettings)}
+    parsed = {}
+    for key, value in raw.items():
+        if key not in known:
+            raise ConfigError(f"lake.maintenance.{key}", f"unknown key; known: enabled, {', '.join(known)}",
+                              cfg.source_file)
+        if known[key].type == "bool" and not isinstance(value, bool):
+            raise ConfigError(f"lake.maintenance.{key}", f"must be true or false, got {value!r}", cfg.source_file)
+        parsed[key] = value if known[key].type == "bool" else _value(known[key].type, value,
+                                                                      f"lake.maintenance.{key}", cfg.source_file)
+    return MaintenanceSettings(**parsed)
 
 
 def resolve_secret(value: Any) -> Any:

@@ -20,7 +20,7 @@ import warnings
 import dagster as dg
 
 from platform_assets.build_on import build_delta_asset, load_user_code
-from platform_assets.config import ConfigError, PlatformConfig, load_config
+from platform_assets.config import ConfigError, PlatformConfig, load_config, maintenance_settings
 from platform_assets.engine import engine_for
 from platform_assets.lag_check import build_lag_check
 from platform_assets.prostore.assets import BACKUP_IO, SIGNAL_IO, build_datamart_assets, topic_key
@@ -101,8 +101,10 @@ def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
     layout = LakeLayout(cfg.lake.catalog)
     assets: list = list(_topic_specs(cfg))
     jobs, sensors, checks = [], [], []
+    maintenance = maintenance_settings(cfg)
     for dm in cfg.datamarts:
-        assets += build_datamart_assets(datamart=dm, layout=layout, max_deltas_per_run=cfg.sensor.max_deltas_per_run)
+        assets += build_datamart_assets(datamart=dm, layout=layout, max_deltas_per_run=cfg.sensor.max_deltas_per_run,
+                                        maintenance=maintenance)
         checks.append(build_lag_check(source=dm, kind="prostore", max_lag_seconds=cfg.sensor.max_lag_seconds))
         job = dg.define_asset_job(f"{dm.name}_delta_job", selection=_delta_selection(dm.name, checks[-1]),
                                   tags=datamart_tags(dm.name),
@@ -112,7 +114,8 @@ def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
         jobs.append(job)
         sensors.append(build_delta_sensor(datamart=dm, job=job, settings=cfg.sensor))
     for stream in cfg.streams:
-        assets += build_stream_assets(stream=stream, layout=layout, max_deltas_per_run=cfg.sensor.max_deltas_per_run)
+        assets += build_stream_assets(stream=stream, layout=layout, max_deltas_per_run=cfg.sensor.max_deltas_per_run,
+                                      maintenance=maintenance)
         checks.append(build_lag_check(source=stream, kind="stream", max_lag_seconds=cfg.sensor.max_lag_seconds))
         job = dg.define_asset_job(f"{stream.name}_delta_job", selection=_delta_selection(stream.name, checks[-1]),
                                   tags=datamart_tags(stream.name),

@@ -28,7 +28,9 @@ import dagster as dg
 
 from platform_assets.config import DatamartConfig
 from platform_assets.prostore import checks
+from platform_assets.maintenance_step import maintain_after_landing
 from platform_assets.prostore.delta_step import DatamartKeys, land_delta_step
+from resources.lake.maintenance import MaintenanceSettings
 from platform_assets.prostore.partitions import delta_partitions
 from resources.kafka.io_managers import INPUT_TAG_PREFIX, BackupSlice, SignalSlice
 from resources.lake.prostore import LakeLayout
@@ -42,7 +44,8 @@ def topic_key(topic: str) -> dg.AssetKey:
     return dg.AssetKey(["kafka", topic])
 
 
-def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_deltas_per_run: int = 1) -> list:
+def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_deltas_per_run: int = 1,
+                          maintenance: MaintenanceSettings | None = None) -> list:
     dm = datamart.name
     keys = DatamartKeys.of(dm)
     boot = datamart.bootstrap
@@ -80,8 +83,10 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
         description=f"Lands a delta (or a range of deltas) of {dm}: every selected asset, in one step.")
 
     def step(context, backup, signal, spark: SparkResource, index: DeltaIndexResource):
-        return land_delta_step(context, datamart=dm, layout=layout, keys=keys, backup=backup, signal=signal,
-                               session=spark.get_session(), index=index.get())
+        session = spark.get_session()
+        yield from land_delta_step(context, datamart=dm, layout=layout, keys=keys, backup=backup, signal=signal,
+                                   session=session, index=index.get())
+        yield from maintain_after_landing(context, session, catalog=layout.catalog, source=dm, settings=maintenance)
 
     if datamart.backup_only:  # no signal topic: no signal input
         @decorate

@@ -36,7 +36,9 @@ from platform_assets.config import StreamConfig
 from platform_assets.prostore.assets import topic_key
 from platform_assets.prostore.partitions import delta_partitions
 from platform_assets.streams import checks
+from platform_assets.maintenance_step import maintain_after_landing
 from platform_assets.streams.delta_step import StreamKeys, land_stream_step
+from resources.lake.maintenance import MaintenanceSettings
 from resources.kafka.io_managers import INPUT_TAG_PREFIX
 from resources.kafka.stream_io_manager import StreamSlice
 from resources.lake.prostore import LakeLayout
@@ -45,7 +47,8 @@ from resources.spark.resource import SparkResource
 STREAM_IO = "stream_topic_io"
 
 
-def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_per_run: int = 1) -> list:
+def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_per_run: int = 1,
+                        maintenance: MaintenanceSettings | None = None) -> list:
     src = stream.name
     keys = StreamKeys.of(src)
     topic = topic_key(stream.topic)
@@ -73,8 +76,9 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_
         pool=f"deltaport_{src}", backfill_policy=dg.BackfillPolicy.multi_run(max_deltas_per_run),
         description=f"Lands a sealed delta (or a range) of {src}: every selected asset, in one step.")
     def deltas(context: dg.AssetExecutionContext, topic: list[StreamSlice], spark: SparkResource):
-        yield from land_stream_step(context, source=src, layout=layout, keys=keys, topic=topic,
-                                    session=spark.get_session())
+        session = spark.get_session()
+        yield from land_stream_step(context, source=src, layout=layout, keys=keys, topic=topic, session=session)
+        yield from maintain_after_landing(context, session, catalog=layout.catalog, source=src, settings=maintenance)
 
     return [deltas]
 

@@ -5,9 +5,10 @@ its emulated story on the real broker, read by the sensor's own code in bounded 
 message read is accounted for, nothing crashes, every corruption that cannot be valid is
 quarantined with its coordinates, and no good message is.
 
-A kill, one of `make faults`' six: `deltaport sync` SIGKILLed between a snapshot MERGE's commit
-and its delta tag, in a range run; the next sync lands every delta equal to the truth, nothing
-twice, every delta readable by its tag (before the fix, the interrupted delta had no tag).
+Two kills of `make faults`' eight: `deltaport sync` SIGKILLed between a snapshot MERGE's commit
+and its delta tag, in a range run (before the fix, the interrupted delta had no tag), and while
+table maintenance compacts a snapshot table after the range; the next sync lands every delta
+equal to the truth, nothing twice, every delta readable by its tag.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ def test_corruptions_are_quarantined_and_the_good_messages_kept(kafka_bootstrap,
     assert row.survived
 
 
-def test_a_sync_killed_between_a_commit_and_its_tag_converges_on_the_next(spark_remote, kafka_bootstrap, tmp_path):
-    case = "kill-snapshot-commit-before-tag"
+@pytest.mark.parametrize("case", ["kill-snapshot-commit-before-tag", "kill-inside-compaction"])
+def test_a_killed_sync_converges_on_the_next(spark_remote, kafka_bootstrap, tmp_path, case):
     row = run_kill_case(kafka_bootstrap, spark_remote, publish_story(kafka_bootstrap, seed=5, deltas=2), case,
                         KILLS[case], tmp_path)
     assert row.killed and row.recovered, row.problems

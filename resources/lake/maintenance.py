@@ -1,0 +1,142 @@
+"""Table maintenance: what keeps a table's read cost and its files bounded as the lake ages.
+
+What flows through: one source's Iceberg tables. Out come, per table, the files and bytes
+before and after, what was done, and the seconds it took (`TableMaintenance`). Three actions:
+
+- **Compact.** Snapshot tables take merge-on-read MERGEs: each adds a position-delete file and a
+  small data file, and every reader merges all of them. The table's delete files are counted
+  from its `files` metadata table. Once the count reaches `delete_files_threshold`,
+  `rewrite_data_files` rewrites the data files that carry deletes (`delete-file-threshold` 1)
+  and bin-packs small files; `rewrite_position_delete_files` then drops the delete files left
+  dangling.
+- **Expire.** On increment and meta tables, which are read by `delta_num` and never by time
+  travel, snapshots older than `expire_after_seconds` expire, keeping the current one. This frees
+  the files that re-runs and compactions replaced, and keeps each metadata file small.
+  On snapshot tables, the same age applies but `delta_<N>` tags keep their snapshots (Iceberg
+  never expires a referenced snapshot). Only untagged commits go, such as compaction
+  intermediates, so every as-of read stays exact.
+- **Orphans.** `remove_orphan_files` runs only when asked (`orphans=True`): it lists every file
+  under the table's location, which costs O(table files). It only removes files older than
+  `orphan_age_seconds`, 3 days by default, far beyond any write in flight.
+
+Guarantees:
+- Each action is one Iceberg commit or none. A process killed in the middle leaves the table as
+  it was, or compacted; the files such a kill leaves behind are orphans for the next
+  orphan pass.
+- Compaction changes files, never rows. The current state and every tagged state read the same
+  before and after (`tests/integration/test_maintenance.py`).
+- Maintenance must not race a writer of the same table. The caller runs it under the source's
+  one-run-at-a-time rule (inside the source's own delta run).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass, field
+
+from resources.failpoints import failpoint
+from resources.lake.prostore import LakeLayout
+from resources.lake.stream_keys import snapshot_tables
+from resources.spark.iceberg import _quote, _sql_str, table_exists
+
+
+@dataclass(frozen=True)
+class MaintenanceSettings:
+    every_deltas: int = 50  # a run whose deltas cross a multiple of this maintains its source
+    delete_files_threshold: int = 20  # compact a snapshot table holding at least this many delete files
+    expire_after_seconds: float = 3600.0
+    orphans: bool = False
+    orphan_age_seconds: float = 3 * 24 * 3600.0
+
+
+@dataclass
+class TableMaintenance:
+    ident: str
+    kind: str  # "snapshot" | "increment" | "meta"
+    data_files: tuple[int, int] = (0, 0)  # before, after
+    delete_files: tuple[int, int] = (0, 0)
+    bytes: tuple[int, int] = (0, 0)
+    done: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def text(self) -> str:
+        what = ", ".join(self.done) or "nothing due"
+        return (f"{self.ident}: {what}; data files {self.data_files[0]} -> {self.data_files[1]}, delete files "
+                f"{self.delete_files[0]} -> {self.delete_files[1]}, {self.bytes[0]} -> {self.bytes[1]} bytes "
+                f"({self.seconds:.1f} s)")
+
+
+def file_stats(spark, ident: str) -> tuple[int, int, int]:
+    """(data files, delete files, bytes) of the table's current snapshot, from its `files` table."""
+    rows = spark.sql(f"SELECT content, count(*) AS n, sum(file_size_in_bytes) AS b FROM {_quote(ident)}.`files` "
+                     "GROUP BY content").collect()
+    data = sum(int(r["n"]) for r in rows if r["content"] == 0)
+    deletes = sum(int(r["n"]) for r in rows if r["content"] != 0)
+    return data, deletes, sum(int(r["b"] or 0) for r in rows)
+
+
+def _call(spark, ident: str, procedure: str, args: str):
+    _quote(ident)  # checks the identifier's parts
+    catalog, rest = ident.split(".", 1)
+    return spark.sql(f"CALL `{catalog}`.system.{procedure}(table => {_sql_str(rest)}{args})").collect()
+
+
+def _timestamp(seconds_ago: float) -> str:
+    when = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=seconds_ago)
+    return f"TIMESTAMP {_sql_str(when.strftime('%Y-%m-%d %H:%M:%S.%f'))}"
+
+
+def maintain_table(spark, ident: str, kind: str, settings: MaintenanceSettings) -> TableMaintenance | None:
+    """Maintain one table (None when it does not exist). See the module docstring."""
+    if not table_exists(spark, ident):
+        return None
+    started = time.monotonic()
+    spark.catalog.refreshTable(ident)
+    data0, deletes0, bytes0 = file_stats(spark, ident)
+    out = TableMaintenance(ident, kind)
+    if kind == "snapshot" and deletes0 >= settings.delete_files_threshold:
+        failpoint("maintenance.compact")
+        _call(spark, ident, "rewrite_data_files", ", options => map('delete-file-threshold', '1')")
+        # The delete files of the rewritten data files now point at no live file, but stay
+        # listed (and opened by readers) until rewritten away: measured on Iceberg 1.11, the
+        # option remove-dangling-deletes of rewrite_data_files removed none of them.
+        _call(spark, ident, "rewrite_position_delete_files", ", options => map('rewrite-all', 'true')")
+        out.done.append("compacted")
+    # Both times are the session's (UTC) clock; retain_last keeps the current snapshot whatever its age.
+    expired = _call(spark, ident, "expire_snapshots",
+                    f", older_than => {_timestamp(settings.expire_after_seconds)}, retain_last => 1")
+    removed = sum(int(v or 0) for r in expired for k, v in r.asDict().items() if k.startswith("deleted_"))
+    if removed:
+        out.done.append(f"expired ({removed} files deleted)")
+    if settings.orphans:
+        orphans = _call(spark, ident, "remove_orphan_files", f", older_than => {_timestamp(settings.orphan_age_seconds)}")
+        if orphans:
+            out.done.append(f"{len(orphans)} orphan files removed")
+    spark.catalog.refreshTable(ident)
+    data1, deletes1, bytes1 = file_stats(spark, ident)
+    out.data_files, out.delete_files, out.bytes = (data0, data1), (deletes0, deletes1), (bytes0, bytes1)
+    out.seconds = time.monotonic() - started
+    return out
+
+
+def due(deltas, every: int) -> bool:
+    """Whether a run of `deltas` crosses a multiple of `every` (delta 0 never does)."""
+    return every > 0 and any(n > 0 and n % every == 0 for n in deltas)
+
+
+# A source's namespaces and what their tables are (LakeLayout; `_marts`: platform_assets/build_on.py).
+_NAMESPACES = (("", "snapshot"), ("_increment", "increment"), ("_meta", "meta"), ("_marts", "meta"))
+
+
+def maintain_source(spark, catalog: str, source: str, settings: MaintenanceSettings) -> list[TableMaintenance]:
+    """Maintain every table of `source`, one after the other; what was found and done per table."""
+    layout, out = LakeLayout(catalog), []
+    for suffix, kind in _NAMESPACES:
+        namespace = f"{source}{suffix}"
+        for table in snapshot_tables(spark, layout, namespace):  # SHOW TABLES IN <catalog>.<namespace>
+            done = maintain_table(spark, f"{catalog}.{namespace}.{table}", kind, settings)
+            if done is not None:
+                out.append(done)
+                failpoint("maintenance.table_done")
+    return out
