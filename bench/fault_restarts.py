@@ -30,7 +30,7 @@ from bench.fault_kills import KillRow, KillStory, case_folder, compare_with_trut
 
 def _kill_spark_server(folder: Path) -> None:
     server = json.loads((folder / "state" / "spark.json").read_text())
-    os.killpg(server["pid"], signal.SIGKILL)
+    os.killpg(os.getpgid(server["pid"]), signal.SIGKILL)  # the JVM, its keeper and its Python workers
 
 
 # case -> (the failpoint where the sync pauses, the part broken then: the Spark server or the broker)

@@ -1,6 +1,7 @@
 """Faults in figures (issue 11): kills at chosen points of a run (bench/fault_kills.py: `sync`
 SIGKILLed, the next one converges, compared with the truth), the Spark server or the broker
-broken under a run (bench/fault_restarts.py), PostgreSQL (the state store and the Dagster instance)
+broken under a run (bench/fault_restarts.py), `sync` killed while it starts the embedded Spark
+server (bench/fault_spark_start.py: no server left unrecorded), PostgreSQL (the state store and the Dagster instance)
 restarted under a run and a tick (bench/fault_postgres.py), a run worker and the daemon killed under the Dagster
 daemon (bench/fault_daemon.py), a soak of 500 deltas through the daemon with faults sprinkled in and
 memory sampled (bench/fault_soak.py), Kafka over SASL_SSL with ACLs: right, wrong and
@@ -29,7 +30,8 @@ What is checked, per format (a row of the report):
   that could not would fail its whole delta at the increment, and every later delta would wait.
 
     python bench/faults.py [--corruptions 1000] [--seed 7] [--formats backup,signal,qlik,...] [--kills CASE,...]
-        [--restarts CASE,...] [--postgres CASE,...] [--daemon CASE,...] [--security CASE,...] [--soak 250]
+        [--restarts CASE,...] [--spark-start CASE,...] [--postgres CASE,...] [--daemon CASE,...]
+        [--security CASE,...] [--soak 250]
         [--soak-pace 1]
 
 Report: a table on stdout and bench-results/faults.json (case, injected, survived, rows lost,
@@ -57,6 +59,7 @@ from bench.fault_postgres import POSTGRES_CASES, run_postgres_case  # noqa: E402
 from bench.fault_daemon import DAEMON_CASES, run_daemon_case  # noqa: E402
 from bench.fault_security import SECURITY, print_security_row, run_security_cases  # noqa: E402
 from bench.fault_soak import print_soak_row, run_soak  # noqa: E402
+from bench.fault_spark_start import SPARK_START_CASES, run_spark_start_case  # noqa: E402
 
 FORMATS = ("backup", "signal", "qlik", "dataworks", "datastream")
 OVERSIZED = 300_000  # bytes: well over any real message of the stories, under the broker's 1 MiB
@@ -317,6 +320,9 @@ def main(argv=None) -> int:
     ap.add_argument("--soak-pace", type=float, default=1.0, help="seconds between two DELTA_CLOSEs of the soak")
     ap.add_argument("--security", default=",".join(SECURITY),
                     help="SASL_SSL/ACL cases to run (bench/fault_security.py); '' for none")
+    ap.add_argument("--spark-start", default=",".join(SPARK_START_CASES),
+                    help="sync killed while it starts the embedded Spark server (bench/fault_spark_start.py); "
+                         "'' for none")
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "faults.json"))
     args = ap.parse_args(argv)
     from bench.engine import bench_engine
@@ -363,6 +369,11 @@ def main(argv=None) -> int:
                         print_security_row(row)
         for case in restarts:  # each on an embedded server of its own, as `make demo` runs
             row = run_restart_case(bootstrap, story, case, Path(work) / "restarts", seed=args.seed)
+            rows.append(row)
+            print_row(row)
+        for case in [k for k in args.spark_start.split(",") if k]:  # each on an embedded server of its own
+            story = story or publish_story(bootstrap, args.seed)
+            row = run_spark_start_case(bootstrap, story, case, Path(work) / "spark-start")
             rows.append(row)
             print_row(row)
         for fmt in [f for f in args.formats.split(",") if f]:

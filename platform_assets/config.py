@@ -47,6 +47,9 @@ class SparkConfig:
     remote: str | None = None  # sc://host:port of a Spark Connect server; None: $SPARK_REMOTE, else embedded
     master: str = "local[2]"  # the embedded server's master
     conf: dict = field(default_factory=dict)  # the embedded server's settings
+    # The embedded server stops itself after this long with no client connected (0: never), so a
+    # cron `sync` does not leave a JVM of 1-2 GB behind; the next run starts it again (6-9 s).
+    idle_timeout_minutes: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -167,8 +170,10 @@ class PlatformConfig:
 
 
 _LAKE_TYPES = ("hadoop", "rest", "jdbc", "hive")
-# 0 means "no lateness" / "seal at once" / "the snapshot ends at source delta 0"
-_ZERO_ALLOWED = ("lateness_seconds", "idle_seconds", "last_delta", "expire_after_seconds", "orphan_age_seconds")
+# 0 means "no lateness" / "seal at once" / "the snapshot ends at source delta 0" / "never idle" /
+# "expire anything older than now"
+_ZERO_ALLOWED = ("lateness_seconds", "idle_seconds", "last_delta", "idle_timeout_minutes", "expire_after_seconds",
+                 "orphan_age_seconds")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")  # a source names Iceberg namespaces and Dagster assets
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 

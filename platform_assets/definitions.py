@@ -77,7 +77,8 @@ def resources_for(cfg: PlatformConfig) -> dict:
                           catalog_name=engine.catalog.name, catalog_type=engine.catalog.type,
                           warehouse=engine.catalog.warehouse, catalog_uri=engine.catalog.uri,
                           catalog_properties=dict(engine.catalog.properties),
-                          catalog_secret_properties=dict(engine.catalog.secret_properties), spark_conf=dict(engine.conf))
+                          catalog_secret_properties=dict(engine.catalog.secret_properties),
+                          spark_conf=dict(engine.conf), idle_timeout_minutes=engine.idle_timeout_minutes)
     return {"kafka": kafka, "index": index, "ledger": ledger, "spark": spark,
             BACKUP_IO: BackupTopicIOManager(kafka=kafka, index=index), SIGNAL_IO: SignalTopicIOManager(index=index),
             STREAM_IO: StreamTopicIOManager(kafka=kafka, ledger=ledger)}

@@ -18,4 +18,5 @@ def engine_for(cfg: PlatformConfig) -> EngineSettings:
                             secret_properties={k: v["env"] for k, v in props.items() if isinstance(v, dict)})
     return EngineSettings(remote=cfg.spark.remote, master=cfg.spark.master,
                           state_dir=str(cfg.resolve_path(cfg.state_dir)), catalog=catalog,
-                          conf={k: str(v) for k, v in cfg.spark.conf.items()})
+                          conf={k: str(v) for k, v in cfg.spark.conf.items()},
+                          idle_timeout_minutes=cfg.spark.idle_timeout_minutes)

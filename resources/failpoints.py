@@ -44,6 +44,10 @@ POINTS = {
     "snapshot.table_done": "after a snapshot table reached a delta (commit and tag); the delta's other "
                            "tables go side by side, so they may be before, inside or after their MERGE",
     "snapshot.delta_done": "after every table reached a delta of a range, before the next delta",
+    "spark.keeper_spawned": "after a starter spawned the embedded Spark server's keeper, before it recorded it and "
+                            "handed it the launch",
+    "spark.server_launched": "after the embedded Spark server's JVM was launched by a starter (`deltaport sync`, "
+                             "`deltaport spark start`, a run), before the server answers",
     "cdc.applied": "after a change-stream snapshot table reached the run's delta (one commit for a range); "
                    "the run's other tables go side by side",
     "maintenance.compact": "when a snapshot table's compaction is sent to Spark (use ~MS to die while it runs)",

@@ -15,6 +15,8 @@ What this module guarantees:
 * `listens(pid, port)` reads ``/proc``: True only for a socket in LISTEN state on `port` held
   by process `pid`; None where ``/proc`` cannot tell (not Linux). `serves(pid, port)` is the
   check a starter waits on: `listens`, or where it cannot tell, that the port answers.
+* `clients(port)` counts the connections a server on `port` holds open (how the embedded Spark
+  server's keeper tells that nobody uses it), also from ``/proc``; None where it cannot tell.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import random
 import socket
 from pathlib import Path
 
-__all__ = ["answers", "free_port", "listens", "serves"]
+__all__ = ["answers", "clients", "free_port", "listens", "serves"]
 
 _FALLBACK_EPHEMERAL_LOW = 32768  # Linux's default low end
 _LOWEST = 10000  # below this: well-known services and what users configure by hand
@@ -55,7 +57,8 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def _listening_inodes(port: int) -> set[str]:
+def _sockets(port: int, state: str) -> set[str]:
+    """Inodes of the TCP sockets whose local end is `port`, in `state` (0A: LISTEN, 01: ESTABLISHED)."""
     inodes: set[str] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -64,10 +67,17 @@ def _listening_inodes(port: int) -> set[str]:
             continue
         for line in lines:
             fields = line.split()
-            # local_address is HEXIP:HEXPORT; state 0A is LISTEN
-            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+            # local_address is HEXIP:HEXPORT
+            if len(fields) > 9 and fields[3] == state and int(fields[1].rsplit(":", 1)[1], 16) == port:
                 inodes.add(fields[9])
     return inodes
+
+
+def clients(port: int) -> int | None:
+    """How many established connections a server on local `port` has (None: no ``/proc``)."""
+    if not Path("/proc/net/tcp").exists():
+        return None
+    return len(_sockets(port, "01"))
 
 
 def listens(pid: int, port: int) -> bool | None:
@@ -75,7 +85,7 @@ def listens(pid: int, port: int) -> bool | None:
     this system has no ``/proc`` to tell."""
     if not Path("/proc/net/tcp").exists():
         return None
-    inodes = _listening_inodes(port)
+    inodes = _sockets(port, "0A")
     if not inodes:
         return False
     try:

@@ -34,6 +34,7 @@ class EngineSettings:
     state_dir: str = ".deltaport"
     catalog: CatalogConfig = field(default_factory=CatalogConfig)
     conf: Mapping[str, str] = field(default_factory=dict)
+    idle_timeout_minutes: float = 60.0  # the embedded server stops itself after this long unused; 0: never
 
     def remote_url(self) -> str | None:
         """The configured remote engine, or None for the embedded server."""
@@ -42,7 +43,7 @@ class EngineSettings:
     def local_server(self) -> LocalSparkServer:
         """The embedded server of this deployment (whether running or not)."""
         return LocalSparkServer(self.state_dir, embedded_server_conf(
-            master=self.master, catalog=self.catalog, conf=self.conf))
+            master=self.master, catalog=self.catalog, conf=self.conf), idle_timeout=self.idle_timeout_minutes * 60)
 
     def session(self) -> SparkSession:
         """A session on the engine (the embedded server started first if it is not running; a

@@ -75,6 +75,12 @@ class SparkResource(dg.ConfigurableResource):
         "defaults. spark.jars and spark.sql.extensions given here are added to Iceberg's.",
     )
 
+    idle_timeout_minutes: float = Field(
+        default=60.0, ge=0,
+        description="The embedded server (when this resource starts it) stops itself after this many minutes "
+        "with no client connected; 0: never. The next session starts it again.",
+    )
+
     def catalog_config(self) -> CatalogConfig:
         return CatalogConfig(
             name=self.catalog_name,
@@ -87,7 +93,8 @@ class SparkResource(dg.ConfigurableResource):
 
     def engine(self) -> EngineSettings:
         return EngineSettings(remote=self.remote, master=self.master, state_dir=self.state_dir,
-                              catalog=self.catalog_config(), conf=dict(self.spark_conf))
+                              catalog=self.catalog_config(), conf=dict(self.spark_conf),
+                              idle_timeout_minutes=self.idle_timeout_minutes)
 
     def remote_url(self) -> str | None:
         """The configured remote engine (`remote`, else $SPARK_REMOTE, read now), or None for

@@ -37,6 +37,7 @@ def test_the_shipped_config_loads_with_paths_relative_to_the_file(tmp_path):
     ({"datamarts": [DM], "sensor": {"interval_seconds": "often"}}, "sensor.interval_seconds"),
     ({"datamarts": [DM], "spark": {"conf": ["a"]}}, "spark.conf"),
     ({"datamarts": [DM], "spark": {"remote": "localhost:15002"}}, "spark.remote"),
+    ({"datamarts": [DM], "spark": {"idle_timeout_minutes": -1}}, "spark.idle_timeout_minutes"),
     ({"datamarts": [DM], "colour": "blue"}, "colour"),
 ])
 def test_a_wrong_config_names_the_key(raw, key):
@@ -84,3 +85,12 @@ def test_secrets_come_from_the_environment_when_used(monkeypatch):
     monkeypatch.delenv("KAFKA_PASSWORD")
     with pytest.raises(ConfigError, match="KAFKA_PASSWORD"):
         resolve_secret({"env": "KAFKA_PASSWORD"})
+
+
+def test_the_embedded_servers_idle_timeout_defaults_to_an_hour_and_0_is_never():
+    from platform_assets.engine import engine_for
+
+    assert engine_for(parse_config({"datamarts": [DM]})).local_server().idle_timeout == 3600
+    never = parse_config({"datamarts": [DM], "spark": {"idle_timeout_minutes": 0}})
+    assert engine_for(never).local_server().idle_timeout == 0
+    assert parse_config({"datamarts": [DM], "spark": {"idle_timeout_minutes": 2.5}}).spark.idle_timeout_minutes == 2.5

@@ -11,37 +11,13 @@ fast; the real server's life cycle is in tests/integration/test_spark_server.py.
 from __future__ import annotations
 
 import socket
-import stat
-import sys
-from pathlib import Path
 
 import pytest
 
 from resources import net
 from resources.spark import server as server_module
 from resources.spark.server import LocalSparkServer, SparkServerError
-
-STAND_IN = """\
-import socket, sys, time
-port = int([a.split("=", 1)[1] for a in sys.argv if a.startswith("spark.connect.grpc.binding.port=")][0])
-if "{mode}" == "deaf":  # alive, never binds: only someone else can answer at the port
-    time.sleep(600)
-s = socket.socket()
-try:
-    s.bind(("127.0.0.1", port))
-except OSError:
-    print(f"java.net.BindException: Failed to bind to address /127.0.0.1:{{port}}", flush=True)
-    sys.exit(255)
-s.listen()
-time.sleep(600)
-"""
-
-
-def _stand_in(tmp_path: Path, mode: str) -> Path:
-    script = tmp_path / f"spark-submit-{mode}"
-    script.write_text(f"#!{sys.executable}\n" + STAND_IN.format(mode=mode))
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return script
+from tests.support.spark_stand_in import stand_in
 
 
 @pytest.fixture
@@ -77,7 +53,7 @@ def _server(tmp_path, monkeypatch, ports, mode: str, start_timeout: float) -> Lo
     is the stand-in in `mode`."""
     picks = iter(ports)
     monkeypatch.setattr(server_module, "free_port", lambda: next(picks, ports[-1]))
-    monkeypatch.setattr(server_module, "spark_submit", lambda: _stand_in(tmp_path, mode))
+    monkeypatch.setattr(server_module, "spark_submit", lambda: stand_in(tmp_path, mode))
     return LocalSparkServer(tmp_path / "state", {"spark.master": "local[1]"}, start_timeout=start_timeout)
 
 
