@@ -385,6 +385,15 @@ def stream_lineage(config: Path) -> dict[str, set[str]]:
     return out
 
 
+def user_lineage(config: Path) -> dict[str, set[str]]:
+    """The config's own assets (`code:`, @delta_asset): each below its source's snapshot."""
+    from platform_assets.build_on import load_user_code
+    from platform_assets.config import load_config
+
+    assets, _ = load_user_code(load_config(config))
+    return {a.key().to_user_string(): {f"{a.source}/snapshot"} for a in assets}
+
+
 def _datamart_topics(config: Path, datamart: str) -> tuple[str, str]:
     from platform_assets.config import load_config
 
@@ -516,11 +525,13 @@ def run_ui_check(*, dagster_home: str | os.PathLike, workspace: str | os.PathLik
     ws = Webserver(workspace=workspace, dagster_home=dagster_home, config=config, log=out / "webserver.log", port=port)
     try:
         location = ws.wait_ready(startup_timeout)
-        lineage = check_lineage(ws, datamart, signal_topic, backup_topic, stream_lineage(config))
+        users = user_lineage(config)  # the demo's marketing/sales_by_store: topic -> delta -> snapshot -> mart
+        lineage = check_lineage(ws, datamart, signal_topic, backup_topic, {**stream_lineage(config), **users})
         keys, materialized = check_partitions(ws, datamart, expected_partitions)
         dismiss_community_dialog(ws)
         base = ws.base_url
-        group_assets = [name for name in ("signal_events", "changelog", "increment", "snapshot")]
+        group_assets = ["signal_events", "changelog", "increment", "snapshot",
+                        *(k.split("/", 1)[1] for k in users if k.startswith(f"{datamart}/"))]
         last = (expected_partitions or keys)[-1]
         pages = [
             Page("lineage", f"{base}/asset-groups", str(out / "lineage.png"), str(out / "lineage.html"),
