@@ -101,6 +101,13 @@ class SchemaMismatchError(DecodeError):
     kind = "schema_mismatch"
 
 
+class MissingKeyColumnError(SchemaMismatchError):
+    """A table-data value's writer schema lacks a primary-key column of the table: its rows
+    cannot be keyed (each would have a NULL key), so they can never be applied to a snapshot."""
+
+    kind = "missing_key_column"
+
+
 class DdlParseError(DeltaportError):
     """A changelog DDL statement could not be parsed."""
 
