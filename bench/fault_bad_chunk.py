@@ -9,6 +9,9 @@ run (`max_deltas_per_run` 10, as the kill cases):
   input: the first sync lands deltas 0-1, quarantines the chunk (kind, topic, partition, offset),
   says that delta 2 waits and why, and exits 0 (before: the range run failed with
   `KeyViolationError ... NULL keys` and no delta landed, on every later sync).
+- `null-key-values-in-range`: the chunk has `sale_id`, NULL in every row: its schema fits, only
+  the snapshot's key check can tell. The range run fails; `sync` cuts it and lands the deltas
+  before the bad one; delta 2 fails alone, named, and the sync exits 1.
 Then a good re-export of delta 2 (a new incrementId) is published and a second sync lands deltas
 2-4. Checked: the first sync's exit and words, and the deltas that then read as the emulator's
 truth (0-1, and not the bad one); the second sync lands every delta equal to the truth, each
@@ -33,6 +36,7 @@ TRUTH_FIGURES = ("rows_lost", "rows_duplicated", "increment_rows_extra", "increm
                  "deltas_applied_twice", "untagged_deltas")
 BAD_CHUNK_CASES: dict[str, str] = {
     "chunk-without-key-column": f"the only {TABLE} chunk of delta {BAD_DELTA}: writer schema without {KEY_COLUMN}",
+    "null-key-values-in-range": f"the only {TABLE} chunk of delta {BAD_DELTA}: {KEY_COLUMN} NULL in every row",
 }
 
 
