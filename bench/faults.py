@@ -5,8 +5,9 @@ server (bench/fault_spark_start.py: no server left unrecorded), PostgreSQL (the 
 restarted under a run and a tick (bench/fault_postgres.py), a run worker and the daemon killed under the Dagster
 daemon (bench/fault_daemon.py), a soak of 500 deltas through the daemon with faults sprinkled in and
 memory sampled (bench/fault_soak.py), Kafka over SASL_SSL with ACLs: right, wrong and
-denied credentials, the password never written anywhere (bench/fault_security.py), and bad input at
-scale through the real broker (below).
+denied credentials, the password never written anywhere (bench/fault_security.py), a bad chunk
+inside a backlog that must not stop the good deltas before it (bench/fault_bad_chunk.py), and bad
+input at scale through the real broker (below).
 
 For each of the five wire formats (Prostore backup increments: Avro containers; Prostore signal
 events: JSON; Qlik Replicate, DataWorks, Datastream: JSON) an emulated story's messages go to a
@@ -31,8 +32,7 @@ What is checked, per format (a row of the report):
 
     python bench/faults.py [--corruptions 1000] [--seed 7] [--formats backup,signal,qlik,...] [--kills CASE,...]
         [--restarts CASE,...] [--spark-start CASE,...] [--postgres CASE,...] [--daemon CASE,...]
-        [--security CASE,...] [--soak 250]
-        [--soak-pace 1]
+        [--security CASE,...] [--soak 250] [--soak-pace 1] [--bad-chunks CASE,...]
 
 Report: a table on stdout and bench-results/faults.json (case, injected, survived, rows lost,
 messages quarantined, good messages quarantined, seconds). `make faults` runs it.
@@ -60,6 +60,7 @@ from bench.fault_daemon import DAEMON_CASES, run_daemon_case  # noqa: E402
 from bench.fault_security import SECURITY, print_security_row, run_security_cases  # noqa: E402
 from bench.fault_soak import print_soak_row, run_soak  # noqa: E402
 from bench.fault_spark_start import SPARK_START_CASES, run_spark_start_case  # noqa: E402
+from bench.fault_bad_chunk import BAD_CHUNK_CASES, print_bad_chunk_row, run_bad_chunk_case  # noqa: E402
 
 FORMATS = ("backup", "signal", "qlik", "dataworks", "datastream")
 OVERSIZED = 300_000  # bytes: well over any real message of the stories, under the broker's 1 MiB
@@ -323,6 +324,9 @@ def main(argv=None) -> int:
     ap.add_argument("--spark-start", default=",".join(SPARK_START_CASES),
                     help="sync killed while it starts the embedded Spark server (bench/fault_spark_start.py); "
                          "'' for none")
+    ap.add_argument("--bad-chunks", default=",".join(BAD_CHUNK_CASES),
+                    help="a bad chunk inside a backlog, through `deltaport sync` (bench/fault_bad_chunk.py); "
+                         "'' for none")
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "faults.json"))
     args = ap.parse_args(argv)
     from bench.engine import bench_engine
@@ -336,8 +340,13 @@ def main(argv=None) -> int:
         postgres = [k for k in args.postgres.split(",") if k]
         story = publish_story(bootstrap, args.seed) if kills or restarts or daemon or postgres else None
         security = [k for k in args.security.split(",") if k]
-        if kills or security or daemon or args.soak or postgres:
+        bad_chunks = [k for k in args.bad_chunks.split(",") if k]
+        if kills or security or daemon or args.soak or postgres or bad_chunks:
             with bench_engine(Path(work) / "engine") as engine:
+                for case in bad_chunks:
+                    row = run_bad_chunk_case(bootstrap, engine.url, case, Path(work) / "bad-chunks", seed=args.seed)
+                    rows.append(row)
+                    print_bad_chunk_row(row)
                 for case in kills:
                     row = run_kill_case(bootstrap, engine.url, story, case, KILLS[case], Path(work) / "kills")
                     rows.append(row)

@@ -5,7 +5,10 @@ sensor: the same code the daemon runs), add the new partitions, and execute each
 in order, in process, on the Dagster instance of DAGSTER_HOME (runs, materializations and
 checks show in the UI afterwards): one delta, or a range of up to `sensor.max_deltas_per_run`
 when a backlog is due. Repeats while the sensor has work (reading is bounded per tick). A
-failed run stops its source: later deltas would fail to advance the snapshot anyway. The
+range run that fails on bad input (`resources.errors.BadInputError`: the same deltas would fail
+the same way again) is cut in halves, again and again, so the deltas before the bad one land
+and it fails alone, named. A failed run stops its source (later deltas would fail to advance
+the snapshot anyway); the cursor is kept at the failed run's first delta. The
 sensors' cursors are kept in the state store (`resources.state.cursors`), beside the index, so a
 `sync` on another host goes on from them; one `sync` at a time works on a source (another one,
 on any host sharing the store, reports the source busy and leaves it).
@@ -21,9 +24,9 @@ import dagster as dg
 
 from platform_assets.config import PlatformConfig
 from platform_assets.definitions import build_definitions
-from platform_assets.prostore.sensors import request_deltas, runs_in_flight
+from platform_assets.prostore.sensors import range_request, request_deltas, runs_in_flight
 from platform_assets.run_launcher import run_process_alive
-from resources.errors import DeltaportError
+from resources.errors import BadInputError, DeltaportError
 from resources.state.cursors import SyncCursors
 from resources.state.store import state_store
 
@@ -47,6 +50,8 @@ class DeltaOutcome:
     rows: dict[str, int] = field(default_factory=dict)  # increment rows per table
     snapshot_rows: dict[str, int] = field(default_factory=dict)
     error: str | None = None
+    bad_input: bool = False  # failed on bad input (resources.errors.BadInputError)
+    cut: bool = False  # a failed range run that went again in parts (their outcomes follow)
 
 
 @dataclass
@@ -57,7 +62,7 @@ class SyncResult:
 
     @property
     def ok(self) -> bool:
-        return not self.failed and all(o.success for o in self.outcomes)
+        return not self.failed and all(o.success or o.cut for o in self.outcomes)
 
     def landed(self) -> list[tuple[str, int]]:
         """(source, delta) of every delta landed, in order."""
@@ -138,20 +143,24 @@ def _sync_source(instance: dg.DagsterInstance, defs: dg.Definitions, name: str,
             instance.report_runless_asset_event(event)
         if result.skip_reason:
             out.waiting[name] = result.skip_reason.skip_message
-        for req in result.run_requests:
-            tags = {**req.tags, SYNC_RUN_TAG: req.run_key, SYNC_HOST_TAG: socket.gethostname()}
-            run = job.execute_in_process(partition_key=req.partition_key, instance=instance, tags=tags,
-                                         raise_on_error=False, run_config=QUIET)
-            outcome = DeltaOutcome(name, request_deltas(req), run.success,
-                                   _rows(run, dg.AssetKey([name, "increment"])),
-                                   _rows(run, dg.AssetKey([name, "snapshot"])))
-            if not run.success:
-                failure = next((e for e in run.all_events if e.is_step_failure), None)
-                outcome.error = step_error(failure) if failure else "run failed"
+        queue = list(result.run_requests)
+        while queue:
+            outcome = _execute(instance, job, name, queue.pop(0))
+            if not outcome.success and outcome.bad_input and len(outcome.deltas) > 1:
+                # One bad delta must not hold the good ones before it: the range goes again in
+                # two halves, and so on, until the deltas before the bad one have landed and it
+                # fails alone (a few runs: twice log2 of the range's length at most).
+                outcome.cut = True
+                half = outcome.deltas[(len(outcome.deltas) - 1) // 2]
+                queue[:0] = [range_request(name, outcome.deltas[0], half),
+                             range_request(name, half + 1, outcome.deltas[-1])]
             out.outcomes.append(outcome)
             echo(render(outcome))
-            if not run.success:
-                return  # the cursor stays before the failed delta: the next sync retries it
+            if outcome.success or outcome.cut:
+                continue
+            if result.cursor is not None:  # what landed stays landed; the next sync starts at the failed delta
+                cursors.put(name, json.dumps({**json.loads(result.cursor), "next": outcome.deltas[0]}))
+            return
         if result.cursor is not None:  # None: unchanged, as the daemon reads it (e.g. a tick that failed)
             cursor = result.cursor
             cursors.put(name, cursor)
@@ -159,6 +168,36 @@ def _sync_source(instance: dg.DagsterInstance, defs: dg.Definitions, name: str,
         idle = 0 if result.run_requests or unread else idle + 1
         if idle >= 2:  # two ticks with nothing to run and nothing left unread
             break
+
+
+def _execute(instance: dg.DagsterInstance, job, source: str, req: dg.RunRequest) -> DeltaOutcome:
+    """Run one request in process; its outcome, with the step's error if it failed."""
+    tags = {**req.tags, SYNC_RUN_TAG: req.run_key, SYNC_HOST_TAG: socket.gethostname()}
+    run = job.execute_in_process(partition_key=req.partition_key, instance=instance, tags=tags,
+                                 raise_on_error=False, run_config=QUIET)
+    outcome = DeltaOutcome(source, request_deltas(req), run.success, _rows(run, dg.AssetKey([source, "increment"])),
+                           _rows(run, dg.AssetKey([source, "snapshot"])))
+    if not run.success:
+        failure = next((e for e in run.all_events if e.is_step_failure), None)
+        outcome.error = step_error(failure) if failure else "run failed"
+        outcome.bad_input = failure is not None and bad_input(failure)
+    return outcome
+
+
+def bad_input(failure) -> bool:
+    """Whether a failed step failed on bad input (a `BadInputError` anywhere in its chain of
+    causes): the same deltas fail the same way again, unlike an engine or a broker gone."""
+    names, todo = set(), [BadInputError]
+    while todo:  # every subclass, by the name Dagster keeps of an error's class
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo += cls.__subclasses__()
+    err = failure.event_specific_data.error
+    while err is not None:
+        if err.cls_name in names:
+            return True
+        err = err.cause
+    return False
 
 
 def step_error(failure) -> str:
@@ -175,6 +214,8 @@ def step_error(failure) -> str:
 
 def render(o: DeltaOutcome) -> str:
     which = f"delta {o.deltas[0]}" if len(o.deltas) == 1 else f"deltas {o.deltas[0]}-{o.deltas[-1]}"
+    if o.cut:
+        return f"{o.datamart} {which}: FAILED: {o.error}; cut in two, to land the deltas before the bad one"
     if not o.success:
         return f"{o.datamart} {which}: FAILED: {o.error}"
     tables = sorted(set(o.rows) | set(o.snapshot_rows))

@@ -31,7 +31,13 @@ class Location:
         return f"topic {self.topic!r} partition {self.partition} offset {self.offset}"
 
 
-class DecodeError(DeltaportError):
+class BadInputError(DeltaportError):
+    """The input itself is wrong, not the platform nor the engine: reading the same messages
+    again fails the same way. A range run of deltas that fails with one is cut by `sync`, so
+    the deltas before the bad one still land (platform_assets/sync.py)."""
+
+
+class DecodeError(BadInputError):
     """A message (or part of one) could not be decoded; `kind` is a stable short code
     used to count and quarantine bad messages by cause."""
 
@@ -101,7 +107,14 @@ class SchemaMismatchError(DecodeError):
     kind = "schema_mismatch"
 
 
-class DdlParseError(DeltaportError):
+class MissingKeyColumnError(SchemaMismatchError):
+    """A table-data value's writer schema lacks a primary-key column of the table: its rows
+    cannot be keyed (each would have a NULL key), so they can never be applied to a snapshot."""
+
+    kind = "missing_key_column"
+
+
+class DdlParseError(BadInputError):
     """A changelog DDL statement could not be parsed."""
 
     def __init__(self, reason: str, query: str):

@@ -7,8 +7,12 @@ gets its dynamic partition; the due deltas go in runs of at most `max_deltas_per
 consecutive ones (`run_key "<datamart>:<N>"`, or `"<datamart>:<first>-<last>"` for a range run);
 the first delta whose backup is missing or incomplete stops the walk, so a range never crosses
 a lagging delta, snapshots always advance in order, and the tick's skip reason and log say
-which delta waits and why. A backup-only datamart (no signal topic) walks the deltas its backup
-topic holds instead of the closed ones: a number missing from the topic holds the ones after
+which delta waits and why. A complete delta's chunks are first checked against its own
+changelog (resources/prostore/chunk_check.py): a chunk that cannot land (a writer schema that
+does not fit the DDL, or lacks a key column) is quarantined, a hole, so its delta waits, named
+with the chunk's topic, partition, offset and reason, and the deltas before it are due.
+A backup-only datamart (no signal topic) walks the deltas its backup topic holds instead of
+the closed ones: a number missing from the topic holds the ones after
 it, visibly, as a lagging backup does (the seed lets "all new deltas" exports leave gaps that
 are never filled; landing past one would skip its changes in every snapshot after it).
 A source with a `bootstrap` also reads its snapshot topic: once that is read through and holds
@@ -39,6 +43,7 @@ from resources.prostore.resource import DeltaIndexResource
 from resources.prostore.ingest import BACKUP, SIGNAL, ingest_topic
 from resources.kafka.fetch import fetch_values
 from resources.kafka.resource import KafkaResource
+from resources.prostore.chunk_check import checked_report
 from resources.prostore.snapshot_bootstrap import Bootstrap, check_against_live, plan_bootstrap
 
 SNAPSHOT = "snapshot"  # the role of a bootstrap's snapshot topic in a tick's ingestion stats
@@ -118,11 +123,12 @@ def evaluate(datamart: DatamartConfig, index, kafka: KafkaResource, cursor: dict
         else:
             topic, number = datamart.backup_topic, n
             state = "is in the backup topic" if datamart.backup_only else "is closed"
-        report = index.delta_report(topic, datamart.name, number)
+        report = checked_report(index, topic, datamart.name, number)
         if report is None or not report.complete:
             why = f"no message in {topic} yet" if report is None else "; ".join(
                 f"export {i.increment_id}: {', '.join(i.reasons)}" for i in report.increments)
             waiting = f"delta {n} of {datamart.name} {state}, its backup is not complete: {why}"
+            waiting += refused(index, topic, datamart.name, number)
             break
         due.append(n)
         nxt = n + 1
@@ -131,6 +137,16 @@ def evaluate(datamart: DatamartConfig, index, kafka: KafkaResource, cursor: dict
     if waiting and log:
         log.info(waiting)
     return due, waiting, _unread({"next": nxt, **keep}, stats), stats
+
+
+def refused(index, topic: str, datamart: str, delta_num: int, shown: int = 3) -> str:
+    """What a waiting delta's reason adds for its chunks quarantined after they were indexed
+    (refused by their changelog: resources/prostore/chunk_check.py), where and why."""
+    chunks = index.quarantined_chunks(topic, datamart, delta_num)
+    said = [f"{c['kind']} at topic {topic!r} partition {c['partition']} offset {c['offset']}: {c['reason']}"
+            for c in chunks[:shown]]
+    more = f"; and {len(chunks) - shown} more" if len(chunks) > shown else ""
+    return f"; quarantined: {'; '.join(said)}{more}" if chunks else ""
 
 
 def _check_live(datamart: DatamartConfig, index, kafka: KafkaResource, boot: Bootstrap, log) -> None:

@@ -154,12 +154,25 @@ def container_record_count(data: bytes) -> int:
     """Records in a container file, from its header and block headers only (no decoding):
     a cheap structural check for an indexer. Truncation anywhere but exactly between two
     blocks, a wrong sync marker or a garbled header raise BadContainerFileError."""
+    return container_outline(data)[0]
+
+
+def container_outline(data: bytes) -> tuple[int, bytes]:
+    """`container_record_count` and the writer schema's JSON as the header holds it (not parsed):
+    what an indexer keeps to check the value against the DDL later (`check_row_schema`)."""
     header = _read_header(data)
     try:
         total, _ = _walk_blocks(data, header)
     except _Fallback as exc:
         raise BadContainerFileError(f"container file is damaged: {exc.reason}") from None
-    return total
+    return total, header.meta["avro.schema"]
+
+
+def check_row_schema(schema_json: bytes, columns: Sequence[Column]) -> None:
+    """What reading a value with this writer schema as the DDL's `columns` would refuse before
+    any row: an invalid Avro schema (BadContainerFileError) or one that does not fit the DDL
+    (SchemaMismatchError). The decoders' own check, cached per (schema, DDL)."""
+    _plan(schema_json, tuple(columns))
 
 
 # ---------------------------------------------------------------- header

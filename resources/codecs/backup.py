@@ -51,6 +51,7 @@ from resources.errors import (
     BadAvroKeyError,
     BadContainerFileError,
     DeltaportError,
+    MissingKeyColumnError,
     SchemaMismatchError,
 )
 
@@ -465,6 +466,7 @@ def check_writer_schema(schema: Mapping[str, Any], columns: Sequence[Column]) ->
 
     A DDL column absent from the writer schema is allowed (schema evolution: a message written
     before the column was added, or by a writer that omits it); its values are simply absent.
+    A primary-key column is not: `check_key_columns` says so.
     """
     if not isinstance(schema, Mapping) or schema.get("type") != "record":
         raise SchemaMismatchError(f"writer schema is not a record: {_describe(schema)[:200]}")
@@ -491,6 +493,20 @@ def check_writer_schema(schema: Mapping[str, Any], columns: Sequence[Column]) ->
             )
     if not has_sys_op:
         raise SchemaMismatchError("writer schema has no sys_op field")
+
+
+def check_key_columns(schema: Mapping[str, Any], primary_key: Sequence[str]) -> None:
+    """Raise MissingKeyColumnError unless every primary-key column is a field of the row writer
+    schema. `check_writer_schema` lets a DDL column be absent (it reads NULL); a key column may
+    not: every row of such a value would have a NULL key, which no snapshot can apply."""
+    fields = {f.get("name") for f in schema.get("fields", []) if isinstance(f, Mapping)} \
+        if isinstance(schema, Mapping) else set()
+    missing = [k for k in primary_key if k not in fields]
+    if missing:
+        raise MissingKeyColumnError(
+            f"writer schema lacks primary key column(s) {', '.join(map(repr, missing))} "
+            f"(key: {', '.join(primary_key)}): its rows cannot be keyed"
+        )
 
 
 def iter_rows(data: bytes, columns: Sequence[Column] | None = None) -> Iterator[dict]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from resources.prostore.chunk_check import checked_report
 from resources.prostore.completeness import DeltaReport
 from resources.prostore.delta_index import MessageRef
 from resources.prostore.resource import DeltaIndexResource
@@ -130,7 +131,11 @@ class BackupTopicIOManager(dg.ConfigurableIOManager):
 
     def _slice(self, topic: str, datamart: str, delta: int, *, as_delta: int | None = None,
                state: bool = False) -> BackupSlice:
-        report, refs = self.index.get().chosen_messages(topic, datamart, delta)
+        index = self.index.get()
+        # As the sensor does before a delta is due: a chunk its changelog refuses is quarantined, a
+        # hole (a run launched by hand, a backfill, reads no chunk the sensor would have refused).
+        checked_report(index, topic, datamart, delta)
+        report, refs = index.chosen_messages(topic, datamart, delta)
         if report is None:
             raise dg.Failure(description=f"no backup of datamart {datamart!r} delta {delta} in topic {topic!r} "
                                          "(has the sensor indexed it?)",

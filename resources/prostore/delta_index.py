@@ -4,8 +4,10 @@ What flows in: decoded keys of backup messages and decoded signal events, with t
 coordinates, one batch per call, together with the offsets the batch reaches. What flows out:
 per (datamart, delta) the state of the delta in the signal topic (open, cancelled, closed), the
 completeness of its backup increments, the exact offsets of the chosen increment's messages
-(so reading a delta costs O(delta), not O(topic)), the delta's signal events, and the
-quarantine of bad messages.
+(so reading a delta costs O(delta), not O(topic)), the delta's signal events, the
+quarantine of bad messages, and what each backup value holds besides its rows (a writer schema,
+a changelog's DDL records: stored once per distinct content), against which a delta's chunks are
+checked before it is due (resources/prostore/chunk_check.py; a chunk quarantined then is a hole).
 
 Guarantees:
 - A batch and the offsets it reaches commit in one transaction: after a crash the index
@@ -23,6 +25,7 @@ message twice.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -58,10 +61,28 @@ CREATE TABLE IF NOT EXISTS quarantine (
   topic TEXT NOT NULL, partition INTEGER NOT NULL, "offset" INTEGER NOT NULL, part TEXT,
   kind TEXT NOT NULL, reason TEXT NOT NULL, PRIMARY KEY (topic, partition, "offset"));
 """
+# Version 2: what each backup value holds besides its rows, kept once per distinct content: a
+# data message's writer schema, a changelog message's DDL records (`value_schemas`, by hash), so a
+# delta's chunks can be checked against its changelog before it is due (prostore/chunk_check.py).
+# Messages indexed before it have no schema_hash and are not checked.
+_SCHEMAS = """
+ALTER TABLE backup_messages ADD COLUMN schema_hash TEXT;
+CREATE TABLE IF NOT EXISTS value_schemas (hash TEXT PRIMARY KEY, body TEXT NOT NULL);
+"""
 # Version i+1 of the tables is _MIGRATIONS[i] applied to version i (never edit a shipped one).
-_MIGRATIONS = (_SCHEMA,)
+_MIGRATIONS = (_SCHEMA, _SCHEMAS)
 
 OPEN, CLOSED, CANCELLED = "open", "closed", "cancelled"
+
+
+def schema_hash(body: str) -> str:
+    """The key of a stored schema: the same content, one row, whatever message carries it."""
+    return hashlib.blake2b(body.encode(), digest_size=16).hexdigest()
+
+
+def changelog_body(records: Iterable) -> str:
+    """A changelog value's records (`backup.ChangelogRecord`) as stored in `value_schemas`."""
+    return json.dumps([[r.change_num, r.entity_name, r.change_query] for r in records], ensure_ascii=False)
 
 
 @dataclass(frozen=True)
@@ -71,6 +92,8 @@ class BackupEntry:
     timestamp_ms: int
     key: BackupKey
     value_bytes: int
+    # A data value's writer schema (JSON), a changelog value's records (`changelog_body`).
+    schema: str | None = None
 
 
 @dataclass(frozen=True)
@@ -122,13 +145,21 @@ class DeltaIndex(StoreTables):
         """Add one batch read from `topic` and move its progress, atomically."""
         b_added = s_added = s_dups = q = 0
         with self._transaction() as db:
+            stored: set[str] = set()
             for e in backup:
                 k = e.key
+                digest = None if e.schema is None else schema_hash(e.schema)
+                if digest is not None and digest not in stored:
+                    db.execute("INSERT INTO value_schemas VALUES (?, ?) ON CONFLICT DO NOTHING", (digest, e.schema))
+                    stored.add(digest)
                 cur = db.execute(
-                    'INSERT INTO backup_messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING',
+                    'INSERT INTO backup_messages (topic, partition, "offset", timestamp_ms, datamart, delta_num, '
+                    "increment_id, message_type, table_name, stream_number, stream_total, chunk_number, "
+                    "is_last_chunk, delta_date, value_bytes, schema_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+                    "ON CONFLICT DO NOTHING",
                     (topic, e.partition, e.offset, e.timestamp_ms, k.datamart, k.delta_num, k.increment_id,
                      k.message_type, k.table_name, k.stream_number, k.stream_total, k.chunk_number,
-                     int(k.is_last_chunk), k.delta_date, e.value_bytes))
+                     int(k.is_last_chunk), k.delta_date, e.value_bytes, digest))
                 b_added += cur.rowcount
             for e in signal:
                 added = self._add_signal(db, topic, e)
@@ -230,11 +261,15 @@ class DeltaIndex(StoreTables):
             return out
 
     def _keys(self, topic: str, datamart: str, delta_num: int):
+        # A message quarantined after it was indexed (a chunk its changelog refuses) is a hole,
+        # as a corrupt copy is: it counts for nothing and is never read.
         with self._connect() as db:
             rows = db.execute(
                 'SELECT partition, "offset", timestamp_ms, increment_id, message_type, table_name, stream_number, '
-                "stream_total, chunk_number, is_last_chunk, delta_date, value_bytes FROM backup_messages "
-                'WHERE topic = ? AND datamart = ? AND delta_num = ? ORDER BY partition, "offset"',
+                "stream_total, chunk_number, is_last_chunk, delta_date, value_bytes FROM backup_messages b "
+                "WHERE topic = ? AND datamart = ? AND delta_num = ? AND NOT EXISTS (SELECT 1 FROM quarantine q "
+                'WHERE q.topic = b.topic AND q.partition = b.partition AND q."offset" = b."offset") '
+                'ORDER BY partition, "offset"',
                 (topic, datamart, delta_num)).fetchall()
         for p, o, ts, inc, mt, table, sn, st, cn, last, date, size in rows:
             yield BackupKey(inc, mt, datamart, delta_num, date, table, sn, st, cn, bool(last)), p, o, ts, size
@@ -253,6 +288,38 @@ class DeltaIndex(StoreTables):
             seen.add(ident)
             refs.append(MessageRef(p, o, key.table_name, key.message_type, key.stream_number, key.chunk_number, size))
         return report, refs
+
+    def increment_schemas(self, topic: str, datamart: str, delta_num: int,
+                          increment_id: str) -> list[tuple[int, int, int, str | None, str | None]]:
+        """(partition, offset, message type, table, schema hash) of every message of one export
+        run of a delta that is not quarantined, duplicates included, in topic order."""
+        with self._connect() as db:
+            return db.execute(
+                'SELECT partition, "offset", message_type, table_name, schema_hash FROM backup_messages b '
+                "WHERE topic = ? AND datamart = ? AND delta_num = ? AND increment_id = ? AND NOT EXISTS "
+                '(SELECT 1 FROM quarantine q WHERE q.topic = b.topic AND q.partition = b.partition AND '
+                'q."offset" = b."offset") ORDER BY partition, "offset"',
+                (topic, datamart, delta_num, increment_id)).fetchall()
+
+    def schema_bodies(self, hashes: Iterable[str]) -> dict[str, str]:
+        """{hash: body} of the stored schemas (`BackupEntry.schema`) with these hashes."""
+        wanted = sorted(set(hashes))
+        if not wanted:
+            return {}
+        with self._connect() as db:
+            rows = db.execute(f"SELECT hash, body FROM value_schemas WHERE hash IN ({','.join('?' * len(wanted))})",
+                              wanted).fetchall()
+        return dict(rows)
+
+    def quarantined_chunks(self, topic: str, datamart: str, delta_num: int) -> list[dict]:
+        """The delta's messages quarantined after they were indexed (a chunk its changelog refuses)."""
+        with self._connect() as db:
+            rows = db.execute(
+                'SELECT q.partition, q."offset", q.kind, q.reason, b.increment_id FROM quarantine q JOIN '
+                'backup_messages b ON b.topic = q.topic AND b.partition = q.partition AND b."offset" = q."offset" '
+                'WHERE b.topic = ? AND b.datamart = ? AND b.delta_num = ? ORDER BY q.partition, q."offset"',
+                (topic, datamart, delta_num)).fetchall()
+        return [dict(zip(("partition", "offset", "kind", "reason", "increment_id"), r)) for r in rows]
 
     def signal_events(self, datamart: str, delta_num: int) -> list[dict]:
         """The delta's events in arrival order (all attempts), as stored."""

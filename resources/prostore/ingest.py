@@ -3,8 +3,8 @@
 Flow: from the index's committed progress (per partition; the low watermark for a partition
 never read, or when retention removed what was next) up to at most `max_messages` new messages,
 decode each message's key (backup: the Avro key, plus a structural check of the value's
-container file; signal: key and value), and write them to the `DeltaIndex` in batches, each
-batch atomically with the offsets it reaches.
+container file, whose writer schema or changelog records are kept; signal: key and value), and
+write them to the `DeltaIndex` in batches, each batch atomically with the offsets it reaches.
 
 Guarantees: bounded work per call (a sensor tick stays short); progress moves only past what
 was written; a bad message is quarantined with its kind, topic, partition and offset, counted,
@@ -18,11 +18,11 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from resources.codecs.arrow_rows import container_record_count
+from resources.codecs.arrow_rows import container_outline
 from resources.codecs.backup import MESSAGE_TYPE_CHANGELOG, decode_backup_key, iter_changelog
 from resources.codecs.signal import decode_signal
-from resources.prostore.delta_index import BackupEntry, DeltaIndex, SignalEntry
-from resources.errors import BadMessage, DecodeError, DeltaportError, Location
+from resources.prostore.delta_index import BackupEntry, DeltaIndex, SignalEntry, changelog_body
+from resources.errors import BadContainerFileError, BadMessage, DecodeError, DeltaportError, Location
 from resources.failpoints import failpoint
 from resources.kafka.scan import RawMessage, scan, topic_ranges
 
@@ -128,13 +128,22 @@ def _backup_entry(msg: RawMessage) -> BackupEntry:
         raise
     try:
         if key.message_type == MESSAGE_TYPE_CHANGELOG:
-            sum(1 for _ in iter_changelog(msg.value or b""))  # small, and the DDL must be readable
+            schema = changelog_body(iter_changelog(msg.value or b""))  # small, and the DDL must be readable
         else:
-            container_record_count(msg.value or b"")
+            schema = _text(container_outline(msg.value or b"")[1])
     except DecodeError as err:
         err.part = "value"
         raise
-    return BackupEntry(msg.partition, msg.offset, msg.timestamp_ms, key, len(msg.value or b""))
+    # What the value holds besides rows is kept, so its delta's chunks are checked against the
+    # delta's own changelog before the delta is due (resources/prostore/chunk_check.py).
+    return BackupEntry(msg.partition, msg.offset, msg.timestamp_ms, key, len(msg.value or b""), schema)
+
+
+def _text(schema: bytes) -> str:
+    try:
+        return schema.decode("utf-8")
+    except UnicodeDecodeError as exc:  # no reader could parse it (Avro schemas are JSON text)
+        raise BadContainerFileError(f"unreadable row container header: writer schema is not UTF-8 ({exc})") from None
 
 
 def _signal_entry(msg: RawMessage) -> SignalEntry:

@@ -11,9 +11,14 @@ Decisions:
   backup message (Avro). One topic may hold both only by mistake, but the report still works.
 - A backup message counts towards completeness only if its value is a readable container file:
   a chunk whose only copy is corrupt is a hole, not a chunk.
-- Writer schemas are checked against the DDL of the same increment's changelog once the scan is
-  over (the changelog may come after the data); a mismatch is reported at the first offset
-  where that schema was seen.
+- Each data message's writer schema is checked against the DDL of the same increment's
+  changelog, as `sync` checks it before a delta is due (resources/prostore/chunk_check.py): one
+  that does not fit the table's columns, or lacks a primary-key column, is a bad message at its
+  own offset and, like a corrupt copy, a hole, not a chunk. The changelog may come after the
+  data: a message waits for it (its key kept, not its value); one whose increment has no
+  changelog is counted unchecked (the increment is incomplete anyway). Data of a table the
+  changelog does not have is reported too, and still counted (`sync` reads only the
+  changelog's tables).
 """
 
 from __future__ import annotations
@@ -28,13 +33,14 @@ from resources.codecs.backup import (
     decode_backup_key,
     iter_changelog,
     iter_rows,
+    check_key_columns,
     check_writer_schema,
     writer_schema,
 )
 from resources.codecs.ddl import replay_changelog
 from resources.codecs.signal import DeltaCancel, DeltaClose, DeltaOpen, UnknownEvent, WriteCancel, WriteOk, decode_signal
 from resources.prostore.completeness import IncrementLedger, TopicReport
-from resources.errors import DecodeError, Location, SchemaMismatchError
+from resources.errors import DdlParseError, DecodeError, Location, SchemaMismatchError
 from resources.kafka.scan import RawMessage
 
 
@@ -111,8 +117,12 @@ class TopicInspector:
         self.errors: list[DecodeError] = []
         # increment_id -> its changelog records (all copies are the same changelog)
         self.changelogs: dict[str, list] = {}
-        # (increment_id, table) -> {schema json: first location}, checked against the DDL at the end
-        self.schemas: dict[tuple[str, str], dict[str, Location]] = {}
+        # increment_id -> data messages seen before its changelog: (key, where, ts, schema, rows)
+        self.pending: dict[str, list[tuple]] = {}
+        # (increment_id, table, schema json) -> (why it cannot land, whether that makes a hole)
+        self.verdicts: dict[tuple[str, str, str], tuple[DecodeError | None, bool]] = {}
+        self.entities: dict[str, dict | None] = {}  # increment_id -> its changelog replayed
+        self.texts: dict[str, str] = {}
         self.rows: dict[tuple[str, int, str, str], int] = Counter()  # (dm, delta, incr, table)
 
     def quarantine(self, err: DecodeError) -> None:
@@ -160,47 +170,76 @@ class TopicInspector:
             key = decode_backup_key(msg.key or b"")
         except DecodeError as err:
             raise err.located(where, "key")
-        if self.check_values:
-            try:
-                rows = self._check_value(key, msg.value or b"", where)
-            except DecodeError as err:
-                raise err.located(where, "value")
-        if not self.ledger.add(key, msg.partition, msg.offset, msg.timestamp_ms):
+        if not self.check_values:
+            self._count(key, msg.partition, msg.offset, msg.timestamp_ms, 0)
+            return
+        try:
+            rows, schema = self._check_value(key, msg.value or b"")
+        except DecodeError as err:
+            raise err.located(where, "value")
+        if key.message_type == MESSAGE_TYPE_CHANGELOG:
+            self._count(key, msg.partition, msg.offset, msg.timestamp_ms, rows)
+            for waiting in self.pending.pop(key.increment_id, []):  # its data seen before it
+                self._admit(*waiting)
+        elif key.increment_id not in self.changelogs:
+            self.pending.setdefault(key.increment_id, []).append((key, where, msg.timestamp_ms, schema, rows))
+        else:
+            self._admit(key, where, msg.timestamp_ms, schema, rows)
+
+    def _count(self, key: BackupKey, partition: int, offset: int, timestamp_ms: int, rows: int) -> None:
+        if not self.ledger.add(key, partition, offset, timestamp_ms):
             self.duplicates["backup"] += 1
         elif self.check_values and key.table_name is not None:
             self.rows[(key.datamart, key.delta_num, key.increment_id, key.table_name)] += rows
 
-    def _check_value(self, key: BackupKey, value: bytes, where: Location) -> int:
-        """Read the container file through; returns its record count."""
+    def _check_value(self, key: BackupKey, value: bytes) -> tuple[int, str | None]:
+        """Read the container file through; returns its record count and, for data, its writer
+        schema (JSON)."""
         if key.message_type == MESSAGE_TYPE_CHANGELOG:
             records = list(iter_changelog(value))
             self.changelogs.setdefault(key.increment_id, records)
-            return len(records)
+            return len(records), None
         schema = writer_schema(value)
         count = sum(1 for _ in iter_rows(value))
         text = json.dumps(schema, sort_keys=True)
-        self.schemas.setdefault((key.increment_id, key.table_name or ""), {}).setdefault(text, where)
-        return count
+        return count, self.texts.setdefault(text, text)  # one copy of each schema, however many chunks
 
-    def _check_schemas(self) -> None:
-        for (increment_id, table), schemas in self.schemas.items():
-            records = self.changelogs.get(increment_id)
-            if records is None:
-                continue  # no changelog: the increment is reported incomplete already
-            entities = replay_changelog(records)
-            entity = entities.get(table)
-            for text, where in schemas.items():
-                if entity is None:
-                    err = SchemaMismatchError(f"table {table!r} is not in the changelog of increment {increment_id}")
-                    self.quarantine(err.located(where, "value"))
-                    continue
+    def _admit(self, key: BackupKey, where: Location, timestamp_ms: int, schema: str, rows: int) -> None:
+        """Count a data message, unless its changelog refuses its schema (then it is a hole)."""
+        err, hole = self._verdict(key.increment_id, key.table_name or "", schema)
+        if err is not None:
+            self.quarantine(type(err)(err.reason).located(where, "value"))
+            if hole:
+                return
+        self._count(key, where.partition, where.offset, timestamp_ms, rows)
+
+    def _verdict(self, increment_id: str, table: str, schema: str) -> tuple[DecodeError | None, bool]:
+        ident = (increment_id, table, schema)
+        if ident not in self.verdicts:
+            if increment_id not in self.entities:
                 try:
-                    check_writer_schema(json.loads(text), entity.columns)
-                except SchemaMismatchError as err:
-                    self.quarantine(err.located(where, "value"))
+                    self.entities[increment_id] = replay_changelog(self.changelogs[increment_id])
+                except DdlParseError:
+                    self.entities[increment_id] = None  # not checkable: the run refuses the changelog itself
+            entities = self.entities[increment_id]
+            verdict: tuple[DecodeError | None, bool] = (None, False)
+            if entities is not None and table not in entities:
+                verdict = (SchemaMismatchError(f"table {table!r} is not in the changelog of increment "
+                                               f"{increment_id}"), False)
+            elif entities is not None:
+                try:
+                    check_writer_schema(json.loads(schema), entities[table].columns)
+                    check_key_columns(json.loads(schema), entities[table].primary_key)
+                except SchemaMismatchError as exc:
+                    verdict = (exc, True)
+            self.verdicts[ident] = verdict
+        return self.verdicts[ident]
 
     def report(self) -> InspectReport:
-        self._check_schemas()
+        for waiting in [w for ws in self.pending.values() for w in ws]:
+            key, where, timestamp_ms, _, rows = waiting  # no changelog: counted unchecked
+            self._count(key, where.partition, where.offset, timestamp_ms, rows)
+        self.pending.clear()
         backup = self.ledger.report()
         chosen = {(dm, n): d.chosen for dm, r in backup.datamarts.items() for n, d in r.deltas.items()}
         rows = {(dm, n, table): count for (dm, n, inc, table), count in self.rows.items() if chosen.get((dm, n)) == inc}

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING, Literal
 
-from resources.errors import DeltaportError
+from resources.errors import BadInputError, DeltaportError
 from resources.failpoints import failpoint
 from resources.spark.session import local_checkpoint
 
@@ -136,7 +136,7 @@ class DeltaNotFoundError(IcebergTableError):
     """No ``delta_<N>`` tag on the table."""
 
 
-class KeyViolationError(IcebergTableError):
+class KeyViolationError(IcebergTableError, BadInputError):
     """Changes with a NULL key, or two different changes of one key in one delta."""
 
 

@@ -13,7 +13,10 @@ from platform_assets.definitions import build_definitions
 from platform_assets.prostore.partitions import delta_partitions
 from platform_assets.prostore.sensors import (RANGE_END_TAG, RANGE_START_TAG, datamart_tags, delta_runs, range_request,
                                               ranges, request_deltas)
-from resources.spark.iceberg import _ranges_text
+from platform_assets.sync import bad_input
+from resources.errors import DeltaportError, MissingKeyColumnError
+from resources.spark.iceberg import KeyViolationError, _ranges_text
+from resources.spark.kafka_reader import KafkaReadError
 
 
 @pytest.mark.parametrize("due, cap, want", [
@@ -84,3 +87,36 @@ def test_due_deltas_wait_while_a_run_of_their_source_is_in_flight_then_go_in_ran
         free = _sensor_answer(instance, [3, 4, 5, 6, 7, 8, 9])  # closed meanwhile: one range
         assert [r.run_key for r in free.run_requests] == ["sales:3-7", "sales:8-9"]
         assert json.loads(free.cursor) == {"next": 10}
+
+
+def _step_failure(make_error):
+    """The step-failure event of a real (in-process) run whose one step raises `make_error()`."""
+    @dg.op
+    def step():
+        raise make_error()
+
+    @dg.job
+    def one_step():
+        step()
+
+    run = one_step.execute_in_process(raise_on_error=False)
+    return next(e for e in run.all_events if e.is_step_failure)
+
+
+def _wrapped(cause):
+    """As a delta step fails: deltaport's error under a dg.Failure naming the asset and deltas."""
+    def make():
+        try:
+            raise cause
+        except DeltaportError as exc:
+            raise dg.Failure(description=f"sales/snapshot[0-4]: {exc}") from exc
+    return make
+
+
+def test_a_failed_range_is_cut_only_when_it_failed_on_bad_input():
+
+    assert bad_input(_step_failure(_wrapped(KeyViolationError("lake.sales.t: delta 2 has NULL keys"))))
+    assert bad_input(_step_failure(_wrapped(MissingKeyColumnError("writer schema lacks 'id'"))))
+    # The same deltas would land once the broker or the engine is back: no cut.
+    assert not bad_input(_step_failure(_wrapped(KafkaReadError("a Kafka read task failed"))))
+    assert not bad_input(_step_failure(lambda: RuntimeError("the Spark Connect server went away")))
