@@ -57,7 +57,8 @@ dev: jars
 # e.g. make bench BENCH_ARGS="--deltas 8 --rows 100000"), then the change streams (Qlik,
 # DataWorks, Datastream; STREAM_BENCH_ARGS="--size 1000"), then a datamart through Dagster (sync
 # -> run -> assets; seconds and Iceberg commits per delta; DAGSTER_BENCH_ARGS="--rows 20000"), then
-# each change stream through Dagster the same way (DAGSTER_STREAM_BENCH_ARGS="--rows 20000").
+# each change stream through Dagster the same way (DAGSTER_STREAM_BENCH_ARGS="--rows 20000"), then
+# what table maintenance buys an aged table (MAINTENANCE_BENCH_ARGS="--deltas 500").
 # Results: bench-results/*.json.
 bench: jars
 	$(PY) bench/avro_decode.py
@@ -65,6 +66,7 @@ bench: jars
 	$(PY) bench/stream_bench.py $(STREAM_BENCH_ARGS)
 	$(PY) bench/dagster_bench.py $(DAGSTER_BENCH_ARGS)
 	$(PY) bench/dagster_stream_bench.py $(DAGSTER_STREAM_BENCH_ARGS)
+	$(PY) bench/maintenance_bench.py $(MAINTENANCE_BENCH_ARGS)
 
 # The fault suite at full size (issue 11; its quick cases are in `make test`): `sync` killed at six
 # points of a range run, then recovered and compared with the truth; the embedded Spark server

@@ -5,7 +5,10 @@ before and after, what was done, and the seconds it took (`TableMaintenance`). T
 
 - **Compact.** Snapshot tables take merge-on-read MERGEs: each adds a position-delete file and a
   small data file, and every reader merges all of them. The table's delete files are counted
-  from its `files` metadata table. Once the count reaches `delete_files_threshold`,
+  from its `files` metadata table, and so are its data files: every MERGE also writes a small
+  one (bench/maintenance_bench.py: 200 one-row deltas left 204 data files but 4 delete files,
+  and a full read 4.95x a fresh copy's). Once either count reaches its threshold
+  (`delete_files_threshold`, `data_files_threshold`),
   `rewrite_data_files` rewrites the data files that carry deletes (`delete-file-threshold` 1)
   and bin-packs small files; `rewrite_position_delete_files` then drops the delete files left
   dangling.
@@ -44,7 +47,8 @@ from resources.spark.iceberg import _quote, _sql_str, table_exists
 @dataclass(frozen=True)
 class MaintenanceSettings:
     every_deltas: int = 50  # a run whose deltas cross a multiple of this maintains its source
-    delete_files_threshold: int = 20  # compact a snapshot table holding at least this many delete files
+    delete_files_threshold: int = 20  # compact a snapshot table holding at least this many delete files ...
+    data_files_threshold: int = 50  # ... or this many data files (each MERGE writes a small one)
     expire_after_seconds: float = 3600.0
     orphans: bool = False
     orphan_age_seconds: float = 3 * 24 * 3600.0
@@ -95,7 +99,8 @@ def maintain_table(spark, ident: str, kind: str, settings: MaintenanceSettings) 
     spark.catalog.refreshTable(ident)
     data0, deletes0, bytes0 = file_stats(spark, ident)
     out = TableMaintenance(ident, kind)
-    if kind == "snapshot" and deletes0 >= settings.delete_files_threshold:
+    if kind == "snapshot" and (deletes0 >= settings.delete_files_threshold
+                               or data0 >= settings.data_files_threshold):
         failpoint("maintenance.compact")
         _call(spark, ident, "rewrite_data_files", ", options => map('delete-file-threshold', '1')")
         # The delete files of the rewritten data files now point at no live file, but stay
