@@ -7,10 +7,13 @@ gets its dynamic partition; the due deltas go in runs of at most `max_deltas_per
 consecutive ones (`run_key "<datamart>:<N>"`, or `"<datamart>:<first>-<last>"` for a range run);
 the first delta whose backup is missing or incomplete stops the walk, so a range never crosses
 a lagging delta, snapshots always advance in order, and the tick's skip reason and log say
-which delta waits and why. A backup-only datamart (no signal topic) walks the deltas its backup
-topic holds instead of the closed ones: a number missing from the topic holds the ones after
-it, visibly, as a lagging backup does (the seed lets "all new deltas" exports leave gaps that
-are never filled; landing past one would skip its changes in every snapshot after it).
+which delta waits and why. The first delta is chosen once the topic naming the deltas (the
+signal topic; the backup topic of a backup-only datamart) is read through, so a number claimed
+ahead of the real ones cannot become the start. A backup-only datamart (no signal topic) walks
+the deltas its backup topic holds instead of the closed ones: a number missing from the topic
+holds the ones after it, visibly, as a lagging backup does (the seed lets "all new deltas"
+exports leave gaps that are never filled; landing past one would skip its changes in every
+snapshot after it).
 A source with a `bootstrap` also reads its snapshot topic: once that is read through and holds
 one whole snapshot (resources/prostore/snapshot_bootstrap.py), the walk starts at its base delta
 B = last_delta - depth and takes B..last_delta from the snapshot, then the live deltas; a second
@@ -86,13 +89,15 @@ def evaluate(datamart: DatamartConfig, index, kafka: KafkaResource, cursor: dict
             _check_live(datamart, index, kafka, boot, log)
         if boot.depth:
             keep["bootstrap_checked"] = True
+    # Where a source starts is chosen only once the topic that names its deltas has been read
+    # through: its first delta may sit behind this tick's reading budget, and a message ahead
+    # of it claiming delta 1000000000 must not become the start (every real delta would wait).
+    naming, role = (datamart.backup_topic, BACKUP) if datamart.backup_only else (datamart.signal_topic, SIGNAL)
+    if "next" not in cursor and stats[role].remaining and boot is None:
+        return [], (f"reading {naming} before choosing the first delta of {datamart.name}: "
+                    f"{stats[role].remaining} messages left"), _unread({}, stats), stats
     if datamart.backup_only:
-        # The deltas the backup topic holds; where a source starts is chosen only once the topic
-        # has been read through (its first delta may sit behind this tick's reading budget).
         candidates = index.backup_deltas(datamart.backup_topic, datamart.name)
-        if "next" not in cursor and stats[BACKUP].remaining and boot is None:
-            return [], (f"reading {datamart.backup_topic} before choosing the first delta of {datamart.name}: "
-                        f"{stats[BACKUP].remaining} messages left"), _unread({}, stats), stats
 
         def gap(nxt: int, n: int) -> str:
             return (f"delta {nxt} of {datamart.name} is not in {datamart.backup_topic} yet (delta {n} is): "
@@ -119,8 +124,7 @@ def evaluate(datamart: DatamartConfig, index, kafka: KafkaResource, cursor: dict
             state = "is in the backup topic" if datamart.backup_only else "is closed"
         report = index.delta_report(topic, datamart.name, number)
         if report is None or not report.complete:
-            why = f"no message in {topic} yet" if report is None else "; ".join(
-                f"export {i.increment_id}: {', '.join(i.reasons)}" for i in report.increments)
+            why = f"no message in {topic} yet" if report is None else _why_incomplete(report)
             waiting = f"delta {n} of {datamart.name} {state}, its backup is not complete: {why}"
             break
         due.append(n)
@@ -130,6 +134,14 @@ def evaluate(datamart: DatamartConfig, index, kafka: KafkaResource, cursor: dict
     if waiting and log:
         log.info(waiting)
     return due, waiting, _unread({"next": nxt, **keep}, stats), stats
+
+
+def _why_incomplete(report, shown: int = 5) -> str:
+    """Why each export of a delta is incomplete: the latest `shown` of them, the rest counted."""
+    latest = report.increments[-shown:]
+    text = "; ".join(f"export {i.increment_id}: {', '.join(i.reasons)}" for i in latest)
+    more = len(report.increments) - len(latest)
+    return text + (f"; and {more} older incomplete export(s)" if more else "")
 
 
 def _check_live(datamart: DatamartConfig, index, kafka: KafkaResource, boot: Bootstrap, log) -> None:

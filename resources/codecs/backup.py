@@ -8,7 +8,10 @@ verbatim.
 
 Guarantees:
 - `decode_backup_key` returns a `BackupKey` or raises `BadAvroKeyError` with the reason (garbage,
-  truncated, no record or several, a writer schema whose fields don't fit the key).
+  truncated, no record or several, a writer schema whose fields don't fit the key), or its
+  subclass `BadKeyNumberError` for a number no writer can send (`resources.codecs.limits`: a
+  negative or huge deltaNum, streamNumber/streamTotal/chunkNumber above their bounds, a deltaDate
+  outside the years 1..9999); numbers below 1 pass, for the completeness ledger to report.
 - `iter_changelog` / `iter_rows` stream record by record; the container header (and, given the
   DDL columns, the writer schema) is checked when they are called, before any record. A value
   that is not a readable container, or breaks mid-way, raises `BadContainerFileError`, also
@@ -47,9 +50,19 @@ from resources.codecs.types import (
     python_value,
     timestamp_to_micros,
 )
+from resources.codecs.limits import (
+    LONG_MIN,
+    MAX_CHUNK_NUMBER,
+    MAX_DELTA_NUM,
+    MAX_STREAMS,
+    MAX_TIMESTAMP_US,
+    MIN_TIMESTAMP_US,
+    outside,
+)
 from resources.errors import (
     BadAvroKeyError,
     BadContainerFileError,
+    BadKeyNumberError,
     DeltaportError,
     SchemaMismatchError,
 )
@@ -135,6 +148,14 @@ _KEY_FIELDS: tuple[tuple[str, str, frozenset[str]], ...] = (
     ("streamTotal", "stream_total", frozenset({"long", "int"})),
     ("chunkNumber", "chunk_number", frozenset({"long", "int"})),
     ("isLastChunk", "is_last_chunk", frozenset({"boolean"})),
+)
+# Avro field, BackupKey attribute, lowest and highest number a writer can send (limits.py).
+_KEY_BOUNDS: tuple[tuple[str, str, int, int], ...] = (
+    ("deltaNum", "delta_num", 0, MAX_DELTA_NUM),
+    ("deltaDate", "delta_date", MIN_TIMESTAMP_US, MAX_TIMESTAMP_US),
+    ("streamNumber", "stream_number", LONG_MIN, MAX_STREAMS),
+    ("streamTotal", "stream_total", LONG_MIN, MAX_STREAMS),
+    ("chunkNumber", "chunk_number", LONG_MIN, MAX_CHUNK_NUMBER),
 )
 
 
@@ -355,6 +376,10 @@ def _key_from_record(record: Mapping[str, Any]) -> BackupKey:
             f"messageType {values['message_type']} is neither {MESSAGE_TYPE_DATA} (table data) "
             f"nor {MESSAGE_TYPE_CHANGELOG} (changelog)"
         )
+    for avro_name, attr, low, high in _KEY_BOUNDS:
+        why = outside(values[attr], low, high, avro_name)
+        if why:
+            raise BadKeyNumberError(f"{why} (limits: resources/codecs/limits.py)")
     return BackupKey(**values)
 
 
