@@ -50,6 +50,9 @@ Decisions where the seed is terse (each pinned by a test):
   names no metadata message seen yet is an error, never a guess with another version.
 - The Kafka key is not used (Replicate's key is configurable, even absent). A null value
   (tombstone) gives no record.
+- Numbers (`resources.codecs.limits`): an INT* value beyond -2^63..2^64-1 is refused before any
+  conversion (int() of JSON's `1e99999999` would take days); `tableVersion`, ordinals, key
+  positions, `transactionEventCounter` are longs; a `changeSequence` has at most 64 digits.
 
 Errors: every bad input raises one `DecodeError` subclass below, with no location (the reader
 pins it on), and leaves the decoder's remembered structures as they were before the call.
@@ -63,12 +66,14 @@ import io
 import json
 import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any, Mapping
 
 import fastavro
 
 from resources.codecs.cdc import BEFORE_IMAGE, DELETE, UPSERT, Change, Record, TableSchema
+from resources.codecs.json_text import BEYOND_LIMITS
+from resources.codecs.limits import LONG_MAX, LONG_MIN, MAX_SEQUENCE_DIGITS
 from resources.errors import BadContainerFileError, BadJsonError, DecodeError, SchemaMismatchError
 
 SOURCE = "qlik"
@@ -221,6 +226,7 @@ def row_identity(schema: str | None, table: str, key_values: Mapping[str, Any]) 
 # ---------------------------------------------------------------------------------------------
 
 _INT_TYPES = {"INT1", "INT2", "INT4", "INT8", "UINT1", "UINT2", "UINT4", "UINT8"}
+_INT_LOW, _INT_HIGH = LONG_MIN, 2**64 - 1  # INT8's lowest, UINT8's highest
 _FLOAT_TYPES = {"REAL4", "REAL8"}
 _TEXT_TYPES = {"STRING", "WSTRING", "CLOB", "NCLOB"}
 _BINARY_TYPES = {"BYTES", "BLOB"}
@@ -265,10 +271,12 @@ def coerce(type_name: str, value: Any) -> Any:
     if base in _INT_TYPES:
         if isinstance(value, bool):
             raise TypeError("a boolean is not an integer")
+        if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+            value = int(value)  # over 4300 digits: ValueError, a bad value like any other
+        if isinstance(value, (int, float, Decimal)) and not _INT_LOW <= value <= _INT_HIGH:
+            raise ValueError(f"{str(value)[:40]} is outside {_INT_LOW}..{_INT_HIGH}")  # inf and nan too
         if isinstance(value, int):
             return value
-        if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
-            return int(value)
         if isinstance(value, (float, Decimal)) and value == int(value):
             return int(value)
         raise ValueError(f"{value!r} is not an integer")
@@ -376,13 +384,14 @@ def _render_type(type_name: str, props: Mapping[str, Any]) -> str:
 
 
 def _int(value: Any, what: str, error: type[DecodeError]) -> int:
+    """A long, as a number or decimal digits; anything else (a 5000-digit number too) is `error`."""
     if isinstance(value, bool):
         raise error(f"{what} must be an integer, got a boolean")
-    if isinstance(value, int):
+    if isinstance(value, str) and _DIGITS.fullmatch(value.strip()) and len(value.strip()) <= 19:
+        value = int(value)
+    if isinstance(value, int) and LONG_MIN <= value <= LONG_MAX:
         return value
-    if isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
-        return int(value)
-    raise error(f"{what} must be an integer, got {value!r}")
+    raise error(f"{what} must be an integer of 64 bits, got {str(value)[:40]!r}")
 
 
 def parse_metadata(body: Mapping[str, Any]) -> QlikTable:
@@ -481,7 +490,8 @@ class QlikDecoder:
         try:
             try:
                 return self._decode(bytes(value))
-            except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+            except (TypeError, ValueError, KeyError, AttributeError, IndexError, ArithmeticError,
+                    RecursionError) as exc:
                 # A field of an unexpected shape that no check names: still bad input, typed.
                 raise QlikBadEnvelopeError(f"malformed message ({type(exc).__name__}: {exc})") from None
         except BaseException:
@@ -507,8 +517,8 @@ class QlikDecoder:
             if text.startswith("\ufeff"):
                 text = text[1:]
             obj = json.loads(text, parse_float=Decimal)
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise QlikBadJsonError(f"not UTF-8 JSON: {exc}") from None
+        except (UnicodeDecodeError, *BEYOND_LIMITS) as exc:
+            raise QlikBadJsonError(f"not UTF-8 JSON: {str(exc)[:200]}") from None
         if not isinstance(obj, dict):
             raise QlikBadEnvelopeError(f"a Qlik message is a JSON object, got {type(obj).__name__}")
         if "magic" in obj:  # Replicate's JSON envelope
@@ -664,7 +674,7 @@ class QlikDecoder:
                     continue
                 try:
                     out[name] = coerce(types[name], row[name])
-                except (ValueError, TypeError, InvalidOperation) as exc:
+                except (ValueError, TypeError, ArithmeticError) as exc:  # InvalidOperation, OverflowError
                     raise QlikBadValueError(f"column {name} ({types[name]}) of {t.table}: {exc}") from None
             return out
 
@@ -686,6 +696,8 @@ class QlikDecoder:
         seq = headers.get("changeSequence")
         if seq is not None and not isinstance(seq, str):
             seq = str(seq)
+        if seq is not None and len(seq.strip()) > MAX_SEQUENCE_DIGITS and _DIGITS.fullmatch(seq.strip()):
+            raise QlikBadEnvelopeError(f"changeSequence has {len(seq.strip())} digits, more than {MAX_SEQUENCE_DIGITS}")
         counter = headers.get("transactionEventCounter")
         counter = None if counter is None else _int(counter, "transactionEventCounter", QlikBadEnvelopeError)
         row_id = row_identity(t.schema, t.table, {k: values[k] for k in t.key_columns} if t.key_columns else values)
