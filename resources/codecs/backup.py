@@ -18,6 +18,8 @@ Guarantees:
   from inside the iteration (records already yielded stay yielded: treat the whole message as
   bad). Avro containers do not count their blocks, so a file cut exactly between two blocks
   reads as a shorter valid file: completeness is the key's job (chunk numbers), not this one's.
+  A writer schema whose records or array items can take zero bytes is a bad container too
+  (`avro_counts`: their counts would be bounded by nothing).
 - With DDL columns, `iter_rows` yields canonical Python values (`types.python_value`): a
   TIMESTAMP written as a plain long (the seed's way) and one written as timestamp-micros give the
   same naive UTC datetime.
@@ -50,6 +52,7 @@ from resources.codecs.types import (
     python_value,
     timestamp_to_micros,
 )
+from resources.codecs.avro_counts import open_container
 from resources.codecs.limits import (
     LONG_MIN,
     MAX_CHUNK_NUMBER,
@@ -225,7 +228,7 @@ def _open_container(data: Any, what: str) -> Any:
             f"{what} is not an Avro Object Container File (starts with {data[:4]!r}, not {MAGIC!r})"
         )
     try:
-        reader = fastavro.reader(io.BytesIO(data))
+        reader = open_container(data)  # its counts bounded by its bytes (resources/codecs/avro_counts.py)
     except _AVRO_ERRORS as exc:
         raise BadContainerFileError(f"unreadable {what} header: {_why(exc)}") from exc
     _check_codec(reader.codec)
@@ -331,7 +334,7 @@ def decode_backup_key(data: bytes) -> BackupKey:
 
 def _key_from_container(data: bytes) -> dict:
     try:
-        reader = fastavro.reader(io.BytesIO(data))
+        reader = open_container(data)  # extra fields may be any type: their counts bounded too
     except _AVRO_ERRORS as exc:
         raise BadAvroKeyError(f"unreadable key container header: {_why(exc)}") from exc
     _check_key_schema(json.loads(reader.metadata["avro.schema"]))

@@ -96,6 +96,7 @@ from typing import Any
 import fastavro
 from fastavro.schema import SchemaParseException
 
+from resources.codecs.avro_counts import open_container
 from resources.codecs.cdc import DELETE, UPSERT, Change, Record
 from resources.codecs.json_text import BEYOND_LIMITS, beyond_limits
 from resources.codecs.limits import LONG_MAX, LONG_MIN, MAX_TIMESTAMP_US, MIN_TIMESTAMP_US, long_from_text, outside
@@ -365,7 +366,7 @@ def _record_type(t: Any) -> dict | None:
 
 def _avro_events(data: bytes) -> list[DatastreamEvent]:
     try:
-        reader = fastavro.reader(io.BytesIO(data))
+        reader = open_container(data)  # its counts bounded by its bytes (resources/codecs/avro_counts.py)
         schema = json.loads(reader.metadata["avro.schema"])
     except _AVRO_ERRORS as exc:
         raise BadContainerFileError(f"unreadable Avro container header: {type(exc).__name__}: {exc}",

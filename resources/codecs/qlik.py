@@ -71,6 +71,7 @@ from typing import Any, Mapping
 
 import fastavro
 
+from resources.codecs.avro_counts import check_counts, open_container
 from resources.codecs.cdc import BEFORE_IMAGE, DELETE, UPSERT, Change, Record, TableSchema
 from resources.codecs.json_text import BEYOND_LIMITS
 from resources.codecs.limits import LONG_MAX, LONG_MIN, MAX_SEQUENCE_DIGITS
@@ -501,7 +502,7 @@ class QlikDecoder:
     def _decode(self, value: bytes) -> list[Record]:
         if value.startswith(b"Obj\x01"):
             try:
-                records = list(fastavro.reader(io.BytesIO(value)))
+                records = list(open_container(value))  # its counts bounded by its bytes (avro_counts.py)
             except Exception as exc:  # fastavro raises many types for corrupt input
                 raise QlikBadAvroError(f"unreadable Avro container file: {exc}") from None
             out: list[Record] = []
@@ -547,7 +548,9 @@ class QlikDecoder:
             raise QlikBadEnvelopeError(f"envelope type is {kind!r}, expected 'MD' or 'DT'")
         if env["messageSchema"]:
             try:
-                writer = fastavro.parse_schema(json.loads(env["messageSchema"]))
+                embedded = json.loads(env["messageSchema"])
+                check_counts(embedded)  # UnboundedCounts, a ValueError: refused below as any bad schema
+                writer = fastavro.parse_schema(embedded)
             except Exception as exc:
                 raise QlikBadAvroError(f"embedded messageSchema is not an Avro schema: {exc}") from None
         elif schema_id and schema_id in self._schemas:
@@ -603,6 +606,7 @@ class QlikDecoder:
             self._by_id[t.schema_id] = t
             if t.data_schema is not None:
                 try:
+                    check_counts(t.data_schema)  # a schema no envelope may be read by is not kept
                     self._schemas[t.schema_id] = fastavro.parse_schema(t.data_schema)
                 except Exception:
                     pass  # only needed for binary envelopes; a JSON-only stream may carry any text here
