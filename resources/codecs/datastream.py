@@ -69,7 +69,9 @@ Order (`order_key`, comparable between any two Datastream changes; meaningful wi
 
 Numbers (`resources.codecs.limits`): timestamps must fall in the years 1..9999 (the ledger and
 the lake keep event times in microseconds in a 64-bit column); `log_position`, `scn`, `ssn` and
-the longs of `sort_keys` are 64-bit; a MySQL log file number has at most 19 digits. Anything
+the longs of `sort_keys` are 64-bit; a MySQL log file number has at most 19 digits; a payload
+integer fits 64 bits (a JSON payload is untyped: the lake lands an integer column as bigint, so
+an unsigned BIGINT above 2^63 - 1 sent as a JSON number is quarantined, not landed). Anything
 else is a `DatastreamBadEnvelopeError`, never an unbounded conversion or a crash.
 
 Errors (no location: whoever read the bytes pins it on with `located()`), `part="value"`:
@@ -321,6 +323,11 @@ def _event(obj: Any, column_types: dict[str, str]) -> DatastreamEvent:
         # landing it would fail the whole delta (every later one waits behind it).
         raise _bad(f"payload column {nested!r} is {'an object' if isinstance(payload[nested], Mapping) else 'an array'}"
                    ", expected a single value (null, boolean, number, string, or an Avro scalar)")
+    huge = next((k for k, v in payload.items() if isinstance(v, int) and not LONG_MIN <= v <= LONG_MAX), None)
+    if huge is not None:
+        # JSON integers carry no type: the lake lands them as bigint, and one beyond 64 bits would
+        # fail its delta (and hold every later one). Avro payloads type them (long, decimal).
+        raise _bad(f"payload column {huge!r} holds an integer beyond 64 bits: {_brief(payload[huge])}")
     return DatastreamEvent(
         read_method=read_method, database_type=db, family=family, uuid=_req_str(obj, "uuid"),
         source_timestamp_us=_timestamp_us(obj["source_timestamp"], "source_timestamp"),

@@ -63,8 +63,8 @@ Decisions where the docs are silent or loose:
 - `transaction_id` / `last_in_transaction` stay None: the format carries no transaction id.
 
 Numbers (`resources.codecs.limits`): `eventTime` must be a time of the years 1..9999 (the ledger
-and the lake keep it in microseconds in a 64-bit column), a `sequenceId` of digits has at most
-`MAX_SEQUENCE_DIGITS`, a LONG value is 64-bit; anything else is a bad envelope or value.
+and the lake keep it in microseconds in a 64-bit column), a `sequenceId` of digits and a LONG
+value are 64-bit; anything else is a bad envelope or value.
 
 Errors (all `DecodeError`s with part "value" and no location; the reader pins that on):
 `DataWorksBadJsonError` (not UTF-8 JSON, or beyond what json.loads reads; also a
@@ -99,7 +99,6 @@ from resources.codecs.json_text import show as _show
 from resources.codecs.limits import (
     LONG_MAX,
     LONG_MIN,
-    MAX_SEQUENCE_DIGITS,
     MAX_TIMESTAMP_US,
     MIN_TIMESTAMP_US,
     long_from_text,
@@ -398,8 +397,10 @@ def _sequence_id(payload: dict, *, required: bool) -> str | None:
         seq = str(seq)  # the docs say STRING; a non-negative number means the same
     if not isinstance(seq, str) or not seq:
         raise _envelope(f"payload.sequenceId must be a non-empty string, got {_show(seq)}")
-    if len(seq) > MAX_SEQUENCE_DIGITS and _DIGITS.fullmatch(seq):  # compared as a number: bounded
-        raise _envelope(f"payload.sequenceId has {len(seq)} digits, more than {MAX_SEQUENCE_DIGITS}")
+    if _DIGITS.fullmatch(seq) and long_from_text(seq) is None:
+        # A long, as the seed's are (epoch ms and a counter): one far beyond would make every
+        # later message look re-sent after a failover, and the sealer would never cut again.
+        raise _envelope(f"payload.sequenceId {_show(seq)} is beyond a long ({len(seq)} digits)")
     return seq
 
 

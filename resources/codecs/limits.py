@@ -16,9 +16,10 @@ skipped), any number outside what a real writer can send:
   incomplete (it never becomes complete without them);
 - timestamps (backup key `deltaDate`, change-stream event times): MIN_TIMESTAMP_US..MAX_TIMESTAMP_US,
   the years 0001..9999 that Python, Spark and Iceberg timestamps hold;
-- longs (positions, sequence numbers, counters a format declares as a long): 64-bit signed;
-  a sequence written as decimal digits (Qlik `changeSequence`, 35 digits; DataWorks
-  `sequenceId`): at most MAX_SEQUENCE_DIGITS digits;
+- longs (positions, sequence numbers, counters a format declares as a long, a DataWorks
+  `sequenceId` of digits): 64-bit signed; a Qlik `changeSequence` (35 digits, beyond a long):
+  at most MAX_SEQUENCE_DIGITS digits; a Datastream JSON payload integer: 64-bit (untyped, the
+  lake lands it as bigint);
 - JSON a codec reads: what `json.loads` refuses beyond syntax (an integer of more than 4300
   digits, nesting deeper than the recursion limit) is bad JSON (`json_text.BEYOND_LIMITS`).
 

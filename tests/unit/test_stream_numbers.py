@@ -6,7 +6,10 @@ an event time the ledger's 64-bit columns cannot store.
 Before: the cases marked CRASH raised ValueError, OverflowError or RecursionError out of the codec
 (the sealer catches DecodeError only: the tick failed, and every tick after it at the same
 message); HANG took days (int() of the Decimal that JSON's 1e99999999 parses to); STORE decoded,
-then the ledger's INSERT raised OverflowError on an event time beyond 64 bits.
+then the ledger's INSERT raised OverflowError on an event time beyond 64 bits; LAND decoded, then
+failed its delta in the lake (an integer beyond 64 bits in a column of floats or bigints); STALL
+decoded, and its sequenceId far above the real ones made every later message look re-sent after
+a failover: the sealer stayed inside a transaction and cut no delta again.
 """
 
 from __future__ import annotations
@@ -53,30 +56,31 @@ def dataworks(op="INSERT", *, event_time="1620457896000", seq='"1620457642589000
     (dataworks(event_time="-62135596800001"), DataWorksBadEnvelopeError, "eventTime -62135596800001 is outside"),
     (dataworks(event_time=DIGITS), DataWorksBadJsonError, "JSON that Python will not read: ValueError"),  # CRASH
     (DEEP.encode(), DataWorksBadJsonError, "RecursionError"),  # CRASH
-    (dataworks(seq=f'"{DIGITS}"'), DataWorksBadEnvelopeError, "sequenceId has 5000 digits, more than 64"),  # CRASH
+    (dataworks(seq=f'"{DIGITS}"'), DataWorksBadEnvelopeError, "is beyond a long (5000 digits)"),  # CRASH
+    (dataworks(seq='"100000000000000000000"'), DataWorksBadEnvelopeError, "is beyond a long (21 digits)"),  # STALL
     (dataworks(amount=f'"{DIGITS}"'), DataWorksBadValueError, "out of the signed 64-bit LONG range"),  # CRASH
     (dataworks(amount="9223372036854775808"), DataWorksBadValueError, "out of the signed 64-bit LONG range"),
-], ids=["heartbeat-1e17", "before-year-1", "5000-digits", "deep", "sequence-5000-digits", "long-text-5000-digits",
-        "long-2^63"])
+], ids=["heartbeat-1e17", "before-year-1", "5000-digits", "deep", "sequence-5000-digits", "sequence-1e20",
+        "long-text-5000-digits", "long-2^63"])
 def test_dataworks_numbers(value, error, fragment):
     assert_refused(lambda: decode_dataworks(None, value), error, fragment)
 
 
 def test_dataworks_numbers_at_the_limits_decode():
     assert decode_dataworks(None, dataworks("MHEARTBEAT", event_time=str(MAX_TIMESTAMP_US // 1000)))
-    (change,) = decode_dataworks(None, dataworks(seq='"' + "9" * 64 + '"', amount=str(LONG_MAX)))
-    assert change.values["amount"] == LONG_MAX and change.order_key[1] == int("9" * 64)
+    (change,) = decode_dataworks(None, dataworks(seq=f'"{LONG_MAX}"', amount=str(LONG_MAX)))
+    assert change.values["amount"] == LONG_MAX and change.order_key[1] == LONG_MAX
 
 
 # --- Datastream -----------------------------------------------------------------------------------
 
 def datastream(source_timestamp: object = 1709283600000, *, sort_keys=(1709283600000, "mysql-bin.000123", 4567),
-               read_timestamp: object = None, **meta) -> bytes:
+               read_timestamp: object = None, payload_amount: object = 1.5, **meta) -> bytes:
     metadata = {"log_file": "mysql-bin.000123", "log_position": 4567, "primary_keys": ["id"], "database": "shop",
                 "table": "customers", "change_type": "INSERT", **meta}
     return json.dumps({"read_method": "mysql-cdc-binlog", "uuid": "u-1", "source_timestamp": source_timestamp,
                        "read_timestamp": read_timestamp, "sort_keys": list(sort_keys), "source_metadata": metadata,
-                       "payload": {"id": 7}}).encode()
+                       "payload": {"id": 7, "amount": payload_amount}}).encode()
 
 
 @pytest.mark.parametrize("value, error, fragment", [
@@ -88,10 +92,12 @@ def datastream(source_timestamp: object = 1709283600000, *, sort_keys=(170928360
     (datastream(log_file="mysql-bin." + DIGITS), DatastreamBadEnvelopeError, "needs log_file"),  # CRASH
     (datastream(sort_keys=[2**64]), DatastreamBadEnvelopeError, "expected an array of strings and longs"),
     (datastream(read_timestamp=-(10**17)), DatastreamBadEnvelopeError, "read_timestamp -100000000000000000 is outside"),
+    (datastream(payload_amount=2**64), DatastreamBadEnvelopeError,
+     "payload column 'amount' holds an integer beyond 64 bits"),  # LAND: its delta failed in the lake
     (b'{"uuid": ' + DIGITS.encode() + b"}", BadJsonError, "JSON that Python will not read: ValueError"),  # CRASH
     (DEEP.encode(), BadJsonError, "RecursionError"),  # CRASH
 ], ids=["timestamp-1e17", "timestamp-5000-digits", "superscript-two", "position-5000-digits", "position-2^63",
-        "log-file-5000-digits", "sort-key-2^64", "read-timestamp", "5000-digits", "deep"])
+        "log-file-5000-digits", "sort-key-2^64", "read-timestamp", "payload-2^64", "5000-digits", "deep"])
 def test_datastream_numbers(value, error, fragment):
     assert_refused(lambda: decode_datastream(None, value), error, fragment)
 
