@@ -19,7 +19,7 @@ partition and offset (inspect counts them, the index holds exactly their offsets
 message is; every delta of the story is complete with its good export chosen and is due.
 That the due deltas then land equal to the truth is tests/integration/test_adversarial_numbers.py.
 
-    python bench/fault_numbers.py tick ...   (the child; see `main`)
+    python bench/fault_numbers.py tick|seal ...   (the children; see `main`)
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Capped:
     stderr: str
 
 
-def run_capped(argv: list[str], *, cap_mib: int = CAP_MIB, timeout: float = 600.0) -> Capped:
+def run_capped(argv: list[str], *, cap_mib: int = CAP_MIB, timeout: float = 300.0) -> Capped:
     """Run `argv` with this checkout first on PYTHONPATH and RLIMIT_AS set to `cap_mib`."""
     cap = cap_mib * 1024 * 1024
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -70,6 +70,9 @@ def run_capped(argv: list[str], *, cap_mib: int = CAP_MIB, timeout: float = 600.
     timer.start()
     try:
         _, status, usage = os.wait4(proc.pid, 0)  # the child's own peak RSS, not any other's
+    except BaseException:  # interrupted (a test's timeout, ^C): leave no child behind
+        proc.kill()
+        raise
     finally:
         timer.cancel()
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -104,6 +107,14 @@ class NumbersRow:
         self.survived = (not self.problems and self.peak_mib < LIMIT_MIB and self.good_quarantined == 0
                          and self.refused_quarantined == sum(self.refused.values()) == self.quarantined
                          and self.deltas_due == self.deltas)
+
+    def summary(self) -> str:
+        ins = ", ".join(f"{role} {v['peak_mib']:.0f} MiB {v['seconds']:.1f} s" for role, v in self.inspect.items())
+        ingest = self.ingest
+        return (f"{self.case:<20} messages {self.produced}, refused {self.refused}: inspect {ins}; ingest "
+                f"{ingest.get('peak_mib', 0):.0f} MiB {ingest.get('seconds', 0):.1f} s in {ingest.get('ticks')} "
+                f"ticks; quarantined {self.quarantined} (refused ones {self.refused_quarantined}, good "
+                f"{self.good_quarantined}), deltas due {self.deltas_due}/{self.deltas}, survived {self.survived}")
 
 
 def run_numbers_case(bootstrap: str, work: Path, *, seed: int = 7, total: int = 1000) -> NumbersRow:
@@ -179,14 +190,9 @@ def _good_export(story: list, delta: int) -> str | None:
     return next((m.note.split(":")[2] for m in story if m.note.startswith(f"{DM}:{delta}:")), None)
 
 
-def print_numbers_row(row: NumbersRow) -> None:
-    ins = ", ".join(f"{role} {v['peak_mib']:.0f} MiB {v['seconds']:.1f} s" for role, v in row.inspect.items())
-    ingest = row.ingest
-    head = (f"{row.case:<20} messages {row.produced}, refused {row.refused}: inspect {ins}; ingest "
-            f"{ingest.get('peak_mib', 0):.0f} MiB {ingest.get('seconds', 0):.1f} s in {ingest.get('ticks')} ticks; "
-            f"quarantined {row.quarantined} (refused ones {row.refused_quarantined}, good {row.good_quarantined}), "
-            f"deltas due {row.deltas_due}/{row.deltas}, survived {row.survived}")
-    print("\n".join([head, *(f"    {p}" for p in row.problems)]), flush=True)
+def print_numbers_row(row) -> None:
+    """A row of either numbers case (this module's or bench/fault_stream_numbers.py's), with its problems."""
+    print("\n".join([row.summary(), *(f"    {p}" for p in row.problems)]), flush=True)
 
 
 def tick(args) -> int:
@@ -211,16 +217,24 @@ def tick(args) -> int:
 
 
 def main(argv=None) -> int:
+    from bench.fault_stream_numbers import STREAM_FORMATS, seal
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     t = sub.add_parser("tick", help="the child: evaluate the sensor of one datamart until all is read")
-    t.add_argument("--bootstrap-servers", "-b", required=True)
-    t.add_argument("--state", required=True, help="the delta index's SQLite file")
     t.add_argument("--backup-topic", required=True)
     t.add_argument("--signal-topic", default=None)
-    t.add_argument("--max-messages", type=int, default=200, help="messages per topic per tick")
+    t.set_defaults(run=tick)
+    s = sub.add_parser("seal", help="the child: seal one change-stream topic until it is read")
+    s.add_argument("--topic", required=True)
+    s.add_argument("--format", required=True, choices=STREAM_FORMATS)
+    s.set_defaults(run=seal)
+    for p in (t, s):
+        p.add_argument("--bootstrap-servers", "-b", required=True)
+        p.add_argument("--state", required=True, help="the delta index's or the ledger's SQLite file")
+        p.add_argument("--max-messages", type=int, default=200, help="messages per topic per tick")
     args = ap.parse_args(argv)
-    return tick(args)
+    return args.run(args)
 
 
 if __name__ == "__main__":

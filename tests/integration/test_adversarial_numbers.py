@@ -10,6 +10,11 @@ chunk number below 2^63 - 1 enumerated) and the ingest of the signal topic of Ov
 20-digit deltaNum into the index's 64-bit column) and ValueError (a 5000-digit one).
 The second lands a backup-only datamart from such a topic with `sync`: every delta equals the
 emulator's truth, each from its good export, and the refused keys are in the quarantine.
+The third is the fault suite's case per change-stream format (bench/fault_stream_numbers.py):
+extreme numbers in the story's JSON messages, read by the sealer under the same cap; nothing
+crashes (before: ValueError, OverflowError, RecursionError out of the codecs), no good message
+is quarantined, what is accepted can be landed, and sealing goes on (a DataWorks sequenceId of
+10^20 had stopped it for good).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import dagster as dg
 import pytest
 
 from bench.fault_numbers import LIMIT_MIB, run_numbers_case
+from bench.fault_stream_numbers import STREAM_FORMATS, run_stream_numbers_case
 from platform_assets.config import parse_config
 from platform_assets.definitions import build_definitions
 from platform_assets.sync import sync
@@ -86,3 +92,12 @@ def test_sync_lands_each_delta_from_its_good_export(spark_remote, kafka_bootstra
     bad = index.quarantine(topic)
     assert {q["offset"] for q in bad} == refused and {q["kind"] for q in bad} == {"bad_key_number"}
     assert all(q["partition"] == 0 and q["part"] == "key" for q in bad)
+
+
+@pytest.mark.parametrize("fmt", STREAM_FORMATS)
+def test_the_sealer_of_adversarial_numbers_stays_bounded_and_goes_on(kafka_bootstrap, tmp_path, fmt):
+    row = run_stream_numbers_case(kafka_bootstrap, fmt, tmp_path, seed=5, total=400)
+    assert not row.problems, row.problems
+    assert row.peak_mib < LIMIT_MIB and row.read == row.produced == 400, row
+    assert row.quarantined > 100 and row.good_quarantined == row.without_location == 0, row
+    assert row.accepted_unlandable == 0 and row.deltas >= row.story_deltas > 0 and row.survived, row
