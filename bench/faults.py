@@ -6,8 +6,11 @@ restarted under a run and a tick (bench/fault_postgres.py), a run worker and the
 daemon (bench/fault_daemon.py), a soak of 500 deltas through the daemon with faults sprinkled in and
 memory sampled (bench/fault_soak.py), Kafka over SASL_SSL with ACLs: right, wrong and
 denied credentials, the password never written anywhere (bench/fault_security.py), a bad chunk
-inside a backlog that must not stop the good deltas before it (bench/fault_bad_chunk.py), and bad
-input at scale through the real broker (below).
+inside a backlog that must not stop the good deltas before it (bench/fault_bad_chunk.py), bad
+input at scale through the real broker (below), and numbers no writer sends in every numeric
+field, read under a memory cap (bench/fault_numbers.py for Prostore: inspect and the sensor's
+ingest; bench/fault_stream_numbers.py for Qlik, DataWorks, Datastream: the sealer; peak RSS and
+seconds).
 
 For each of the five wire formats (Prostore backup increments: Avro containers; Prostore signal
 events: JSON; Qlik Replicate, DataWorks, Datastream: JSON) an emulated story's messages go to a
@@ -33,6 +36,7 @@ What is checked, per format (a row of the report):
     python bench/faults.py [--corruptions 1000] [--seed 7] [--formats backup,signal,qlik,...] [--kills CASE,...]
         [--restarts CASE,...] [--spark-start CASE,...] [--postgres CASE,...] [--daemon CASE,...]
         [--security CASE,...] [--soak 250] [--soak-pace 1] [--bad-chunks CASE,...]
+        [--numbers prostore,qlik,dataworks,datastream]
 
 Report: a table on stdout and bench-results/faults.json (case, injected, survived, rows lost,
 messages quarantined, good messages quarantined, seconds). `make faults` runs it.
@@ -61,6 +65,8 @@ from bench.fault_security import SECURITY, print_security_row, run_security_case
 from bench.fault_soak import print_soak_row, run_soak  # noqa: E402
 from bench.fault_spark_start import SPARK_START_CASES, run_spark_start_case  # noqa: E402
 from bench.fault_bad_chunk import BAD_CHUNK_CASES, print_bad_chunk_row, run_bad_chunk_case  # noqa: E402
+from bench.fault_numbers import print_numbers_row, run_numbers_case  # noqa: E402
+from bench.fault_stream_numbers import STREAM_FORMATS, run_stream_numbers_case  # noqa: E402
 
 FORMATS = ("backup", "signal", "qlik", "dataworks", "datastream")
 OVERSIZED = 300_000  # bytes: well over any real message of the stories, under the broker's 1 MiB
@@ -327,6 +333,9 @@ def main(argv=None) -> int:
     ap.add_argument("--bad-chunks", default=",".join(BAD_CHUNK_CASES),
                     help="a bad chunk inside a backlog, through `deltaport sync` (bench/fault_bad_chunk.py); "
                          "'' for none")
+    ap.add_argument("--numbers", default=",".join(("prostore", *STREAM_FORMATS)),
+                    help="adversarial numbers under a memory cap (bench/fault_numbers.py, fault_stream_numbers.py); "
+                         "'' for none")
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "faults.json"))
     args = ap.parse_args(argv)
     from bench.engine import bench_engine
@@ -393,6 +402,12 @@ def main(argv=None) -> int:
                   f"corruptions accepted as valid {row.accepted_corruptions:>4} (the lake could not land "
                   f"{row.accepted_unlandable}), {row.seconds:>6.1f} s, "
                   f"survived {row.survived}" + (f"  CRASH {row.crashed}" if row.crashed else ""), flush=True)
+        for case in [c for c in args.numbers.split(",") if c]:
+            if case == "prostore":
+                rows.append(run_numbers_case(bootstrap, Path(work), seed=args.seed))
+            else:
+                rows.append(run_stream_numbers_case(bootstrap, case, Path(work), seed=args.seed))
+            print_numbers_row(rows[-1])
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"config": vars(args), "cases": [asdict(r) for r in rows]}, indent=1))
     print(f"wrote {args.out}")

@@ -95,6 +95,13 @@ class BadAvroKeyError(DecodeError):
     kind = "bad_avro_key"
 
 
+class BadKeyNumberError(BadAvroKeyError):
+    """A key claims a number no writer can send (`resources.codecs.limits`): a chunk, stream or
+    delta number, or a date, out of bounds. Counted apart from keys that are not Avro at all."""
+
+    kind = "bad_key_number"
+
+
 class BadContainerFileError(DecodeError):
     """The value is not a readable Avro Object Container File (truncated, corrupt, not Avro)."""
 

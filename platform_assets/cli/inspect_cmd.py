@@ -10,6 +10,7 @@ import time
 
 from platform_assets.cli.common import Progress, add_bootstrap_option, resolve_bootstrap
 from resources.prostore.inspect import InspectReport, TopicInspector
+from resources.prostore.ranges import render as render_ranges
 from resources.kafka.scan import scan, topic_ranges
 
 
@@ -62,7 +63,7 @@ def render(report: InspectReport, ranges: dict, seconds: float, only: str | None
         present = dm.present
         lines.append(f"backup of datamart {name}: deltas {_span(present)}, {len(present)} present, "
                      f"{len(dm.complete)} complete, {len(dm.incomplete)} incomplete, "
-                     f"missing: {', '.join(map(str, dm.missing_deltas)) or 'none'}")
+                     f"missing: {render_ranges(dm.missing_deltas) or 'none'}")
         for n, delta in sorted(dm.deltas.items()):
             rows = {t: c for (d, k, t), c in report.rows.items() if d == name and k == n}
             detail = ", ".join(f"{t} {c}" for t, c in sorted(rows.items()))

@@ -11,10 +11,12 @@ which delta waits and why. A complete delta's chunks are first checked against i
 changelog (resources/prostore/chunk_check.py): a chunk that cannot land (a writer schema that
 does not fit the DDL, or lacks a key column) is quarantined, a hole, so its delta waits, named
 with the chunk's topic, partition, offset and reason, and the deltas before it are due.
-A backup-only datamart (no signal topic) walks the deltas its backup topic holds instead of
-the closed ones: a number missing from the topic holds the ones after
-it, visibly, as a lagging backup does (the seed lets "all new deltas" exports leave gaps that
-are never filled; landing past one would skip its changes in every snapshot after it).
+The first delta is chosen once the topic naming the deltas (the signal topic; the backup topic
+of a backup-only datamart) is read through, so a number claimed ahead of the real ones cannot
+become the start. A backup-only datamart (no signal topic) walks the deltas its backup topic
+holds instead of the closed ones: a number missing from the topic holds the ones after it,
+visibly, as a lagging backup does (the seed lets "all new deltas" exports leave gaps that are
+never filled; landing past one would skip its changes in every snapshot after it).
 A source with a `bootstrap` also reads its snapshot topic: once that is read through and holds
 one whole snapshot (resources/prostore/snapshot_bootstrap.py), the walk starts at its base delta
 B = last_delta - depth and takes B..last_delta from the snapshot, then the live deltas; a second
@@ -92,13 +94,15 @@ def evaluate(datamart: DatamartConfig, index, kafka: KafkaResource, cursor: dict
             _check_live(datamart, index, kafka, boot, log)
         if boot.depth:
             keep["bootstrap_checked"] = True
+    # Where a source starts is chosen only once the topic that names its deltas has been read
+    # through: its first delta may sit behind this tick's reading budget, and a message ahead
+    # of it claiming delta 1000000000 must not become the start (every real delta would wait).
+    naming, role = (datamart.backup_topic, BACKUP) if datamart.backup_only else (datamart.signal_topic, SIGNAL)
+    if "next" not in cursor and stats[role].remaining and boot is None:
+        return [], (f"reading {naming} before choosing the first delta of {datamart.name}: "
+                    f"{stats[role].remaining} messages left"), _unread({}, stats), stats
     if datamart.backup_only:
-        # The deltas the backup topic holds; where a source starts is chosen only once the topic
-        # has been read through (its first delta may sit behind this tick's reading budget).
         candidates = index.backup_deltas(datamart.backup_topic, datamart.name)
-        if "next" not in cursor and stats[BACKUP].remaining and boot is None:
-            return [], (f"reading {datamart.backup_topic} before choosing the first delta of {datamart.name}: "
-                        f"{stats[BACKUP].remaining} messages left"), _unread({}, stats), stats
 
         def gap(nxt: int, n: int) -> str:
             return (f"delta {nxt} of {datamart.name} is not in {datamart.backup_topic} yet (delta {n} is): "
@@ -125,8 +129,7 @@ def evaluate(datamart: DatamartConfig, index, kafka: KafkaResource, cursor: dict
             state = "is in the backup topic" if datamart.backup_only else "is closed"
         report = checked_report(index, topic, datamart.name, number)
         if report is None or not report.complete:
-            why = f"no message in {topic} yet" if report is None else "; ".join(
-                f"export {i.increment_id}: {', '.join(i.reasons)}" for i in report.increments)
+            why = f"no message in {topic} yet" if report is None else _why_incomplete(report)
             waiting = f"delta {n} of {datamart.name} {state}, its backup is not complete: {why}"
             waiting += refused(index, topic, datamart.name, number)
             break
@@ -147,6 +150,14 @@ def refused(index, topic: str, datamart: str, delta_num: int, shown: int = 3) ->
             for c in chunks[:shown]]
     more = f"; and {len(chunks) - shown} more" if len(chunks) > shown else ""
     return f"; quarantined: {'; '.join(said)}{more}" if chunks else ""
+
+
+def _why_incomplete(report, shown: int = 5) -> str:
+    """Why each export of a delta is incomplete: the latest `shown` of them, the rest counted."""
+    latest = report.increments[-shown:]
+    text = "; ".join(f"export {i.increment_id}: {', '.join(i.reasons)}" for i in latest)
+    more = len(report.increments) - len(latest)
+    return text + (f"; and {more} older incomplete export(s)" if more else "")
 
 
 def _check_live(datamart: DatamartConfig, index, kafka: KafkaResource, boot: Bootstrap, log) -> None:

@@ -20,7 +20,8 @@ How the answer is kept the same:
   Arrow type, with `python_value`'s range checks, is done here by DDL type, so annotated, plain
   and beside-the-type annotated schemas give one answer.
 - The block headers are walked (a few bytes per block) to count the records; polars must return
-  exactly that many rows.
+  exactly that many rows, and a block may claim no more records than its uncompressed bytes
+  (`avro_counts.block_holds`: polars reserves room for the claim, and 10^12 aborted the process).
 - Found by testing polars 1.44.2 on valid input (tests/unit/test_arrow_rows.py pins each one):
   * a container without records fails in polars with deflate and panics with snappy: answered
     here (an empty table), polars is not called;
@@ -69,6 +70,7 @@ import pyarrow.compute as pc
 from fastavro.schema import SchemaParseException
 from polars.exceptions import PanicException
 
+from resources.codecs.avro_counts import block_holds
 from resources.codecs.backup import MAGIC, check_writer_schema, iter_rows
 from resources.codecs.types import Column, arrow_type
 from resources.errors import BadContainerFileError, DecodeError, SchemaMismatchError
@@ -357,6 +359,10 @@ def _walk_blocks(data: bytes, header: _Header) -> tuple[int, list[tuple[int, int
             end = after_size + size + 16
             if count < 0 or size < 0 or end > size_of or data[end - 16:end] != header.sync:
                 raise ValueError("malformed block")
+            # polars reserves room for the records a block claims (10^12: 8 TB, and an abort);
+            # a row takes one byte at least (sys_op), so its bytes bound them.
+            if not block_holds(header.codec, memoryview(data)[after_size:after_size + size], count):
+                raise _Fallback(f"block at byte {pos} claims {count} records in {size} bytes")
             if count == 0:
                 empty.append((pos, end))
             total += count

@@ -8,13 +8,18 @@ verbatim.
 
 Guarantees:
 - `decode_backup_key` returns a `BackupKey` or raises `BadAvroKeyError` with the reason (garbage,
-  truncated, no record or several, a writer schema whose fields don't fit the key).
+  truncated, no record or several, a writer schema whose fields don't fit the key), or its
+  subclass `BadKeyNumberError` for a number no writer can send (`resources.codecs.limits`: a
+  negative or huge deltaNum, streamNumber/streamTotal/chunkNumber above their bounds, a deltaDate
+  outside the years 1..9999); numbers below 1 pass, for the completeness ledger to report.
 - `iter_changelog` / `iter_rows` stream record by record; the container header (and, given the
   DDL columns, the writer schema) is checked when they are called, before any record. A value
   that is not a readable container, or breaks mid-way, raises `BadContainerFileError`, also
   from inside the iteration (records already yielded stay yielded: treat the whole message as
   bad). Avro containers do not count their blocks, so a file cut exactly between two blocks
   reads as a shorter valid file: completeness is the key's job (chunk numbers), not this one's.
+  A writer schema whose records or array items can take zero bytes is a bad container too
+  (`avro_counts`: their counts would be bounded by nothing).
 - With DDL columns, `iter_rows` yields canonical Python values (`types.python_value`): a
   TIMESTAMP written as a plain long (the seed's way) and one written as timestamp-micros give the
   same naive UTC datetime.
@@ -47,9 +52,20 @@ from resources.codecs.types import (
     python_value,
     timestamp_to_micros,
 )
+from resources.codecs.avro_counts import open_container
+from resources.codecs.limits import (
+    LONG_MIN,
+    MAX_CHUNK_NUMBER,
+    MAX_DELTA_NUM,
+    MAX_STREAMS,
+    MAX_TIMESTAMP_US,
+    MIN_TIMESTAMP_US,
+    outside,
+)
 from resources.errors import (
     BadAvroKeyError,
     BadContainerFileError,
+    BadKeyNumberError,
     DeltaportError,
     MissingKeyColumnError,
     SchemaMismatchError,
@@ -137,6 +153,14 @@ _KEY_FIELDS: tuple[tuple[str, str, frozenset[str]], ...] = (
     ("chunkNumber", "chunk_number", frozenset({"long", "int"})),
     ("isLastChunk", "is_last_chunk", frozenset({"boolean"})),
 )
+# Avro field, BackupKey attribute, lowest and highest number a writer can send (limits.py).
+_KEY_BOUNDS: tuple[tuple[str, str, int, int], ...] = (
+    ("deltaNum", "delta_num", 0, MAX_DELTA_NUM),
+    ("deltaDate", "delta_date", MIN_TIMESTAMP_US, MAX_TIMESTAMP_US),
+    ("streamNumber", "stream_number", LONG_MIN, MAX_STREAMS),
+    ("streamTotal", "stream_total", LONG_MIN, MAX_STREAMS),
+    ("chunkNumber", "chunk_number", LONG_MIN, MAX_CHUNK_NUMBER),
+)
 
 
 class UnsupportedCodecError(DeltaportError):
@@ -205,7 +229,7 @@ def _open_container(data: Any, what: str) -> Any:
             f"{what} is not an Avro Object Container File (starts with {data[:4]!r}, not {MAGIC!r})"
         )
     try:
-        reader = fastavro.reader(io.BytesIO(data))
+        reader = open_container(data)  # its counts bounded by its bytes (resources/codecs/avro_counts.py)
     except _AVRO_ERRORS as exc:
         raise BadContainerFileError(f"unreadable {what} header: {_why(exc)}") from exc
     _check_codec(reader.codec)
@@ -311,7 +335,7 @@ def decode_backup_key(data: bytes) -> BackupKey:
 
 def _key_from_container(data: bytes) -> dict:
     try:
-        reader = fastavro.reader(io.BytesIO(data))
+        reader = open_container(data)  # extra fields may be any type: their counts bounded too
     except _AVRO_ERRORS as exc:
         raise BadAvroKeyError(f"unreadable key container header: {_why(exc)}") from exc
     _check_key_schema(json.loads(reader.metadata["avro.schema"]))
@@ -356,6 +380,10 @@ def _key_from_record(record: Mapping[str, Any]) -> BackupKey:
             f"messageType {values['message_type']} is neither {MESSAGE_TYPE_DATA} (table data) "
             f"nor {MESSAGE_TYPE_CHANGELOG} (changelog)"
         )
+    for avro_name, attr, low, high in _KEY_BOUNDS:
+        why = outside(values[attr], low, high, avro_name)
+        if why:
+            raise BadKeyNumberError(f"{why} (limits: resources/codecs/limits.py)")
     return BackupKey(**values)
 
 

@@ -67,8 +67,16 @@ Order (`order_key`, comparable between any two Datastream changes; meaningful wi
   uuid break any remaining tie. The order key does not use read_timestamp, so a re-read duplicate
   (same uuid) has the same key as its first delivery.
 
+Numbers (`resources.codecs.limits`): timestamps must fall in the years 1..9999 (the ledger and
+the lake keep event times in microseconds in a 64-bit column); `log_position`, `scn`, `ssn` and
+the longs of `sort_keys` are 64-bit; a MySQL log file number has at most 19 digits; a payload
+integer fits 64 bits (a JSON payload is untyped: the lake lands an integer column as bigint, so
+an unsigned BIGINT above 2^63 - 1 sent as a JSON number is quarantined, not landed). Anything
+else is a `DatastreamBadEnvelopeError`, never an unbounded conversion or a crash.
+
 Errors (no location: whoever read the bytes pins it on with `located()`), `part="value"`:
-`BadJsonError` (not UTF-8 JSON), `BadContainerFileError` (broken Avro container),
+`BadJsonError` (not UTF-8 JSON, or beyond what json.loads reads), `BadContainerFileError` (broken
+Avro container),
 `DatastreamBadEnvelopeError` (a field missing, mistyped or inconsistent; a payload column holding an
 array or object),
 `DatastreamUnknownChangeTypeError`, `DatastreamUnknownReadMethodError` (family not cdc, backfill
@@ -90,7 +98,10 @@ from typing import Any
 import fastavro
 from fastavro.schema import SchemaParseException
 
+from resources.codecs.avro_counts import open_container
 from resources.codecs.cdc import DELETE, UPSERT, Change, Record
+from resources.codecs.json_text import BEYOND_LIMITS, beyond_limits
+from resources.codecs.limits import LONG_MAX, LONG_MIN, MAX_TIMESTAMP_US, MIN_TIMESTAMP_US, long_from_text, outside
 from resources.errors import BadContainerFileError, BadJsonError, DecodeError
 
 __all__ = [
@@ -202,11 +213,20 @@ def _req_str(obj: Mapping, name: str, where: str = "") -> str:
 def _opt_long(obj: Mapping, name: str, where: str = "") -> int | None:
     """A long; a decimal digit string is accepted (JSON writers quote longs beyond 2^53)."""
     value = obj.get(name)
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    raise _bad(f"{where}{name} is {value!r}, expected a long")
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        if LONG_MIN <= value <= LONG_MAX:
+            return value
+    elif isinstance(value, str) and long_from_text(value) is not None and not value.strip().startswith("-"):
+        return long_from_text(value)
+    raise _bad(f"{where}{name} is {_brief(value)}, expected a long")
+
+
+def _brief(value: Any) -> str:
+    """A value as an error shows it: its repr, cut to 80 characters (it may be 5000 digits)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _timestamp_us(value: Any, name: str) -> int:
@@ -214,20 +234,31 @@ def _timestamp_us(value: Any, name: str) -> int:
     if isinstance(value, dt.datetime):
         moment = value
     elif isinstance(value, int) and not isinstance(value, bool):
-        return value * 1000
+        return _millis(value, name)
     elif isinstance(value, str):
         text = value.strip()
-        if re.fullmatch(r"-?\d+", text):
-            return int(text) * 1000
+        if re.fullmatch(r"-?[0-9]+", text):
+            millis = long_from_text(text)
+            if millis is None:
+                raise _bad(f"{name} has {len(text)} digits: no epoch milliseconds of the years 1..9999")
+            return _millis(millis, name)
         try:
             moment = dt.datetime.fromisoformat(text)
         except ValueError:
-            raise _bad(f"{name} {value!r} is neither ISO-8601 nor epoch milliseconds") from None
+            raise _bad(f"{name} {_brief(value)} is neither ISO-8601 nor epoch milliseconds") from None
     else:
         raise _bad(f"{name} is {type(value).__name__}, expected a timestamp")
     if moment.tzinfo is None:  # Datastream timestamps are UTC
         moment = moment.replace(tzinfo=dt.timezone.utc)
     return (moment - EPOCH) // dt.timedelta(microseconds=1)
+
+
+def _millis(millis: int, name: str) -> int:
+    """Epoch milliseconds as microseconds, within the years 1..9999 (a 64-bit column holds them)."""
+    why = outside(millis, MIN_TIMESTAMP_US // 1000, MAX_TIMESTAMP_US // 1000, name)
+    if why:
+        raise _bad(f"{why} (epoch milliseconds of the years 1..9999)")
+    return millis * 1000
 
 
 def _read_method(text: str) -> tuple[str, str]:
@@ -280,8 +311,9 @@ def _event(obj: Any, column_types: dict[str, str]) -> DatastreamEvent:
     read_ts = obj.get("read_timestamp")
     sort_keys = obj.get("sort_keys")
     if sort_keys is not None and (not isinstance(sort_keys, list) or not all(
-            isinstance(k, str) or (isinstance(k, int) and not isinstance(k, bool)) for k in sort_keys)):
-        raise _bad(f"sort_keys is {sort_keys!r}, expected an array of strings and longs")
+            isinstance(k, str) or (isinstance(k, int) and not isinstance(k, bool) and LONG_MIN <= k <= LONG_MAX)
+            for k in sort_keys)):
+        raise _bad(f"sort_keys is {_brief(sort_keys)}, expected an array of strings and longs")
     payload = obj.get("payload")
     if not isinstance(payload, Mapping):
         raise _bad(f"payload is {type(payload).__name__}, expected an object (the whole row)")
@@ -291,6 +323,11 @@ def _event(obj: Any, column_types: dict[str, str]) -> DatastreamEvent:
         # landing it would fail the whole delta (every later one waits behind it).
         raise _bad(f"payload column {nested!r} is {'an object' if isinstance(payload[nested], Mapping) else 'an array'}"
                    ", expected a single value (null, boolean, number, string, or an Avro scalar)")
+    huge = next((k for k, v in payload.items() if isinstance(v, int) and not LONG_MIN <= v <= LONG_MAX), None)
+    if huge is not None:
+        # JSON integers carry no type: the lake lands them as bigint, and one beyond 64 bits would
+        # fail its delta (and hold every later one). Avro payloads type them (long, decimal).
+        raise _bad(f"payload column {huge!r} holds an integer beyond 64 bits: {_brief(payload[huge])}")
     return DatastreamEvent(
         read_method=read_method, database_type=db, family=family, uuid=_req_str(obj, "uuid"),
         source_timestamp_us=_timestamp_us(obj["source_timestamp"], "source_timestamp"),
@@ -336,7 +373,7 @@ def _record_type(t: Any) -> dict | None:
 
 def _avro_events(data: bytes) -> list[DatastreamEvent]:
     try:
-        reader = fastavro.reader(io.BytesIO(data))
+        reader = open_container(data)  # its counts bounded by its bytes (resources/codecs/avro_counts.py)
         schema = json.loads(reader.metadata["avro.schema"])
     except _AVRO_ERRORS as exc:
         raise BadContainerFileError(f"unreadable Avro container header: {type(exc).__name__}: {exc}",
@@ -382,6 +419,8 @@ def parse_datastream(value: bytes) -> list[DatastreamEvent]:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BadJsonError(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", part="value") from None
+    except BEYOND_LIMITS as exc:
+        raise BadJsonError(beyond_limits(exc), part="value") from None
     return [_event(obj, {})]
 
 
@@ -401,7 +440,7 @@ def _rs_id(text: str) -> tuple[int, ...]:
 def _position(e: DatastreamEvent) -> tuple:
     m = e.source_metadata
     if e.database_type == "mysql":
-        number = re.search(r"(\d+)$", m.log_file or "")
+        number = re.search(r"(?<![0-9])([0-9]{1,19})$", m.log_file or "")  # ASCII: int() reads it, bounded
         if number is None or m.log_position is None:
             raise _bad(f"a MySQL CDC event needs log_file (ending in its sequence number) and log_position, "
                        f"got {m.log_file!r} and {m.log_position!r}")

@@ -62,9 +62,14 @@ Decisions where the docs are silent or loose:
   partitioning hint (the primary key's values, or "" without one) and is never read.
 - `transaction_id` / `last_in_transaction` stay None: the format carries no transaction id.
 
+Numbers (`resources.codecs.limits`): `eventTime` must be a time of the years 1..9999 (the ledger
+and the lake keep it in microseconds in a 64-bit column), a `sequenceId` of digits and a LONG
+value are 64-bit; anything else is a bad envelope or value.
+
 Errors (all `DecodeError`s with part "value" and no location; the reader pins that on):
-`DataWorksBadJsonError` (not UTF-8 JSON; also a `BadJsonError`), `DataWorksBadEnvelopeError`
-(missing or mistyped schema/payload fields), `DataWorksUnknownOpError`,
+`DataWorksBadJsonError` (not UTF-8 JSON, or beyond what json.loads reads; also a
+`BadJsonError`), `DataWorksBadEnvelopeError` (missing or mistyped schema/payload fields,
+numbers out of bounds), `DataWorksUnknownOpError`,
 `DataWorksUnknownTypeError`, `DataWorksBadValueError` (a value that does not fit its type).
 Pure: no Dagster, no Kafka client.
 """
@@ -88,8 +93,17 @@ from resources.codecs.cdc import (
     SchemaChange,
     TransactionMark,
 )
+from resources.codecs.json_text import BEYOND_LIMITS, beyond_limits
 from resources.codecs.json_text import json_type as _json_type
 from resources.codecs.json_text import show as _show
+from resources.codecs.limits import (
+    LONG_MAX,
+    LONG_MIN,
+    MAX_TIMESTAMP_US,
+    MIN_TIMESTAMP_US,
+    long_from_text,
+    outside,
+)
 from resources.errors import BadJsonError, DecodeError
 
 SOURCE = "dataworks"
@@ -105,9 +119,7 @@ ALL_OPS = DATA_OPS | frozenset(TRANSACTION_OPS) | DDL_OPS | IGNORED_OPS | {MHEAR
 COLUMN_TYPES = ("BOOLEAN", "DOUBLE", "DATE", "BYTES", "LONG", "STRING")
 ROW_ID_COLUMNS = ("rowid", "#alibaba_rds_row_id#")  # Oracle's, ApsaraDB RDS MySQL's implicit key
 
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 _DIGITS = re.compile(r"[0-9]+")
-_LONG_TEXT = re.compile(r"-?[0-9]+")
 _EPOCH = dt.datetime(1970, 1, 1)
 _BOM = b"\xef\xbb\xbf"
 
@@ -332,13 +344,13 @@ def _typed(column: str, typ: str, value: Any, image: str) -> Any:
         except OverflowError:
             raise bad("out of the DOUBLE range") from None
     if typ == "LONG":
-        if isinstance(value, str) and _LONG_TEXT.fullmatch(value):
-            value_int = int(value)
+        if isinstance(value, str) and _DIGITS.fullmatch(value.removeprefix("-")):
+            value_int = long_from_text(value)  # None beyond 64 bits (never int() of 5000 digits)
         elif is_int:
-            value_int = value
+            value_int = value if LONG_MIN <= value <= LONG_MAX else None
         else:
             raise bad("expected a JSON integer")
-        if not _LONG_MIN <= value_int <= _LONG_MAX:
+        if value_int is None:
             raise bad("out of the signed 64-bit LONG range")
         return value_int
     if typ == "DATE":
@@ -369,6 +381,9 @@ def _event_time_us(payload: dict) -> int:
     event_time = ts.get("eventTime")
     if not isinstance(event_time, int) or isinstance(event_time, bool):
         raise _envelope(f"payload.timestamp.eventTime must be epoch milliseconds (an integer), got {_show(event_time)}")
+    why = outside(event_time, MIN_TIMESTAMP_US // 1000, MAX_TIMESTAMP_US // 1000, "payload.timestamp.eventTime")
+    if why:
+        raise _envelope(f"{why} (epoch milliseconds of the years 1..9999)")
     return event_time * 1000
 
 
@@ -382,6 +397,10 @@ def _sequence_id(payload: dict, *, required: bool) -> str | None:
         seq = str(seq)  # the docs say STRING; a non-negative number means the same
     if not isinstance(seq, str) or not seq:
         raise _envelope(f"payload.sequenceId must be a non-empty string, got {_show(seq)}")
+    if _DIGITS.fullmatch(seq) and long_from_text(seq) is None:
+        # A long, as the seed's are (epoch ms and a counter): one far beyond would make every
+        # later message look re-sent after a failover, and the sealer would never cut again.
+        raise _envelope(f"payload.sequenceId {_show(seq)} is beyond a long ({len(seq)} digits)")
     return seq
 
 
@@ -437,6 +456,8 @@ def _load_json(data: bytes) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise DataWorksBadJsonError(f"not JSON: {exc}", part="value") from None
+    except BEYOND_LIMITS as exc:
+        raise DataWorksBadJsonError(beyond_limits(exc), part="value") from None
 
 
 def _envelope(reason: str) -> DataWorksBadEnvelopeError:

@@ -1,4 +1,5 @@
-"""Naming and showing parsed JSON values in error messages, shared by the JSON codecs."""
+"""Naming and showing parsed JSON values in error messages, and what json.loads refuses beyond
+syntax, shared by the JSON codecs."""
 
 from __future__ import annotations
 
@@ -25,3 +26,14 @@ def show(value: Any) -> str:
     """A parsed JSON value as JSON text, shortened to 80 characters."""
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+# What json.loads raises, besides JSONDecodeError, on text it will not read: ValueError for an
+# integer of more than 4300 digits (sys.get_int_max_str_digits), RecursionError for arrays or
+# objects nested deeper than the interpreter's recursion limit. Both are bad input, not bugs.
+BEYOND_LIMITS = (ValueError, RecursionError)
+
+
+def beyond_limits(exc: BaseException) -> str:
+    """The reason for a bad-JSON error when json.loads refused with one of `BEYOND_LIMITS`."""
+    return f"JSON that Python will not read: {type(exc).__name__}: {str(exc)[:200]}"

@@ -50,6 +50,9 @@ Decisions where the seed is terse (each pinned by a test):
   names no metadata message seen yet is an error, never a guess with another version.
 - The Kafka key is not used (Replicate's key is configurable, even absent). A null value
   (tombstone) gives no record.
+- Numbers (`resources.codecs.limits`): an INT* value beyond -2^63..2^64-1 is refused before any
+  conversion (int() of JSON's `1e99999999` would take days); `tableVersion`, ordinals, key
+  positions, `transactionEventCounter` are longs; a `changeSequence` has at most 64 digits.
 
 Errors: every bad input raises one `DecodeError` subclass below, with no location (the reader
 pins it on), and leaves the decoder's remembered structures as they were before the call.
@@ -63,12 +66,15 @@ import io
 import json
 import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any, Mapping
 
 import fastavro
 
+from resources.codecs.avro_counts import check_counts, open_container
 from resources.codecs.cdc import BEFORE_IMAGE, DELETE, UPSERT, Change, Record, TableSchema
+from resources.codecs.json_text import BEYOND_LIMITS
+from resources.codecs.limits import LONG_MAX, LONG_MIN, MAX_SEQUENCE_DIGITS
 from resources.errors import BadContainerFileError, BadJsonError, DecodeError, SchemaMismatchError
 
 SOURCE = "qlik"
@@ -221,6 +227,7 @@ def row_identity(schema: str | None, table: str, key_values: Mapping[str, Any]) 
 # ---------------------------------------------------------------------------------------------
 
 _INT_TYPES = {"INT1", "INT2", "INT4", "INT8", "UINT1", "UINT2", "UINT4", "UINT8"}
+_INT_LOW, _INT_HIGH = LONG_MIN, 2**64 - 1  # INT8's lowest, UINT8's highest
 _FLOAT_TYPES = {"REAL4", "REAL8"}
 _TEXT_TYPES = {"STRING", "WSTRING", "CLOB", "NCLOB"}
 _BINARY_TYPES = {"BYTES", "BLOB"}
@@ -265,10 +272,12 @@ def coerce(type_name: str, value: Any) -> Any:
     if base in _INT_TYPES:
         if isinstance(value, bool):
             raise TypeError("a boolean is not an integer")
+        if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+            value = int(value)  # over 4300 digits: ValueError, a bad value like any other
+        if isinstance(value, (int, float, Decimal)) and not _INT_LOW <= value <= _INT_HIGH:
+            raise ValueError(f"{str(value)[:40]} is outside {_INT_LOW}..{_INT_HIGH}")  # inf and nan too
         if isinstance(value, int):
             return value
-        if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
-            return int(value)
         if isinstance(value, (float, Decimal)) and value == int(value):
             return int(value)
         raise ValueError(f"{value!r} is not an integer")
@@ -376,13 +385,14 @@ def _render_type(type_name: str, props: Mapping[str, Any]) -> str:
 
 
 def _int(value: Any, what: str, error: type[DecodeError]) -> int:
+    """A long, as a number or decimal digits; anything else (a 5000-digit number too) is `error`."""
     if isinstance(value, bool):
         raise error(f"{what} must be an integer, got a boolean")
-    if isinstance(value, int):
+    if isinstance(value, str) and _DIGITS.fullmatch(value.strip()) and len(value.strip()) <= 19:
+        value = int(value)
+    if isinstance(value, int) and LONG_MIN <= value <= LONG_MAX:
         return value
-    if isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
-        return int(value)
-    raise error(f"{what} must be an integer, got {value!r}")
+    raise error(f"{what} must be an integer of 64 bits, got {str(value)[:40]!r}")
 
 
 def parse_metadata(body: Mapping[str, Any]) -> QlikTable:
@@ -481,7 +491,8 @@ class QlikDecoder:
         try:
             try:
                 return self._decode(bytes(value))
-            except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+            except (TypeError, ValueError, KeyError, AttributeError, IndexError, ArithmeticError,
+                    RecursionError) as exc:
                 # A field of an unexpected shape that no check names: still bad input, typed.
                 raise QlikBadEnvelopeError(f"malformed message ({type(exc).__name__}: {exc})") from None
         except BaseException:
@@ -491,7 +502,7 @@ class QlikDecoder:
     def _decode(self, value: bytes) -> list[Record]:
         if value.startswith(b"Obj\x01"):
             try:
-                records = list(fastavro.reader(io.BytesIO(value)))
+                records = list(open_container(value))  # its counts bounded by its bytes (avro_counts.py)
             except Exception as exc:  # fastavro raises many types for corrupt input
                 raise QlikBadAvroError(f"unreadable Avro container file: {exc}") from None
             out: list[Record] = []
@@ -507,8 +518,8 @@ class QlikDecoder:
             if text.startswith("\ufeff"):
                 text = text[1:]
             obj = json.loads(text, parse_float=Decimal)
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise QlikBadJsonError(f"not UTF-8 JSON: {exc}") from None
+        except (UnicodeDecodeError, *BEYOND_LIMITS) as exc:
+            raise QlikBadJsonError(f"not UTF-8 JSON: {str(exc)[:200]}") from None
         if not isinstance(obj, dict):
             raise QlikBadEnvelopeError(f"a Qlik message is a JSON object, got {type(obj).__name__}")
         if "magic" in obj:  # Replicate's JSON envelope
@@ -537,7 +548,9 @@ class QlikDecoder:
             raise QlikBadEnvelopeError(f"envelope type is {kind!r}, expected 'MD' or 'DT'")
         if env["messageSchema"]:
             try:
-                writer = fastavro.parse_schema(json.loads(env["messageSchema"]))
+                embedded = json.loads(env["messageSchema"])
+                check_counts(embedded)  # UnboundedCounts, a ValueError: refused below as any bad schema
+                writer = fastavro.parse_schema(embedded)
             except Exception as exc:
                 raise QlikBadAvroError(f"embedded messageSchema is not an Avro schema: {exc}") from None
         elif schema_id and schema_id in self._schemas:
@@ -593,6 +606,7 @@ class QlikDecoder:
             self._by_id[t.schema_id] = t
             if t.data_schema is not None:
                 try:
+                    check_counts(t.data_schema)  # a schema no envelope may be read by is not kept
                     self._schemas[t.schema_id] = fastavro.parse_schema(t.data_schema)
                 except Exception:
                     pass  # only needed for binary envelopes; a JSON-only stream may carry any text here
@@ -664,7 +678,7 @@ class QlikDecoder:
                     continue
                 try:
                     out[name] = coerce(types[name], row[name])
-                except (ValueError, TypeError, InvalidOperation) as exc:
+                except (ValueError, TypeError, ArithmeticError) as exc:  # InvalidOperation, OverflowError
                     raise QlikBadValueError(f"column {name} ({types[name]}) of {t.table}: {exc}") from None
             return out
 
@@ -686,6 +700,8 @@ class QlikDecoder:
         seq = headers.get("changeSequence")
         if seq is not None and not isinstance(seq, str):
             seq = str(seq)
+        if seq is not None and len(seq.strip()) > MAX_SEQUENCE_DIGITS and _DIGITS.fullmatch(seq.strip()):
+            raise QlikBadEnvelopeError(f"changeSequence has {len(seq.strip())} digits, more than {MAX_SEQUENCE_DIGITS}")
         counter = headers.get("transactionEventCounter")
         counter = None if counter is None else _int(counter, "transactionEventCounter", QlikBadEnvelopeError)
         row_id = row_identity(t.schema, t.table, {k: values[k] for k in t.key_columns} if t.key_columns else values)

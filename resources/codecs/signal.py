@@ -8,8 +8,11 @@ Guarantees:
 - Pure: bytes in, frozen dataclasses out. No Dagster, no Kafka client, no location: a caller
   that knows the topic/partition/offset pins it on the error with `DecodeError.located()`.
 - Bad input raises exactly one of three typed errors, with `part` set to "key" or "value":
-  `BadJsonError` (not UTF-8 JSON), `NotASignalKeyError` (key is not a signal key),
-  `BadSignalValueError` (value does not fit its event code).
+  `BadJsonError` (not UTF-8 JSON, or JSON Python will not read: an integer of more than 4300
+  digits, nesting deeper than the interpreter's recursion limit), `NotASignalKeyError` (key is
+  not a signal key), `BadSignalValueError` (value does not fit its event code, a deltaNum
+  outside 0..`limits.MAX_DELTA_NUM`, or a cn, ts or rowsAffected beyond a long: the index and
+  the lake keep them in 64-bit columns).
 - An event code this codec does not know is kept as `UnknownEvent` with its JSON object, never an
   error: Prostore may add events, and a newer Prostore must not stop the platform. Its value
   must still be a JSON object (or absent), as every signal value is by the seed.
@@ -32,7 +35,9 @@ from enum import Enum
 from typing import Any, Union
 
 from resources.codecs.json_text import json_type as _json_type
+from resources.codecs.json_text import BEYOND_LIMITS, beyond_limits
 from resources.codecs.json_text import show as _show
+from resources.codecs.limits import LONG_MAX, LONG_MIN, MAX_DELTA_NUM
 from resources.errors import BadJsonError, BadSignalValueError, NotASignalKeyError
 
 # ---------------------------------------------------------------------------------------------
@@ -218,6 +223,8 @@ def _load_json(data: bytes, part: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise BadJsonError(f"not JSON: {exc}", part=part) from None
+    except BEYOND_LIMITS as exc:
+        raise BadJsonError(beyond_limits(exc), part=part) from None
 
 
 
@@ -261,14 +268,17 @@ class _Fields:
             return None
         return self.obj[name]
 
-    def int_field(self, name: str, *, required: bool, min_value: int | None = None) -> int | None:
+    def int_field(self, name: str, *, required: bool, min_value: int | None = None,
+                  max_value: int | None = None) -> int | None:
         value = self._get(name, required)
         # bool is an int subclass in Python, but `true` is not a number in JSON.
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             shown = f"{_json_type(value)} {_show(value)}"
             raise self._fail(f"field {name!r} must be an integer, got {shown}")
         if value is not None and min_value is not None and value < min_value:
-            raise self._fail(f"field {name!r} must be >= {min_value}, got {value}")
+            raise self._fail(f"field {name!r} must be >= {min_value}, got {_show(value)}")
+        if value is not None and max_value is not None and value > max_value:
+            raise self._fail(f"field {name!r} must be <= {max_value}, got {_show(value)}")
         return value
 
     def str_field(self, name: str, *, required: bool) -> str | None:
@@ -291,23 +301,24 @@ class _Fields:
 def _decode_value(code: EventCode, obj: dict[str, Any], tz: tzinfo) -> SignalValue:
     f = _Fields(code.value, obj, tz)
     if code is EventCode.DELTA_OPEN:
-        return DeltaOpen(f.int_field("deltaNum", required=True, min_value=0))
+        return DeltaOpen(f.int_field("deltaNum", required=True, min_value=0, max_value=MAX_DELTA_NUM))
     if code is EventCode.DELTA_CLOSE:
-        delta_num = f.int_field("deltaNum", required=True, min_value=0)
+        delta_num = f.int_field("deltaNum", required=True, min_value=0, max_value=MAX_DELTA_NUM)
         return DeltaClose(delta_num, f.datetime_field("deltaDate", required=True))
     if code is EventCode.DELTA_CANCEL:
-        return DeltaCancel(f.int_field("deltaNum", required=True, min_value=0))
+        return DeltaCancel(f.int_field("deltaNum", required=True, min_value=0, max_value=MAX_DELTA_NUM))
     if code is EventCode.WRITE_OK:
         # cn and ts are null for proxy and standalone tables (seed); an absent field is read the
         # same way rather than rejected, since nothing downstream depends on WRITE_* being there.
         return WriteOk(
             f.str_field("entity", required=True),
-            f.int_field("cn", required=False),
-            f.int_field("ts", required=False),
-            f.int_field("rowsAffected", required=False, min_value=0),
+            f.int_field("cn", required=False, min_value=LONG_MIN, max_value=LONG_MAX),
+            f.int_field("ts", required=False, min_value=LONG_MIN, max_value=LONG_MAX),
+            f.int_field("rowsAffected", required=False, min_value=0, max_value=LONG_MAX),
         )
     if code is EventCode.WRITE_CANCEL:
-        return WriteCancel(f.str_field("entity", required=True), f.int_field("cn", required=False))
+        return WriteCancel(f.str_field("entity", required=True),
+                           f.int_field("cn", required=False, min_value=LONG_MIN, max_value=LONG_MAX))
     return SchemaChanged(
         f.str_field("datamart", required=True),
         f.str_field("entityName", required=False),

@@ -22,6 +22,11 @@ Guarantees:
   says every increment carries the changelog). Anything else is reported as a reason.
 - Missing deltas are those absent between the first and the last delta present for a datamart,
   as the `readonly` check of RESTORE_FROM_KAFKA lists them; incomplete deltas are listed apart.
+- Bounded whatever the keys claim: missing deltas, missing streams and holes are ranges
+  (first, last) computed from the numbers present (`resources.prostore.ranges`), never by walking
+  up to a claimed number, so a key saying chunk 2^63 - 1 or streamTotal 2^63 - 1 costs one
+  message like any other; reasons print at most `ranges.SHOWN` ranges and conflicts each. (The
+  codec refuses numbers no writer can send, `resources.codecs.limits`; this holds beyond them.)
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from resources.codecs.backup import MESSAGE_TYPE_CHANGELOG, BackupKey
+from resources.prostore.ranges import SHOWN, Range, gaps, render, spans
 
 CHANGELOG_LABEL = "changelog"  # group label of the changelog messages (tableName null)
 
@@ -49,8 +55,8 @@ class IncrementReport:
     messages: int  # distinct keys
     duplicates: int  # messages whose key was already seen
     tables: list[str]  # data tables seen, sorted
-    missing_streams: list[int]
-    holes: dict[str, list[int]]  # "stream 1" or "stream 1 / table t" -> missing chunk numbers
+    missing_streams: list[Range]  # (first, last) ranges of stream numbers
+    holes: dict[str, list[Range]]  # "stream 1" or "stream 1 / table t" -> missing chunk ranges
     reasons: list[str]  # empty when complete
     offsets: dict[int, tuple[int, int]]  # partition -> (first, last) offset, duplicates included
     last_timestamp_ms: int
@@ -90,7 +96,7 @@ class DeltaReport:
 class DatamartReport:
     datamart: str
     deltas: dict[int, DeltaReport]  # by delta number, ascending
-    missing_deltas: list[int]  # absent between the first and the last present
+    missing_deltas: list[Range]  # (first, last) ranges absent between the first and the last present
 
     @property
     def present(self) -> list[int]:
@@ -194,9 +200,7 @@ class IncrementLedger:
             by_datamart.setdefault(datamart, {})[delta_num] = _delta_report(delta_num, runs)
         datamarts = {}
         for name, deltas in by_datamart.items():
-            present = set(deltas)
-            missing = [n for n in range(min(present), max(present)) if n not in present]
-            datamarts[name] = DatamartReport(name, deltas, missing)
+            datamarts[name] = DatamartReport(name, deltas, gaps(deltas, min(deltas), max(deltas)))
         return TopicReport(datamarts)
 
 
@@ -218,47 +222,56 @@ def _label(stream: int, table: str | None) -> str:
     return f"stream {stream} / " + (CHANGELOG_LABEL if table is None else f"table {table}")
 
 
-def _gaps(numbers: set[int] | dict[int, bool]) -> list[int]:
-    return [n for n in range(1, max(numbers)) if n not in numbers]
+def _holes(chunks: set[int] | dict[int, bool]) -> list[Range]:
+    """The chunk numbers missing below the highest one seen, as ranges (chunks run from 1)."""
+    return gaps(chunks, 1, max(chunks))
 
 
-def _numbers(text: list[int]) -> str:
-    return ", ".join(map(str, text))
+def _numbers(numbers) -> str:
+    """Distinct numbers as printed in a reason: runs as ranges, at most `SHOWN` of them."""
+    return render(spans(numbers))
+
+
+def _values(values: set[int]) -> str:
+    """Distinct values (totals, dates) as printed in a reason: at most `SHOWN` of them."""
+    shown = sorted(values)[:SHOWN]
+    more = f", ... and {len(values) - SHOWN} more" if len(values) > SHOWN else ""
+    return ", ".join(map(str, shown)) + more
 
 
 def _check_stream(
-    stream: int, groups: dict[str | None, dict[int, bool]], holes: dict[str, list[int]]
+    stream: int, groups: dict[str | None, dict[int, bool]], holes: dict[str, list[Range]]
 ) -> list[str]:
     """Reasons why one stream is not whole under numbering A nor B (empty when it is whole);
     the holes of the numbering that fits best go into `holes`."""
     all_numbers = [n for chunks in groups.values() for n in chunks]
     union = set(all_numbers)
     if min(union) < 1:
-        below = _numbers(sorted(n for n in union if n < 1))
-        return [f"stream {stream}: chunk numbers below 1: {below}"]
-    lasts = sorted({n for chunks in groups.values() for n, is_last in chunks.items() if is_last})
+        return [f"stream {stream}: chunk numbers below 1: {_numbers(n for n in union if n < 1)}"]
+    lasts = {n for chunks in groups.values() for n, is_last in chunks.items() if is_last}
     repeats = len(all_numbers) != len(union)
 
-    last_at_top_a = max(union) in lasts
+    holes_a = _holes(union)
+    holes_b = {table: _holes(chunks) for table, chunks in groups.items()}
+    whole_a = not repeats and not holes_a and max(union) in lasts
     last_at_top_b = any(chunks[max(chunks)] for chunks in groups.values())
-    whole_a = not repeats and not _gaps(union) and last_at_top_a
-    whole_b = not any(_gaps(chunks) for chunks in groups.values()) and last_at_top_b
+    whole_b = not any(holes_b.values()) and last_at_top_b
     if whole_a or whole_b:
         return []
 
     # Neither fits: blame the numbering the writer most likely used. A chunk number that repeats
     # across tables of one stream can only come from per-(stream, table) numbering.
     if repeats:
-        ordered = sorted(groups.items(), key=_group_order)
-        found = {_label(stream, t): _gaps(c) for t, c in ordered if _gaps(c)}
+        ordered = sorted(groups, key=_group_order)
+        found = {_label(stream, t): holes_b[t] for t in ordered if holes_b[t]}
         misplaced = "is not the highest chunk of any table"
         last_ok = last_at_top_b
     else:
-        found = {f"stream {stream}": _gaps(union)} if _gaps(union) else {}
+        found = {f"stream {stream}": holes_a} if holes_a else {}
         misplaced = f"is not on the highest chunk ({max(union)})"
-        last_ok = last_at_top_a
+        last_ok = max(union) in lasts
     holes.update(found)
-    reasons = [f"holes in {label}: chunks {_numbers(gaps)}" for label, gaps in found.items()]
+    reasons = [f"holes in {label}: chunks {render(ranges)}" for label, ranges in found.items()]
     if not lasts:
         reasons.append(f"stream {stream}: no last chunk seen")
     elif not last_ok and not found:
@@ -266,28 +279,30 @@ def _check_stream(
     return reasons
 
 
-def _group_order(item: tuple[str | None, dict[int, bool]]) -> tuple[bool, str]:
-    table = item[0]
+def _group_order(table: str | None) -> tuple[bool, str]:
     return (table is not None, table or "")  # changelog first, then tables by name
 
 
 def _increment_report(increment_id: str, inc: _Increment) -> IncrementReport:
     reasons: list[str] = []
     if len(inc.stream_totals) > 1:
-        reasons.append(f"inconsistent streamTotal: {_numbers(sorted(inc.stream_totals))}")
+        reasons.append(f"inconsistent streamTotal: {_values(inc.stream_totals)}")
     if len(inc.delta_dates) > 1:
-        reasons.append(f"inconsistent deltaDate: {_numbers(sorted(inc.delta_dates))}")
+        reasons.append(f"inconsistent deltaDate: {_values(inc.delta_dates)}")
     stream_total = max(inc.stream_totals)
-    outside = sorted(s for s in inc.chunks if not 1 <= s <= stream_total)
+    outside = [s for s in inc.chunks if not 1 <= s <= stream_total]
     if outside:
         reasons.append(f"stream numbers outside 1..{stream_total}: {_numbers(outside)}")
-    missing_streams = [s for s in range(1, stream_total + 1) if s not in inc.chunks]
+    missing_streams = gaps(inc.chunks, 1, stream_total)
     if missing_streams:
-        reasons.append(f"missing streams: {_numbers(missing_streams)}")
-    holes: dict[str, list[int]] = {}
+        reasons.append(f"missing streams: {render(missing_streams)}")
+    holes: dict[str, list[Range]] = {}
     for stream in sorted(inc.chunks):
         reasons.extend(_check_stream(stream, inc.chunks[stream], holes))
-    reasons.extend(sorted(inc.conflicts))
+    conflicts = sorted(inc.conflicts)
+    reasons.extend(conflicts[:SHOWN])
+    if len(conflicts) > SHOWN:
+        reasons.append(f"... and {len(conflicts) - SHOWN} more chunks seen both with and without isLastChunk")
     if not inc.has_changelog:
         reasons.append("no changelog")
     tables = sorted({t for groups in inc.chunks.values() for t in groups if t is not None})

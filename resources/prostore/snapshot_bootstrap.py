@@ -88,7 +88,7 @@ def plan_bootstrap(topic: str, datamart: str, last_delta: int, exports: Mapping[
         raise BootstrapError(
             f"snapshot topic {topic!r} of {datamart!r} now ends at delta {depth}, but the source was bootstrapped "
             f"from it at depth {known_depth}: a second snapshot was written to the topic; deltaport will not merge it")
-    if deltas != list(range(depth + 1)):
+    if deltas[0] != 0 or len(deltas) != depth + 1:  # not 0..depth (never listed: depth is a key's claim)
         return None  # still arriving
     if last_delta - depth < 0:
         raise BootstrapError(

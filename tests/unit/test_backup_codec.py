@@ -162,6 +162,30 @@ def test_bad_keys_exact_messages():
     )
 
 
+@pytest.mark.parametrize("field, value, reason", [
+    ("chunkNumber", 2**63 - 1, "chunkNumber 9223372036854775807 is outside -9223372036854775808..1000000000"),
+    ("streamTotal", 1_000_001, "streamTotal 1000001 is outside -9223372036854775808..1000000"),
+    ("streamNumber", 2**40, "streamNumber 1099511627776 is outside -9223372036854775808..1000000"),
+    ("deltaNum", -1, "deltaNum -1 is outside 0..1000000000"),
+    ("deltaNum", 2**63 - 1, "deltaNum 9223372036854775807 is outside 0..1000000000"),
+    ("deltaDate", 2**63 - 1, "deltaDate 9223372036854775807 is outside -62135596800000000..253402300799999999"),
+])
+def test_numbers_no_writer_can_send_make_a_bad_key(field, value, reason):
+    data = plain_fastavro(SEED_KEY_SCHEMA, [dict(SEED_KEY_RECORD, **{field: value})])
+    with pytest.raises(BadAvroKeyError) as info:  # a bad key, counted under its own kind
+        decode_backup_key(data)
+    assert info.value.kind == "bad_key_number"
+    assert str(info.value) == f"bad_key_number: {reason} (limits: resources/codecs/limits.py)"
+
+
+def test_numbers_at_the_limits_and_below_one_are_keys():
+    # Below 1: a writer numbering from 0 sends them; the completeness ledger reports them.
+    for fields in ({"chunkNumber": 1_000_000_000, "streamTotal": 1_000_000, "deltaNum": 1_000_000_000},
+                   {"chunkNumber": 0, "streamNumber": -5, "streamTotal": 0, "deltaNum": 0}):
+        key = decode_backup_key(plain_fastavro(SEED_KEY_SCHEMA, [dict(SEED_KEY_RECORD, **fields)]))
+        assert (key.chunk_number, key.delta_num) == (fields["chunkNumber"], fields["deltaNum"])
+
+
 def test_key_writer_schema_checked():
     schema = copy.deepcopy(SEED_KEY_SCHEMA)
     del schema["fields"][3]  # deltaNum

@@ -1,4 +1,5 @@
-"""Increment completeness from backup keys: numberings, holes, duplicates, re-exports, gaps."""
+"""Increment completeness from backup keys: numberings, holes, duplicates, re-exports, gaps;
+numbers as large as a key can claim cost the messages seen, not the span they claim."""
 
 from __future__ import annotations
 
@@ -125,7 +126,7 @@ def test_lost_chunk_per_stream_numbering():
     topic.send(key(1, 1, CL), key(1, 2, "sales"), key(1, 4, "goods", True))
     inc = topic.increment()
     assert not inc.complete
-    assert inc.holes == {"stream 1": [3]}
+    assert inc.holes == {"stream 1": [(3, 3)]}
     assert inc.reasons == ["holes in stream 1: chunks 3"]
 
 
@@ -136,7 +137,7 @@ def test_lost_chunk_per_table_numbering():
         key(1, 1, "goods"), key(1, 3, "goods"), key(1, 5, "goods", True),
     )
     inc = topic.increment()
-    assert inc.holes == {"stream 1 / table goods": [2, 4]}
+    assert inc.holes == {"stream 1 / table goods": [(2, 2), (4, 4)]}
     assert inc.reasons == ["holes in stream 1 / table goods: chunks 2, 4"]
 
 
@@ -144,14 +145,14 @@ def test_lost_first_chunk_of_changelog_group_is_named():
     topic = Topic()
     topic.send(key(1, 1, "sales"), key(1, 2, "sales", True), key(1, 2, CL))
     inc = topic.increment()
-    assert inc.holes == {"stream 1 / changelog": [1]}
+    assert inc.holes == {"stream 1 / changelog": [(1, 1)]}
 
 
 def test_missing_stream():
     topic = Topic()
     topic.send(key(1, 1, CL, True, total=3), key(3, 1, "sales", True, total=3))
     inc = topic.increment()
-    assert inc.missing_streams == [2]
+    assert inc.missing_streams == [(2, 2)]
     assert inc.reasons == ["missing streams: 2"]
 
 
@@ -279,7 +280,7 @@ def test_missing_deltas_between_first_and_last():
     topic.send(key(1, 1, "sales", delta=8))  # present, not complete, not missing
     datamart = topic.ledger.report().datamarts["marketing"]
     assert datamart.present == [2, 3, 5, 7, 8]
-    assert datamart.missing_deltas == [4, 6]
+    assert datamart.missing_deltas == [(4, 4), (6, 6)]
     assert datamart.complete == [2, 3, 5, 7]
     assert datamart.incomplete == [8]
     assert list(datamart.deltas) == [2, 3, 5, 7, 8]
@@ -297,7 +298,7 @@ def test_several_datamarts_interleaved():
     report = topic.ledger.report()
     assert list(report.datamarts) == ["sales", "кадры"]
     sales, hr = report.datamarts["sales"], report.datamarts["кадры"]
-    assert (sales.complete, sales.incomplete, sales.missing_deltas) == ([1, 2], [4], [3])
+    assert (sales.complete, sales.incomplete, sales.missing_deltas) == ([1, 2], [4], [(3, 3)])
     assert (hr.complete, hr.incomplete, hr.missing_deltas) == ([0, 1], [], [])
     assert hr.deltas[0].chosen == "h0" and sales.deltas[2].chosen == "s2"
 
@@ -332,12 +333,12 @@ def test_to_dict_is_json():
     out = json.loads(json.dumps(topic.ledger.report().to_dict()))
     (datamart,) = out["datamarts"]
     assert datamart["datamart"] == "marketing"
-    assert datamart["missing_deltas"] == [2]
+    assert datamart["missing_deltas"] == [[2, 2]]
     assert (datamart["complete"], datamart["incomplete"]) == ([1], [3])
     delta_3 = datamart["deltas"][1]
     assert delta_3["delta_num"] == 3 and delta_3["complete"] is False and delta_3["chosen"] is None
     (inc,) = delta_3["increments"]
-    assert inc["holes"] == {"stream 1": [2]}
+    assert inc["holes"] == {"stream 1": [[2, 2]]}
     assert inc["offsets"] == {"1": [0, 1]}
     assert inc["reasons"] == ["holes in stream 1: chunks 2"]
     assert set(inc) == {
@@ -360,3 +361,61 @@ def test_many_streams_many_chunks(total):
     inc = topic.increment()
     assert inc.complete, inc.reasons
     assert inc.messages == 13 * total and len(inc.tables) == 3 * total
+
+
+# --- Numbers a key may claim --------------------------------------------------------------------
+# Each of these enumerated every number below the claim before (2^63 of them: memory grew past
+# 3 GB in seconds). Now gaps are ranges, computed from the numbers present.
+
+BIG = 2**63 - 1
+
+
+def test_a_huge_last_chunk_number_is_one_range_of_holes():
+    topic = Topic()
+    topic.send(key(1, 1, CL), key(1, BIG, "sales", True))
+    inc = topic.increment()
+    assert inc.holes == {"stream 1": [(2, BIG - 1)]}
+    assert inc.reasons == [f"holes in stream 1: chunks 2..{BIG - 1} ({BIG - 2} in all)"]
+
+
+def test_a_huge_chunk_number_per_table_numbering():
+    topic = Topic()
+    topic.send(key(1, 1, CL), key(1, 1, "sales"), key(1, BIG, "sales", True))
+    assert topic.increment().holes == {"stream 1 / table sales": [(2, BIG - 1)]}
+
+
+def test_a_huge_stream_total_is_one_range_of_missing_streams():
+    topic = Topic()
+    topic.send(key(1, 1, CL, True, total=BIG))
+    inc = topic.increment()
+    assert inc.missing_streams == [(2, BIG)]
+    assert inc.reasons == [f"missing streams: 2..{BIG} ({BIG - 1} in all)"]
+
+
+def test_huge_and_negative_numbers_everywhere_stay_cheap():
+    topic = Topic()
+    topic.send(*whole(delta=0), *whole(delta=BIG))
+    topic.send(key(-BIG, -BIG, "sales", True, total=-BIG, delta=BIG, inc="junk"))
+    datamart = topic.ledger.report().datamarts["marketing"]
+    assert datamart.missing_deltas == [(1, BIG - 1)]
+    junk = topic.increment(delta=BIG, inc="junk")
+    assert junk.missing_streams == []
+    assert junk.reasons[0] == f"stream numbers outside 1..{-BIG}: {-BIG}"
+
+
+def test_printed_holes_are_capped():
+    topic = Topic()
+    topic.send(key(1, 1, CL), *(key(1, n, "sales") for n in range(3, 42, 2)), key(1, 42, "sales", True))
+    inc = topic.increment()
+    assert len(inc.holes["stream 1"]) == 20  # all kept, as ranges
+    assert inc.reasons == ["holes in stream 1: chunks 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, "
+                           "... and 10 more ranges (20 in all)"]
+
+
+def test_printed_conflicts_are_capped():
+    topic = Topic()
+    for n in range(1, 31):
+        topic.send(key(1, n, "sales", True), key(1, n, "sales", False))
+    reasons = topic.increment().reasons
+    conflicts = [r for r in reasons if "isLastChunk" in r]
+    assert len(conflicts) == 11 and conflicts[-1] == "... and 20 more chunks seen both with and without isLastChunk"

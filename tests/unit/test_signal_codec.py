@@ -467,6 +467,19 @@ def test_bad_key(key, error, reason):
          BadSignalValueError, "field 'changeDateTime': 'yesterday' is not of the form"),
         ("SOMETHING_NEW", b'[1, 2]', BadSignalValueError, "SOMETHING_NEW value is a JSON array"),
         ("SOMETHING_NEW", b'{"a": ', BadJsonError, "not JSON"),
+        # Numbers no writer sends: refused here, not by the index's 64-bit column (which raised
+        # OverflowError and stopped the batch) nor by Python's 4300-digit limit (a ValueError).
+        ("DELTA_CLOSE", b'{"deltaNum": 1000000001, "deltaDate": "2024-04-28 08:02:40"}', BadSignalValueError,
+         "DELTA_CLOSE value: field 'deltaNum' must be <= 1000000000, got 1000000001"),
+        ("DELTA_OPEN", b'{"deltaNum": 100000000000000000000}', BadSignalValueError,
+         "field 'deltaNum' must be <= 1000000000"),
+        ("DELTA_OPEN", b'{"deltaNum": ' + b"9" * 5000 + b"}", BadJsonError,
+         "JSON that Python will not read: ValueError: Exceeds the limit (4300 digits)"),
+        ("WRITE_OK", b'{"entity": "t", "cn": 1, "ts": 2, "rowsAffected": 9223372036854775808}',
+         BadSignalValueError, "field 'rowsAffected' must be <= 9223372036854775807"),
+        ("WRITE_CANCEL", b'{"entity": "t", "cn": -9223372036854775809}',
+         BadSignalValueError, "field 'cn' must be >= -9223372036854775808"),
+        ("SOMETHING_NEW", b"[" * 100_000 + b"]" * 100_000, BadJsonError, "RecursionError"),
     ],
 )
 def test_bad_value(event, value, error, reason):

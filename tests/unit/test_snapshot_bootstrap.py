@@ -20,6 +20,8 @@ def test_a_snapshot_still_arriving_waits():
     assert plan_bootstrap("snap", "dm", 7, {}) is None
     assert plan_bootstrap("snap", "dm", 7, {0: ["a"], 2: ["a"]}) is None  # delta 1 not there yet
     assert plan_bootstrap("snap", "dm", 7, {1: ["a"]}) is None  # no delta 0 yet
+    # A key claiming the greatest delta a key may (10^9) costs its own entry, not 10^9 of them.
+    assert plan_bootstrap("snap", "dm", 7, {0: ["a"], 1_000_000_000: ["x"]}) is None
 
 
 def test_a_second_snapshot_in_the_topic_is_refused_not_merged():
