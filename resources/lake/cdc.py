@@ -66,7 +66,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Context, Decimal
 from functools import reduce
 from typing import Any
 
@@ -215,6 +215,8 @@ KEYS_PROPERTY = "deltaport.keys"  # a snapshot commit's key columns, as JSON
 _INCREMENT_EXTRA = ("delta_num", "delta_date")
 _DECIMAL_TYPE = re.compile(r"(?i)^\s*(?:numeric|decimal|number)\s*\(\s*(\d+)\s*,\s*(-?\d+)\s*\)\s*$")
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+# Room for 38 digits (Python's default 28 raised InvalidOperation); more gives NaN, which fits no column.
+_QUANTIZE = Context(prec=80, traps=[])
 
 
 def _meta_fields():
@@ -383,7 +385,7 @@ def _spark_value(value: Any, dtype, column: str) -> Any:
         elif isinstance(dtype, T.DecimalType):
             if isinstance(value, (int, Decimal)) and not isinstance(value, bool):
                 d = Decimal(value)
-                q = d.quantize(Decimal(1).scaleb(-dtype.scale))
+                q = d.quantize(Decimal(1).scaleb(-dtype.scale), context=_QUANTIZE)
                 if q != d or len(q.as_tuple().digits) > dtype.precision:
                     raise CdcTypeError(f"{value} does not fit {dtype.simpleString()}")
                 return q
