@@ -1,16 +1,15 @@
 """`deltaport read SOURCE.TABLE --as-of-delta N`: a table's state as of delta N, from the lake
-(Iceberg time travel by the tag delta_<N>). One row per line, data columns only; dates, times and
-timestamps in ISO 8601 with microseconds (timestamps in UTC, marked Z); numbers as numbers; null
-as null (an empty field in CSV)."""
+(Iceberg time travel by the tag delta_<N>). One row per line, data columns only; dates, times and timestamps in ISO 8601 with microseconds (timestamps in UTC, marked Z);
+numbers as numbers, decimals with their exact digits (12.50); binary as lower-case hex; null as
+null (an empty field in CSV). The encodings: platform_assets/cli/read_format.py."""
 
 from __future__ import annotations
 
 import csv
-import datetime as dt
-import json
 import sys
 
 from platform_assets.cli.common import add_config_option
+from platform_assets.cli.read_format import csv_value, jsonl_line
 from platform_assets.config import load_config
 from platform_assets.engine import engine_for
 from resources.errors import DeltaportError
@@ -28,24 +27,6 @@ def register(sub) -> None:
     p.set_defaults(run=run)
 
 
-def iso(value):
-    if isinstance(value, dt.datetime):
-        return value.isoformat(timespec="microseconds") + "Z"
-    if isinstance(value, dt.time):
-        return value.isoformat(timespec="microseconds")
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    return value
-
-
-def _csv(value):
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return iso(value)
-
-
 def run(args) -> int:
     if "." not in args.table:
         raise DeltaportError(f"table must be SOURCE.TABLE, got {args.table!r}")
@@ -55,17 +36,18 @@ def run(args) -> int:
         raise DeltaportError(f"source {source!r} is not in {cfg.source_file} (sources: {', '.join(cfg.source_names)})")
     spark = engine_for(cfg).session()  # no Dagster import: a read costs the query, not the imports
     layout = LakeLayout(cfg.lake.catalog)
+    delta = args.as_of_delta
     if source in {d.name for d in cfg.datamarts}:
-        columns = [c.name for c in entity_as_of(spark, layout, source, table, args.as_of_delta).columns]
-        rows = rows_as_of(spark, layout, source, table, args.as_of_delta)
+        columns = [c.name for c in entity_as_of(spark, layout, source, table, delta).columns]
+        rows = rows_as_of(spark, layout, source, table, delta)
     else:
-        columns, rows = cdc_columns_as_of(spark, layout, source, table, args.as_of_delta)
+        columns, rows = cdc_columns_as_of(spark, layout, source, table, delta)
     if args.format == "jsonl":
         for row in rows:
-            sys.stdout.write(json.dumps({c: iso(row[c]) for c in columns}, ensure_ascii=False) + "\n")
+            sys.stdout.write(jsonl_line(columns, row))
     else:
         writer = csv.writer(sys.stdout)
         writer.writerow(columns)
         for row in rows:
-            writer.writerow([_csv(row[c]) for c in columns])
+            writer.writerow([csv_value(c, row[c]) for c in columns])
     return 0
