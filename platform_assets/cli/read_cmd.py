@@ -1,5 +1,7 @@
-"""`deltaport read SOURCE.TABLE --as-of-delta N`: a table's state as of delta N, from the lake
-(Iceberg time travel by the tag delta_<N>). One row per line, data columns only; dates, times and timestamps in ISO 8601 with microseconds (timestamps in UTC, marked Z);
+"""`deltaport read SOURCE.TABLE [--as-of-delta N]`: a table's state as of delta N, from the lake
+(Iceberg time travel by the tag delta_<N>); without --as-of-delta, as of the last delta landed in
+it, named on stderr in a comment line (`# ... as of delta 7 ...`). One row per line, data columns
+only; dates, times and timestamps in ISO 8601 with microseconds (timestamps in UTC, marked Z);
 numbers as numbers, decimals with their exact digits (12.50); binary as lower-case hex; null as
 null (an empty field in CSV). The encodings: platform_assets/cli/read_format.py."""
 
@@ -15,13 +17,14 @@ from platform_assets.engine import engine_for
 from resources.errors import DeltaportError
 from resources.lake.prostore import LakeLayout
 from resources.lake.cdc import cdc_columns_as_of
-from resources.lake.read import entity_as_of, rows_as_of
+from resources.lake.read import entity_as_of, last_landed_delta, rows_as_of
 
 
 def register(sub) -> None:
     p = sub.add_parser("read", help="print a table as of a delta", description=__doc__)
     p.add_argument("table", help="SOURCE.TABLE (a datamart's table, or a change stream's <namespace>_<table>)")
-    p.add_argument("--as-of-delta", type=int, required=True)
+    p.add_argument("--as-of-delta", type=int, default=None, metavar="N",
+                   help="the delta to read the table as of (default: the last delta landed in it)")
     p.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
     add_config_option(p)
     p.set_defaults(run=run)
@@ -37,6 +40,10 @@ def run(args) -> int:
     spark = engine_for(cfg).session()  # no Dagster import: a read costs the query, not the imports
     layout = LakeLayout(cfg.lake.catalog)
     delta = args.as_of_delta
+    if delta is None:
+        delta = last_landed_delta(spark, layout, source, table)
+        print(f"# {source}.{table} as of delta {delta}, the last delta landed in it "
+              "(--as-of-delta N reads an earlier one)", file=sys.stderr, flush=True)
     if source in {d.name for d in cfg.datamarts}:
         columns = [c.name for c in entity_as_of(spark, layout, source, table, delta).columns]
         rows = rows_as_of(spark, layout, source, table, delta)

@@ -11,7 +11,8 @@ datamart and of Qlik, one of the others.
 `deltaport read` (the CLI's own `main`) prints every table in jsonl and csv; the output, parsed back,
 equals the lake's rows as the library reads them (`rows_as_of`, `cdc_rows_as_of`), value for value:
 decimals as JSON numbers with their exact digits (`12.50`, 28 digits before the point) and as the
-same text in CSV, binary as lower-case hex in both.
+same text in CSV, binary as lower-case hex in both. Without `--as-of-delta` the read is of the last
+delta landed, named on stderr in a `#` comment line (run as a user runs it, a subprocess).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ import csv
 import datetime as dt
 import io
 import json
+import os
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -223,3 +227,23 @@ def test_the_exact_text_of_decimals_and_binary(lake, capsys):
     text = _read(capsys, config, "typed_qlik.every", "csv", "--as-of-delta", "1")
     assert ",-0.05," in text and ",0E-10" not in text and ",0.0000000000" in text
     assert "," + bytes(range(256)).hex() + "," in text
+
+
+def test_read_without_as_of_delta_reads_the_last_landed_delta_and_says_which(lake, capsys):
+    _, config = lake
+    env = {k: v for k, v in os.environ.items() if k not in ("DELTAPORT_CONFIG", "DAGSTER_HOME")}
+    for source in (DM, "typed_qlik"):  # as a newcomer types it
+        res = subprocess.run([sys.executable, "-m", "platform_assets.cli", "read", f"{source}.every",
+                              "--config", str(config)], capture_output=True, text=True, timeout=300, env=env)
+        assert res.returncode == 0, res.stderr[-3000:]
+        comments = [line for line in res.stderr.splitlines() if line.startswith("# ")]
+        assert len(comments) == 1 and f"{source}.every as of delta 1," in comments[0], res.stderr
+        assert res.stdout == _read(capsys, config, f"{source}.every", "jsonl", "--as-of-delta", "1")
+        assert len(res.stdout.splitlines()) == 3  # rows 1 and 2 of delta 0, row 3 of delta 1
+    # An older delta still reads as it was, and no comment then: the user said which.
+    assert main(["read", f"{DM}.every", "--as-of-delta", "0", "--config", str(config)]) == 0
+    out = capsys.readouterr()
+    assert [json.loads(line)["id"] for line in out.out.splitlines()] == [1, 2] and "#" not in out.err
+    # A table nothing has landed in: a clear error, not a stack trace.
+    assert main(["read", f"{DM}.nowhere", "--config", str(config)]) == 2
+    assert "no delta of typed.nowhere has landed yet" in capsys.readouterr().err
