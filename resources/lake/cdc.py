@@ -701,7 +701,7 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
         raise DeltaportError(f"{source}.{table}: key column(s) {missing_keys} are not among the columns {data}")
     schema = _plain_schema([*columns, ("_order", T.StringType()), ("_tombstone", T.BooleanType()),
                             ("_event_time_us", T.LongType())])
-    ensure_table(spark, ident, schema)
+    created = ensure_table(spark, ident, schema).created
     spark.catalog.refreshTable(ident)
     target = spark.table(ident)
     types = {f.name: f.dataType for f in target.schema.fields}
@@ -709,7 +709,7 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
 
     if not has_increment:  # no change of this table has landed yet
         for n in deltas:
-            record_unchanged(spark, ident, target.schema, n)
+            record_unchanged(spark, ident, target.schema, n, new=created and n == first)
         return unchanged
     changes = spark.table(inc_ident).where(F.col("delta_num").between(first, delta_num))
     folded = fold_changes(changes, target, keys, data, types, several_deltas=len(deltas) > 1)
@@ -720,7 +720,7 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
               folded.groupBy("_op").agg(F.count(F.lit(1)).alias("keys"), F.sum("__dp_events").alias("events")).collect()}
     if not counts:  # every change was a duplicate or late: the state stays as it is
         for n in deltas[:-1]:
-            record_unchanged(spark, ident, target.schema, n)
+            record_unchanged(spark, ident, target.schema, n, new=created and n == first)
         # The last delta by an empty commit, not a tag: like a MERGE's, it records the key
         # columns the deltas' changes carry (`resources/lake/stream_keys.py` reads them back).
         commit_delta(spark, ident, spark.createDataFrame([], target.schema), delta_num=delta_num, mode="append",
