@@ -1,49 +1,33 @@
-"""`deltaport read SOURCE.TABLE --as-of-delta N`: a table's state as of delta N, from the lake
-(Iceberg time travel by the tag delta_<N>). One row per line, data columns only; dates, times and
-timestamps in ISO 8601 with microseconds (timestamps in UTC, marked Z); numbers as numbers; null
-as null (an empty field in CSV)."""
+"""`deltaport read SOURCE.TABLE [--as-of-delta N]`: a table's state as of delta N, from the lake
+(Iceberg time travel by the tag delta_<N>); without --as-of-delta, as of the last delta landed in
+it, named on stderr in a comment line (`# ... as of delta 7 ...`). One row per line, data columns
+only; dates, times and timestamps in ISO 8601 with microseconds (timestamps in UTC, marked Z);
+numbers as numbers, decimals with their exact digits (12.50); binary as lower-case hex; null as
+null (an empty field in CSV). The encodings: platform_assets/cli/read_format.py."""
 
 from __future__ import annotations
 
 import csv
-import datetime as dt
-import json
 import sys
 
 from platform_assets.cli.common import add_config_option
+from platform_assets.cli.read_format import csv_value, jsonl_line
 from platform_assets.config import load_config
 from platform_assets.engine import engine_for
 from resources.errors import DeltaportError
 from resources.lake.prostore import LakeLayout
 from resources.lake.cdc import cdc_columns_as_of
-from resources.lake.read import entity_as_of, rows_as_of
+from resources.lake.read import entity_as_of, last_landed_delta, rows_as_of
 
 
 def register(sub) -> None:
     p = sub.add_parser("read", help="print a table as of a delta", description=__doc__)
     p.add_argument("table", help="SOURCE.TABLE (a datamart's table, or a change stream's <namespace>_<table>)")
-    p.add_argument("--as-of-delta", type=int, required=True)
+    p.add_argument("--as-of-delta", type=int, default=None, metavar="N",
+                   help="the delta to read the table as of (default: the last delta landed in it)")
     p.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
     add_config_option(p)
     p.set_defaults(run=run)
-
-
-def iso(value):
-    if isinstance(value, dt.datetime):
-        return value.isoformat(timespec="microseconds") + "Z"
-    if isinstance(value, dt.time):
-        return value.isoformat(timespec="microseconds")
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    return value
-
-
-def _csv(value):
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return iso(value)
 
 
 def run(args) -> int:
@@ -55,17 +39,22 @@ def run(args) -> int:
         raise DeltaportError(f"source {source!r} is not in {cfg.source_file} (sources: {', '.join(cfg.source_names)})")
     spark = engine_for(cfg).session()  # no Dagster import: a read costs the query, not the imports
     layout = LakeLayout(cfg.lake.catalog)
+    delta = args.as_of_delta
+    if delta is None:
+        delta = last_landed_delta(spark, layout, source, table)
+        print(f"# {source}.{table} as of delta {delta}, the last delta landed in it "
+              "(--as-of-delta N reads an earlier one)", file=sys.stderr, flush=True)
     if source in {d.name for d in cfg.datamarts}:
-        columns = [c.name for c in entity_as_of(spark, layout, source, table, args.as_of_delta).columns]
-        rows = rows_as_of(spark, layout, source, table, args.as_of_delta)
+        columns = [c.name for c in entity_as_of(spark, layout, source, table, delta).columns]
+        rows = rows_as_of(spark, layout, source, table, delta)
     else:
-        columns, rows = cdc_columns_as_of(spark, layout, source, table, args.as_of_delta)
+        columns, rows = cdc_columns_as_of(spark, layout, source, table, delta)
     if args.format == "jsonl":
         for row in rows:
-            sys.stdout.write(json.dumps({c: iso(row[c]) for c in columns}, ensure_ascii=False) + "\n")
+            sys.stdout.write(jsonl_line(columns, row))
     else:
         writer = csv.writer(sys.stdout)
         writer.writerow(columns)
         for row in rows:
-            writer.writerow([_csv(row[c]) for c in columns])
+            writer.writerow([csv_value(c, row[c]) for c in columns])
     return 0

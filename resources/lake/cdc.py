@@ -66,7 +66,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Context, Decimal
 from functools import reduce
 from typing import Any
 
@@ -215,6 +215,8 @@ KEYS_PROPERTY = "deltaport.keys"  # a snapshot commit's key columns, as JSON
 _INCREMENT_EXTRA = ("delta_num", "delta_date")
 _DECIMAL_TYPE = re.compile(r"(?i)^\s*(?:numeric|decimal|number)\s*\(\s*(\d+)\s*,\s*(-?\d+)\s*\)\s*$")
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+# Room for 38 digits (Python's default 28 raised InvalidOperation); more gives NaN, which fits no column.
+_QUANTIZE = Context(prec=80, traps=[])
 
 
 def _meta_fields():
@@ -383,7 +385,7 @@ def _spark_value(value: Any, dtype, column: str) -> Any:
         elif isinstance(dtype, T.DecimalType):
             if isinstance(value, (int, Decimal)) and not isinstance(value, bool):
                 d = Decimal(value)
-                q = d.quantize(Decimal(1).scaleb(-dtype.scale))
+                q = d.quantize(Decimal(1).scaleb(-dtype.scale), context=_QUANTIZE)
                 if q != d or len(q.as_tuple().digits) > dtype.precision:
                     raise CdcTypeError(f"{value} does not fit {dtype.simpleString()}")
                 return q
@@ -699,7 +701,7 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
         raise DeltaportError(f"{source}.{table}: key column(s) {missing_keys} are not among the columns {data}")
     schema = _plain_schema([*columns, ("_order", T.StringType()), ("_tombstone", T.BooleanType()),
                             ("_event_time_us", T.LongType())])
-    ensure_table(spark, ident, schema)
+    created = ensure_table(spark, ident, schema).created
     spark.catalog.refreshTable(ident)
     target = spark.table(ident)
     types = {f.name: f.dataType for f in target.schema.fields}
@@ -707,7 +709,7 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
 
     if not has_increment:  # no change of this table has landed yet
         for n in deltas:
-            record_unchanged(spark, ident, target.schema, n)
+            record_unchanged(spark, ident, target.schema, n, new=created and n == first)
         return unchanged
     changes = spark.table(inc_ident).where(F.col("delta_num").between(first, delta_num))
     folded = fold_changes(changes, target, keys, data, types, several_deltas=len(deltas) > 1)
@@ -718,7 +720,7 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
               folded.groupBy("_op").agg(F.count(F.lit(1)).alias("keys"), F.sum("__dp_events").alias("events")).collect()}
     if not counts:  # every change was a duplicate or late: the state stays as it is
         for n in deltas[:-1]:
-            record_unchanged(spark, ident, target.schema, n)
+            record_unchanged(spark, ident, target.schema, n, new=created and n == first)
         # The last delta by an empty commit, not a tag: like a MERGE's, it records the key
         # columns the deltas' changes carry (`resources/lake/stream_keys.py` reads them back).
         commit_delta(spark, ident, spark.createDataFrame([], target.schema), delta_num=delta_num, mode="append",

@@ -646,7 +646,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
     table = spark.table(ident)
     if stats.rows == 0 and not carry:
         # Nothing changed: the tag alone records delta n, cheaply.
-        record_unchanged(spark, ident, table.schema, n)
+        record_unchanged(spark, ident, table.schema, n, new=not existed)
         return
     keys = list(entity.primary_key)
     if prepared is not None and _plain(transition):

@@ -20,11 +20,25 @@ from resources.codecs.ddl import EntitySchema, replay_changelog
 from resources.codecs.types import micros_to_time
 from resources.errors import DeltaportError
 from resources.lake.prostore import LakeLayout, changelog_history, data_tables, snapshot_as_of
-from resources.spark.iceberg import table_exists
+from resources.spark.iceberg import last_applied_deltas, table_exists
 
 
 class UnknownTableError(DeltaportError):
     pass
+
+
+def last_landed_delta(spark, layout: LakeLayout, source: str, table: str) -> int:
+    """The last delta landed in `source.table` (a datamart's table or a change stream's): the
+    newest delta its snapshot table records, which a read as of that delta finds. Every delta a
+    source lands is recorded in each of its live tables (a tag where it changed nothing), so this
+    is the source's last landed delta, or, for a table dropped since, its last one."""
+    ident = layout.snapshot(source, table)
+    exists = table_exists(spark, ident)
+    last = last_applied_deltas(spark, [ident]).get(ident) if exists else None
+    if last is None:
+        raise UnknownTableError(f"no delta of {source}.{table} has landed yet "
+                                f"({ident} {'records none' if exists else 'does not exist'})")
+    return last
 
 
 def entity_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: int) -> EntitySchema:

@@ -29,7 +29,8 @@ from collections.abc import Sequence
 from resources.lake.cdc import KEYS_PROPERTY
 from resources.lake.prostore import LakeLayout
 from resources.lake.stream_changelog import key_rows, keys_as_of, table_keys
-from resources.spark.iceberg import _missing, _quote, _sql_str, last_applied_deltas
+from resources.spark.existence import namespace_exists
+from resources.spark.iceberg import _quote, _sql_str, last_applied_deltas
 
 _log = logging.getLogger(__name__)
 
@@ -49,18 +50,10 @@ def recorded_keys(spark, idents: Sequence[str]) -> dict[str, tuple[str, ...]]:
 
 def snapshot_tables(spark, layout: LakeLayout, source: str) -> list[str]:
     """The lake tables that have a snapshot table in the source's namespace (none: [])."""
-    from pyspark.errors import AnalysisException, PySparkException
-
+    if not namespace_exists(spark, layout.catalog, source):  # no snapshot made yet; asked, not failed
+        return []
     namespace = ".".join("`" + part.replace("`", "``") + "`" for part in (layout.catalog, source))
-    try:
-        rows = spark.sql(f"SHOW TABLES IN {namespace}").collect()
-    except PySparkException as exc:
-        # No snapshot made yet: Spark's own condition, or Iceberg's exception passed through
-        # (its catalogs raise NoSuchNamespaceException from listTables).
-        if (isinstance(exc, AnalysisException) and _missing(exc)) or "NoSuchNamespaceException" in str(exc):
-            return []
-        raise
-    return sorted(r["tableName"] for r in rows)
+    return sorted(r["tableName"] for r in spark.sql(f"SHOW TABLES IN {namespace}").collect())
 
 
 def current_keys(spark, layout: LakeLayout, source: str,

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Literal
 
 from resources.errors import BadInputError, DeltaportError
 from resources.failpoints import failpoint
+from resources.spark import existence
 from resources.spark.session import local_checkpoint
 
 _log = logging.getLogger(__name__)
@@ -261,26 +262,12 @@ def _evolution(have: DataType, want: DataType) -> Literal["same", "widen", "no"]
 
 def table_exists(spark: SparkSession, ident: str) -> bool:
     _quote(ident)
-    return bool(spark.catalog.tableExists(ident))
+    return existence.table_exists(spark, ident)  # the catalog's answer, no failing call
 
 
 def _schema_or_none(spark: SparkSession, ident: str) -> StructType | None:
-    """The table's schema, or None when it does not exist: one round trip to the engine (an
-    existence check and then the schema would be two, on every write)."""
-    from pyspark.errors import AnalysisException
-
     _quote(ident)
-    try:
-        return spark.table(ident).schema
-    except AnalysisException as exc:
-        if _missing(exc):
-            return None
-        raise
-
-
-def _missing(exc) -> bool:
-    """Whether Spark's AnalysisException says the table (or its namespace) does not exist."""
-    return (exc.getCondition() or "").startswith(("TABLE_OR_VIEW_NOT_FOUND", "SCHEMA_NOT_FOUND"))
+    return existence.schema_or_none(spark, ident)
 
 
 def _table_schema(spark: SparkSession, ident: str) -> StructType:
@@ -807,17 +794,9 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *,
 
 def _refreshed(spark: SparkSession, ident: str) -> bool:
     """Refresh the session's cached metadata of `ident` (another process may have committed
-    since); False when the table does not exist. One round trip for both."""
-    from pyspark.errors import AnalysisException
-
+    since); False when the table does not exist."""
     _quote(ident)
-    try:
-        spark.catalog.refreshTable(ident)
-        return True
-    except AnalysisException as exc:
-        if _missing(exc):
-            return False
-        raise
+    return existence.refreshed(spark, ident)
 
 
 def _newest_committed_delta(spark: SparkSession, ident: str) -> int | None:
@@ -849,10 +828,11 @@ def tag_unchanged(spark: SparkSession, ident: str, delta_num: int) -> bool:
     return True
 
 
-def record_unchanged(spark: SparkSession, ident: str, schema: StructType, delta_num: int) -> None:
+def record_unchanged(spark: SparkSession, ident: str, schema: StructType, delta_num: int, *, new: bool = False) -> None:
     """Record delta N in a table it leaves as it is: `tag_unchanged`, or, when the table has no
-    snapshot yet, an empty commit (summary and tag, as `commit_delta` makes them)."""
-    if not tag_unchanged(spark, ident, delta_num):
+    snapshot yet, an empty commit (summary and tag, as `commit_delta` makes them). `new`: just
+    created, so that commit at once (a tag on no snapshot is a failed call, logged at ERROR)."""
+    if new or not tag_unchanged(spark, ident, delta_num):
         commit_delta(spark, ident, spark.createDataFrame([], schema), delta_num=delta_num, mode="append")
 
 

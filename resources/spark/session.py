@@ -344,11 +344,11 @@ def _load_catalog(session: SparkSession, name: str, *, attempts: int = 4) -> Non
 
     for attempt in range(attempts):
         try:
-            session.sql(f"SHOW NAMESPACES IN `{name}`").collect()
+            # Any namespace: resolving it loads the catalog, and a missing one is an answer, not a
+            # failed call (SHOW NAMESPACES failed on a new hadoop warehouse: an ERROR line per session).
+            session.catalog.databaseExists(f"`{name}`.`default`")
             return
         except PySparkException as exc:
-            if "Namespace does not exist" in str(exc):  # loaded: a hadoop catalog's warehouse is new
-                return
             if attempt + 1 < attempts and any(m in str(exc) for m in _CATALOG_INIT_RACES):
                 time.sleep(0.5 * (attempt + 1))
                 continue

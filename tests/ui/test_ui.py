@@ -67,6 +67,11 @@ def test_ui_shows_lineage_and_partitions(tmp_path: Path) -> None:
         pytest.fail(missing, pytrace=False)
 
     demo = _demo_once(tmp_path / ".deltaport", tmp_path / "demo.log")
+    # A clean run prints no ERROR line (issue 31: "does it exist yet" asked by failing queries printed
+    # 62, each logged at ERROR by pyspark's Connect client): what a team's log alerting would fire on.
+    errors = [line[:300] for line in (tmp_path / "demo.log").read_text(encoding="utf-8").splitlines()
+              if re.search(r"\bERROR\b", line)]
+    assert errors == [], f"{len(errors)} ERROR lines in the demo's output, e.g. {errors[:3]}"
     keys = [partition_key(n) for n in range(DELTAS)]
     out = Path(os.environ.get("DELTAPORT_UI_OUT", ui_check.DEFAULT_OUT))
     try:
