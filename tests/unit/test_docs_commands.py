@@ -1,0 +1,89 @@
+"""Every command the README and docs/ show still exists as shown.
+
+Each `deltaport ...` line of a shell block is parsed by the CLI's own argparse parser, in every
+form the line offers:
+- `a|b` alternatives;
+- each `[optional part]` alone;
+- placeholders (N, M, D) as 1.
+
+Each `make X` line names a target the Makefile has. The commands themselves are run by their
+own tests (tests/integration: sync, read, inspect, status, export, emulate, spark, demo), so a
+flag renamed or removed fails here, naming the file and the line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+
+from platform_assets.cli import COMMANDS
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_SHELL = ("```sh", "```bash", "```shell")
+
+
+def shown_commands() -> list[tuple[str, int, str]]:
+    """(file, line number, command without its comment) of every deltaport/make line in a shell block."""
+    out = []
+    for doc in DOCS:
+        block = False
+        for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), start=1):
+            if line.startswith("```"):
+                block = not block and line.strip() in _SHELL
+                continue
+            text = line.split(" # ", 1)[0].strip()
+            if block and re.match(r"(\.venv/bin/)?(deltaport|make)\b", text):
+                out.append((doc.relative_to(ROOT).as_posix(), number, text))
+    return out
+
+
+def forms(command: str) -> list[list[str]]:
+    """The argument lists a documented command line stands for (module docstring)."""
+    optional = re.findall(r"\[([^\]]*)\]", command)
+    base = re.sub(r"\s*\[[^\]]*\]", "", command)
+    variants = [base] + [f"{base} {choice.strip()}" for part in optional for choice in part.split(" | ")]
+    out = []
+    for variant in variants:
+        words = variant.split()[1:]  # without `deltaport`
+        for i, word in enumerate(words):
+            if "|" in word and not word.startswith("-"):
+                for alternative in word.split("|"):
+                    out.append([*words[:i], alternative, *words[i + 1:]])
+                break
+        else:
+            out.append(words)
+    return [[re.sub(r"^[A-Z]$", "1", w).split("|")[0] for w in words] for words in out]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="deltaport", exit_on_error=False)
+    sub = p.add_subparsers(dest="command", required=True)
+    for module in COMMANDS:
+        module.register(sub)
+    return p
+
+
+COMMANDS_SHOWN = shown_commands()
+
+
+def test_the_docs_show_commands():
+    assert len([c for c in COMMANDS_SHOWN if "deltaport" in c[2]]) >= 10
+
+
+@pytest.mark.parametrize("where,number,command", COMMANDS_SHOWN, ids=[f"{w}:{n}" for w, n, _ in COMMANDS_SHOWN])
+def test_a_documented_command_parses(where, number, command, capsys):
+    if command.split()[0] == "make":
+        target = command.split()[1]
+        makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+        assert re.search(rf"^{re.escape(target)}:", makefile, re.M), f"{where}:{number}: no make target {target!r}"
+        return
+    for argv in forms(command):
+        try:
+            parser().parse_args(argv)
+        except (SystemExit, argparse.ArgumentError) as exc:
+            pytest.fail(f"{where}:{number}: `deltaport {' '.join(argv)}` does not parse: {exc} "
+                        f"{capsys.readouterr().err.strip()}")
