@@ -196,7 +196,7 @@ def check(spark, layout, sc, n: int) -> bool:
 def check_counts(spark, layout, sc, n: int) -> bool:
     """Delta n's row count of every table, counted by Spark (for backlogs too big to bring every
     delta's rows into Python; `check` of the last delta compares the rows themselves)."""
-    from resources.lake.prostore import snapshot_as_of
+    from resources.lake.prostore_snapshot import snapshot_as_of
 
     return all(snapshot_as_of(spark, layout, DM, table, n, sc.databases[DM].tables[table].primary_key).count()
                == len(state) for table, state in sc.truth[DM][n].items())

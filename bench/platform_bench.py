@@ -72,11 +72,11 @@ from resources.kafka.fetch import fetch_values  # noqa: E402
 from resources.kafka.scan import topic_ranges  # noqa: E402
 from resources.lake.prostore import (  # noqa: E402
     LakeLayout,
-    apply_snapshots,
     data_tables,
     land_changelog,
     land_increment,
 )
+from resources.lake.prostore_snapshot import apply_snapshots  # noqa: E402
 from resources.spark.iceberg import commit_delta, ensure_table  # noqa: E402
 from resources.spark.kafka_reader import DRIVER_MAX_BYTES, table_changes, task_errors  # noqa: E402
 

@@ -43,15 +43,14 @@ from resources.lake.prostore import (
     IncrementDelta,
     LakeLayout,
     TableStats,
-    apply_snapshots,
     changelog_history,
     data_tables,
     land_changelogs,
     land_increment_tables,
     landed_deltas,
     record_increments,
-    snapshot_progress,
 )
+from resources.lake.prostore_snapshot import apply_snapshots, snapshot_progress
 from resources.prostore.delta_index import DeltaIndex
 from resources.spark.iceberg import ensure_table, replace_deltas
 from resources.spark.kafka_reader import table_changes, task_errors

@@ -7,7 +7,8 @@ Layout, for datamart `dm` in catalog `lake`:
                                 consecutive deltas without a column change fold into one commit
                                 (summary `deltaport.deltas=a-b`, tagged `delta_<b>`), and a
                                 delta inside it reads as the commit's parent plus the
-                                increments' changes up to it (`snapshot_as_of`);
+                                increments' changes up to it (`snapshot_as_of`; applying and
+                                reading snapshots: `resources/lake/prostore_snapshot.py`);
 - `lake.dm_increment.<table>`  increment: the raw changes of every delta, with `sys_op`,
                                 `delta_num`, `delta_date`, `_kafka_partition`, `_kafka_offset`; partitioned by
                                 `delta_num`; re-landing delta N replaces exactly N's rows;
@@ -55,28 +56,19 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
-from itertools import groupby
 
 from resources.codecs.arrow_rows import SYS_OP
 from resources.codecs.backup import ChangelogRecord
-from resources.codecs.ddl import ColumnTransition, EntitySchema, column_transition, replay_changelog
+from resources.codecs.ddl import EntitySchema, replay_changelog
 from resources.codecs.types import Column, spark_type
 from resources.errors import DeltaportError
 from resources.failpoints import failpoint
 from resources.lake.side_by_side import side_by_side
 from resources.spark.iceberg import (
-    InsideFold,
-    checkpoint_checked,
     committed_records,
     ensure_table,
-    last_applied_deltas,
-    latest_per_key,
-    merge_upserts,
-    record_unchanged,
     replace_deltas,
-    state_as_of_delta,
     table_exists,
-    without_session_properties,
 )
 from resources.spark.kafka_reader import local_frame, output_spark_schema
 
@@ -410,267 +402,3 @@ def landed_deltas(spark, layout: LakeLayout, datamart: str,
         if r.table_name is not None:
             tables[r.table_name] = TableStats(r.table_name, r.rows, r.upserts, r.deletes)
     return out
-
-
-# --- snapshot ----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Applied:
-    delta_num: int
-    table: str
-    upserts: int
-    deletes: int
-
-
-def snapshot_progress(spark, layout: LakeLayout, datamart: str, tables: Sequence[str]) -> dict[str, int | None]:
-    """{snapshot ident: its last applied delta, or None} of every named table, a missing table
-    as None; one query (`last_applied_deltas`, missing tags repaired), as `apply_snapshots`
-    asks it for its target's tables."""
-    idents = [layout.snapshot(datamart, t) for t in tables]
-    return dict.fromkeys(idents) | last_applied_deltas(spark, idents, repair_tags=True)
-
-
-def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, history=None, *,
-                    landed: Mapping[int, Mapping[str, TableStats]] | None = None,
-                    progress: Mapping[str, int | None] | None = None,
-                    known_from: int | None = None) -> list[Applied]:
-    """Bring every snapshot table of the datamart to delta `target`, delta by delta, in order.
-
-    Each table starts after its own last applied delta (from its commit summaries), so a crash
-    between tables, or a re-run, applies nothing twice; a table born in delta k starts at k.
-    Fails with MissingDeltasError, before writing anything, if a delta that some table still
-    needs has not landed as an increment. When a table's DDL changed since the delta last
-    applied to it, the delta's commit also carries the schema change (module docstring).
-
-    What the caller has read already, or knows because it has just written it, is not read
-    again: `history`, the datamart's `changelog_history`; `landed`, the manifest
-    (`landed_deltas`); `progress`, the `snapshot_progress` of the target's tables, read after
-    the last snapshot commit (nothing else writes them: one run at a time per datamart).
-    `known_from`: `history` and `landed` hold only the deltas from this one on (read `since` it:
-    the lowest last applied delta of the target's tables, which must be in `landed`); a table
-    whose DDL is needed from before it makes the whole history be read.
-    """
-    landed = landed_deltas(spark, layout, datamart) if landed is None else landed
-    history = changelog_history(spark, layout, datamart) if history is None else history
-    if target not in landed:
-        raise MissingDeltasError(datamart, target, [target])
-    first = min(landed)
-    tables_at: dict[int, dict[str, EntitySchema]] = {}
-
-    def schema_at(n: int) -> dict[str, EntitySchema]:
-        if n not in tables_at:
-            tables_at[n] = data_tables(replay_changelog(history.get(n, [])))
-        return tables_at[n]
-
-    # The progress of the target's tables in one query (a table dropped before the target is
-    # asked for on its own); a table not there yet (born later, or never) starts at the first
-    # landed delta.
-    asked: dict[str, int | None] = dict(progress or {})
-
-    def last_applied(name: str) -> int:
-        ident = layout.snapshot(datamart, name)
-        if ident not in asked:
-            asked.update(snapshot_progress(spark, layout, datamart, [name] if asked else list(schema_at(target))))
-        done = asked[ident]
-        return done if done is not None else first - 1
-
-    last = {name: last_applied(name) for name in schema_at(target)}
-    start = min(last.values(), default=target) + 1
-    missing = [n for n in range(max(start, first), target + 1) if n not in landed]
-    if missing:
-        raise MissingDeltasError(datamart, target, missing)
-    plan = []  # (delta, entity, stats, transition), in the order they are applied
-    for n in range(max(start, first), target + 1):
-        for name, entity in sorted(schema_at(n).items()):
-            if name not in last:  # a table dropped by `target`: its own progress, not a guess
-                last[name] = last_applied(name)
-            if last[name] >= n:
-                continue
-            if known_from is not None and first <= last[name] < known_from:  # a table left behind
-                history, known_from = {**changelog_history(spark, layout, datamart), **history}, None
-            before = schema_at(last[name]).get(name) if last[name] in history else None
-            plan.append((n, entity, landed[n].get(name, TableStats(name, 0, 0, 0)),
-                         column_transition(before, entity) if before is not None else None))
-            last[name] = n
-    prepared = _prepare_ranges(spark, layout, datamart, plan)
-
-    def step_done(step, commit_id: str) -> list[Applied]:
-        deltas, entity = [n for n, *_ in step], step[-1][1]
-        if len(step) > 1:
-            _apply_fold(spark, layout, datamart, deltas, [e for _, e, _, _ in step], prepared[entity.name],
-                        commit_id)
-        else:
-            n, entity, stats, transition = step[0]
-            _apply_delta(spark, layout, datamart, n, entity, stats, transition, prepared.get(entity.name),
-                         commit_id)
-        failpoint("snapshot.table_done")
-        return [Applied(n, e.name, stats.upserts, stats.deletes) for n, e, stats, _ in step]
-
-    # The steps that start at the same delta (one per table) go side by side, sharing a commit
-    # id (one commit per table), so that their MERGEs share the session's commit properties;
-    # the next delta's steps wait for them, so every table still goes forward in delta order.
-    groups = [list(g) for _, g in groupby(_fold_steps(plan, prepared), key=lambda step: step[0][0])]
-    applied = []
-    for i, group in enumerate(groups):
-        commit_id = uuid.uuid4().hex
-        applied += [a for done in side_by_side(step_done, [(step, commit_id) for step in group]) for a in done]
-        if i + 1 < len(groups):
-            failpoint("snapshot.delta_done")
-    return applied
-
-
-def _fold_steps(plan, prepared: Mapping[str, object]) -> list[list]:
-    """The plan cut into steps, each applied in one commit: per table, a run of consecutive
-    deltas whose columns did not change and whose changes `_prepare_ranges` checked together,
-    with rows in at least one of them, is one step (folded: one MERGE of the last change per
-    key); any other delta is a step of its own. Steps come in the order of their first delta,
-    so each table still goes forward in delta order."""
-    runs: list[list] = []
-    open_run: dict[str, list] = {}  # table -> its run being built
-    for item in plan:
-        n, entity, _, transition = item
-        run = open_run.get(entity.name)
-        foldable = entity.name in prepared and _plain(transition)
-        if foldable and run is not None and run[-1][0] == n - 1:
-            run.append(item)
-            continue
-        run = [item]
-        runs.append(run)
-        open_run[entity.name] = run if foldable else None
-    steps = []
-    for run in runs:
-        if len(run) > 1 and any(stats.rows for _, _, stats, _ in run):
-            steps.append(run)
-        else:  # nothing to fold: a tag per delta records them, as a run of one delta would
-            steps += [[item] for item in run]
-    return sorted(steps, key=lambda step: step[0][0])
-
-
-def _plain(transition: ColumnTransition | None) -> bool:
-    """A delta whose columns did not change since the table's last one: its MERGE needs only its rows."""
-    return transition is None or not (transition.recreated or transition.renamed or transition.added)
-
-
-def _prepare_ranges(spark, layout: LakeLayout, datamart: str, plan) -> dict[str, object]:
-    """{table: its changes of every planned delta, checkpointed}, for tables with rows in two or
-    more planned deltas under one primary key: read from the increment table and materialized
-    once, exact duplicates dropped and keys checked per delta in that same job, before any
-    commit. A range run's MERGEs then cost no job besides their own."""
-    from pyspark.sql import functions as F
-
-    by_table: dict[str, list] = {}
-    for n, entity, stats, transition in plan:
-        if stats.rows and _plain(transition):
-            by_table.setdefault(entity.name, []).append((n, tuple(entity.primary_key)))
-    # Checked here: a table's range (two deltas or more, one key); one delta, or a key that
-    # changed, is checked by the delta's own MERGE.
-    ranges = [(name, items) for name, items in sorted(by_table.items())
-              if len(items) >= 2 and len({key for _, key in items}) == 1]
-
-    def checked(name: str, items: list):
-        deltas = [n for n, _ in items]
-        changes = (spark.table(layout.increment(datamart, name)).where(F.col("delta_num").isin(*deltas))
-                   .drop("delta_date", "_kafka_partition", "_kafka_offset"))
-        return checkpoint_checked(layout.snapshot(datamart, name), changes, items[0][1], deltas=deltas,
-                                  delta_column="delta_num")
-
-    return dict(zip([name for name, _ in ranges], side_by_side(checked, ranges)))
-
-
-def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int], entities: Sequence[EntitySchema],
-                prepared, commit_id: str | None = None) -> None:
-    """One commit taking one snapshot table from its state before `deltas` (consecutive, no
-    column change among them) to the state after the last: the MERGE of each key's last change
-    in them (`prepared`: the table's checked changes of the range). The commit records the
-    deltas and is tagged with the last; `snapshot_as_of` reads the states between."""
-    from pyspark.sql import functions as F
-
-    ident = layout.snapshot(datamart, entities[-1].name)
-    struct = None
-    for entity in entities:  # a dropped column stays in the table; none is added inside a fold
-        if _struct(entity.columns) != struct:
-            struct = _struct(entity.columns)
-            ensure_table(spark, ident, struct, properties=SNAPSHOT_TABLE_PROPERTIES)
-    keys = list(entities[-1].primary_key)
-    changes = prepared.where(F.col("delta_num").between(deltas[0], deltas[-1]))
-    last = latest_per_key(changes, keys, order_column="delta_num").drop("delta_num")
-    last = _table_columns(last, spark.table(ident).schema, extra=["sys_op"])
-    merge_upserts(spark, ident, last, keys, delta_num=deltas[-1], checked=True, folded=deltas, commit_id=commit_id)
-
-
-def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: int,
-                   primary_key: Sequence[str]):
-    """The snapshot table as it was right after `delta_num`: its `delta_<N>` tag, or, for a
-    delta inside a folded commit (`_apply_fold`), that commit's parent (the state before the
-    fold) with the fold's changes up to N applied, each key's last change winning. Raises
-    `DeltaNotFoundError` when neither records N."""
-    from pyspark.sql import functions as F
-
-    state = state_as_of_delta(spark, layout.snapshot(datamart, table), delta_num)
-    if not isinstance(state, InsideFold):
-        return state
-    fold, schema, base = state.fold, state.schema, state.base
-    keys = list(primary_key)
-    changes = (spark.table(layout.increment(datamart, table))
-               .where(F.col("delta_num").between(fold.deltas[0], delta_num))
-               .drop("delta_date", "_kafka_partition", "_kafka_offset"))
-    last = _table_columns(latest_per_key(changes, keys, order_column="delta_num").drop("delta_num"), schema,
-                          extra=["sys_op"])
-    kept = base.join(last.select(*[_c(k) for k in keys]), on=keys, how="left_anti")
-    return kept.unionByName(last.where(F.col("sys_op").isNull() | (F.col("sys_op") != 1)).drop("sys_op"))
-
-
-def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: EntitySchema, stats: TableStats,
-                 transition: ColumnTransition | None, prepared=None, commit_id: str | None = None) -> None:
-    """One commit taking one snapshot table from its state after the previous delta to delta n.
-
-    `transition`: how the table's columns changed since the delta last applied (None: not
-    known, nothing to carry over). `prepared`: the table's checked changes of a range
-    (`_prepare_ranges`), used when the delta's columns did not change."""
-    from pyspark.sql import functions as F
-
-    ident = layout.snapshot(datamart, entity.name)
-    existed = table_exists(spark, ident)
-    had = {f.name.lower() for f in spark.table(ident).schema.fields} if existed else set()
-    if existed and transition is not None and transition.recreated:
-        # A new table of the same name: the old one's rows go (its history stays in the tags).
-        with without_session_properties(spark):  # other tables' MERGEs may be running beside
-            spark.sql(f"DELETE FROM {'.'.join(f'`{p}`' for p in ident.split('.'))}")
-    ensure_table(spark, ident, _struct(entity.columns), properties=SNAPSHOT_TABLE_PROPERTIES)
-    # Rows the delta does not write still change when a column was renamed (the new name takes
-    # the old name's value) or added again after a drop (the stale value must not come back).
-    carry: dict[str, str | None] = {}
-    if transition is not None and not transition.recreated:
-        carry = dict(transition.renamed)
-        carry.update({c: None for c in transition.added if c.lower() in had})
-    table = spark.table(ident)
-    if stats.rows == 0 and not carry:
-        # Nothing changed: the tag alone records delta n, cheaply.
-        record_unchanged(spark, ident, table.schema, n, new=not existed)
-        return
-    keys = list(entity.primary_key)
-    if prepared is not None and _plain(transition):
-        changes = _table_columns(prepared.where(F.col("delta_num") == n).drop("delta_num"), table.schema,
-                                 extra=["sys_op"])
-        merge_upserts(spark, ident, changes, keys, delta_num=n, checked=True, commit_id=commit_id)
-        return
-    changes = (spark.table(layout.increment(datamart, entity.name)).where(F.col("delta_num") == n)
-               .drop("delta_num", "delta_date", "_kafka_partition", "_kafka_offset"))
-    changes = _table_columns(changes, table.schema, extra=["sys_op"])
-    if not carry:  # the MERGE checks the keys in its own job
-        merge_upserts(spark, ident, changes, keys, delta_num=n, commit_id=commit_id)
-        return
-    # The rows the delta does not write come from the table itself: materialized (and checked)
-    # before the MERGE rewrites that table.
-    untouched = table.join(changes.select(*[_c(k) for k in keys]), on=keys, how="left_anti")
-    types = {f.name: f.dataType for f in table.schema.fields}
-    untouched = untouched.select(
-        *[(_c(carry[f.name]) if carry[f.name] is not None else F.lit(None)).cast(types[f.name]).alias(f.name)
-          if f.name in carry else _c(f.name) for f in table.schema.fields],
-        F.lit(0).cast("int").alias("sys_op"))
-    changes = checkpoint_checked(ident, changes.unionByName(untouched), keys, deltas=[n])
-    if changes.isEmpty():  # a rename in an empty table, with no change in the delta
-        record_unchanged(spark, ident, table.schema, n)
-        return
-    merge_upserts(spark, ident, changes, keys, delta_num=n, checked=True, commit_id=commit_id)
-

@@ -19,7 +19,8 @@ import datetime as dt
 from resources.codecs.ddl import EntitySchema, replay_changelog
 from resources.codecs.types import micros_to_time
 from resources.errors import DeltaportError
-from resources.lake.prostore import LakeLayout, changelog_history, data_tables, snapshot_as_of
+from resources.lake.prostore import LakeLayout, changelog_history, data_tables
+from resources.lake.prostore_snapshot import snapshot_as_of
 from resources.spark.iceberg import last_applied_deltas, table_exists
 
 

@@ -30,7 +30,8 @@ from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.prostore.ingest import ingest_topic
 from resources.kafka.admin import create_topic
 from resources.kafka.fetch import fetch_values
-from resources.lake.prostore import LakeLayout, apply_snapshots, data_tables, land_changelog, land_increment
+from resources.lake.prostore import LakeLayout, data_tables, land_changelog, land_increment
+from resources.lake.prostore_snapshot import apply_snapshots
 from resources.lake.read import rows_as_of
 from resources.spark.kafka_reader import output_spark_schema, table_changes
 from resources.spark.session import CatalogConfig, connect

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from resources.codecs.backup import ChangelogRecord
-from resources.lake.prostore import IncrementDelta, LakeLayout, apply_snapshots, land_changelogs, land_increments
+from resources.lake.prostore import IncrementDelta, LakeLayout, land_changelogs, land_increments
+from resources.lake.prostore_snapshot import apply_snapshots
 from resources.lake.read import rows_as_of
 from resources.spark.iceberg import (
     KeyViolationError,
