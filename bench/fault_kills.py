@@ -156,7 +156,8 @@ def committed_so_far(remote: str, catalog: str, warehouse: Path, sc) -> dict:
     """What a killed sync left: increment deltas per table, manifest deltas, snapshot commits and
     tags per table (shows where in the run the kill landed)."""
     from resources.lake.prostore import LakeLayout, landed_deltas
-    from resources.spark.iceberg import DELTA_PROPERTY, _quote, delta_tags, table_exists
+    from resources.spark.iceberg import DELTA_PROPERTY, _quote, table_exists
+    from resources.spark.iceberg_reads import delta_tags
     from resources.spark.session import CatalogConfig, connect
 
     spark = connect(remote, CatalogConfig(name=catalog, warehouse=str(warehouse)))
@@ -179,7 +180,8 @@ def compare_with_truth(row: KillRow, remote: str, catalog: str, warehouse: Path,
     (default: every delta), increment rows per delta, deltas applied twice, deltas untagged."""
     from resources.lake.prostore import LakeLayout
     from resources.lake.read import rows_as_of
-    from resources.spark.iceberg import DELTA_PROPERTY, _quote, delta_tags, folded_commits, table_exists
+    from resources.spark.iceberg import DELTA_PROPERTY, _quote, table_exists
+    from resources.spark.iceberg_reads import delta_tags, folded_commits
     from resources.spark.session import CatalogConfig, connect
 
     spark = connect(remote, CatalogConfig(name=catalog, warehouse=str(warehouse)))

@@ -86,18 +86,20 @@ from resources.lake.prostore import LakeLayout, MissingDeltasError, _since, veri
 from resources.lake.side_by_side import side_by_side
 from resources.spark.iceberg import (
     DELTAS_PROPERTY,
-    InsideFold,
     commit_delta,
     committed_records,
-    delta_tags,
     ensure_table,
+    replace_deltas,
+    table_exists,
+)
+from resources.spark.iceberg_reads import (
+    InsideFold,
+    delta_tags,
     folded_commits,
     last_applied_delta,
     last_applied_deltas,
     record_unchanged,
-    replace_deltas,
     state_as_of_delta,
-    table_exists,
     tag_unchanged,
 )
 

@@ -15,18 +15,9 @@ from resources.failpoints import failpoint
 from resources.lake.prostore import (SNAPSHOT_TABLE_PROPERTIES, LakeLayout, MissingDeltasError, TableStats, _c,
                                      _struct, _table_columns, changelog_history, data_tables, landed_deltas)
 from resources.lake.side_by_side import side_by_side
-from resources.spark.iceberg import (
-    InsideFold,
-    checkpoint_checked,
-    ensure_table,
-    last_applied_deltas,
-    latest_per_key,
-    merge_upserts,
-    record_unchanged,
-    state_as_of_delta,
-    table_exists,
-    without_session_properties,
-)
+from resources.spark.iceberg import ensure_table, table_exists, without_session_properties
+from resources.spark.iceberg_reads import InsideFold, last_applied_deltas, record_unchanged, state_as_of_delta
+from resources.spark.iceberg_merge import checkpoint_checked, latest_per_key, merge_upserts
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from resources.codecs.types import micros_to_time
 from resources.errors import DeltaportError
 from resources.lake.prostore import LakeLayout, changelog_history, data_tables
 from resources.lake.prostore_snapshot import snapshot_as_of
-from resources.spark.iceberg import last_applied_deltas, table_exists
+from resources.spark.iceberg import table_exists
+from resources.spark.iceberg_reads import last_applied_deltas
 
 
 class UnknownTableError(DeltaportError):

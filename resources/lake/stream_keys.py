@@ -30,7 +30,8 @@ from resources.lake.cdc import KEYS_PROPERTY
 from resources.lake.prostore import LakeLayout
 from resources.lake.stream_changelog import key_rows, keys_as_of, table_keys
 from resources.spark.existence import namespace_exists
-from resources.spark.iceberg import _quote, _sql_str, last_applied_deltas
+from resources.spark.iceberg import _quote, _sql_str
+from resources.spark.iceberg_reads import last_applied_deltas
 
 _log = logging.getLogger(__name__)
 

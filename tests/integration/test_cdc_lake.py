@@ -32,7 +32,7 @@ from resources.lake.cdc import (
     order_key_text,
 )
 from resources.lake.prostore import LakeLayout, MissingDeltasError, landed_deltas
-from resources.spark.iceberg import last_applied_delta
+from resources.spark.iceberg_reads import last_applied_delta
 
 pytestmark = pytest.mark.integration
 
@@ -273,7 +273,7 @@ def test_a_range_folded_into_one_commit_reads_back_every_delta_as_applied_one_by
     recording deltas 0-2, tagged delta_2, and every delta reads back as applying them one after
     the other left it (the test above), late changes across deltas and re-deliveries included."""
     from resources.lake.cdc import cdc_recorded_deltas
-    from resources.spark.iceberg import delta_tags, folded_commits
+    from resources.spark.iceberg_reads import delta_tags, folded_commits
 
     columns = spark_columns()
     deltas = focused_deltas()
@@ -409,7 +409,7 @@ def test_a_table_a_delta_leaves_as_is_gets_its_tag_without_a_fold(spark, source)
     every delta, and a range of such deltas does the same; the manifest is read from the
     tables' lowest last applied delta on."""
     from bench.round_trips import counting_round_trips
-    from resources.spark.iceberg import delta_tags
+    from resources.spark.iceberg_reads import delta_tags
 
     def other(key, order, x) -> Change:
         return Change(source="test", namespace="ns", table="others", operation=UPSERT, key_columns=KEY,

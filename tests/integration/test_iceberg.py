@@ -23,16 +23,18 @@ from resources.spark.iceberg import (
     SchemaEvolutionError,
     TableNotFoundError,
     commit_delta,
-    delta_tags,
     ensure_table,
-    last_applied_delta,
-    merge_upserts,
-    read_as_of_delta,
-    repair_delta_tags,
     replace_deltas,
     table_exists,
+)
+from resources.spark.iceberg_reads import (
+    delta_tags,
+    last_applied_delta,
+    read_as_of_delta,
+    repair_delta_tags,
     tag_unchanged,
 )
+from resources.spark.iceberg_merge import merge_upserts
 from resources.spark.resource import SparkResource
 from resources.spark.session import ICEBERG_EXTENSIONS, CatalogConfig, connect
 

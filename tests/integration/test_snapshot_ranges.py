@@ -13,13 +13,8 @@ from resources.codecs.backup import ChangelogRecord
 from resources.lake.prostore import IncrementDelta, LakeLayout, land_changelogs, land_increments
 from resources.lake.prostore_snapshot import apply_snapshots
 from resources.lake.read import rows_as_of
-from resources.spark.iceberg import (
-    KeyViolationError,
-    TableNotFoundError,
-    delta_tags,
-    folded_commits,
-    last_applied_delta,
-)
+from resources.spark.iceberg import KeyViolationError, TableNotFoundError
+from resources.spark.iceberg_reads import delta_tags, folded_commits, last_applied_delta
 from resources.spark.kafka_reader import output_spark_schema
 from resources.spark.session import CatalogConfig, connect
 

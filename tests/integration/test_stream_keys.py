@@ -17,7 +17,7 @@ from resources.lake.cdc import apply_cdc_through, cdc_rows_as_of, changes_frame,
 from resources.lake.prostore import LakeLayout
 from resources.lake.stream_changelog import changelog_entries, land_stream_changelogs, table_keys
 from resources.lake.stream_keys import current_keys, recorded_keys
-from resources.spark.iceberg import last_applied_delta
+from resources.spark.iceberg_reads import last_applied_delta
 
 pytestmark = pytest.mark.integration
 

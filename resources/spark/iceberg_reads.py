@@ -1,0 +1,262 @@
+"""Reading deltaport's Iceberg tables by delta: each table's last applied delta, its `delta_<N>`
+tags and folded commits, and the table as it was right after any delta. The conventions these
+read (summary properties, tags, folds) are written by `resources/spark/iceberg.py`, whose
+docstring says what they guarantee.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from resources.spark import existence
+from resources.spark.iceberg import (
+    DELTA_PROPERTY,
+    DELTAS_PROPERTY,
+    DeltaNotFoundError,
+    TableNotFoundError,
+    _col,
+    _quote,
+    _sql_str,
+    commit_delta,
+    delta_tag,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+_log = logging.getLogger("resources.spark.iceberg")
+
+
+def last_applied_delta(spark: SparkSession, ident: str) -> int | None:
+    """The delta recorded by the newest deltaport commit in the table's current history (the
+    current snapshot's summary, unless maintenance such as compaction committed after it), or
+    None when no delta was ever committed. Raises `TableNotFoundError` for a missing table."""
+    found = last_applied_deltas(spark, [ident])
+    if ident not in found:
+        raise TableNotFoundError(f"Iceberg table {ident} does not exist")
+    return found[ident]
+
+
+def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *,
+                        repair_tags: bool = False) -> dict[str, int | None]:
+    """`last_applied_delta` of several tables at once: {ident: delta or None} for the tables
+    that exist (a missing one is left out). One query, plain scans of metadata tables (a join
+    or a LIMIT per table costs more planning and jobs than the rows it saves): every table's
+    current snapshot, `delta_<N>` tags and commits recording a delta. The newest such tag or
+    commit on the current snapshot is the answer (a delta that left the table unchanged is
+    recorded by its tag alone: `tag_unchanged`); only a table whose current snapshot has
+    neither (maintenance committed after the last delta, or a rollback) costs a walk of its
+    history. The rows grow by about two per delta: tens of thousands after years of deltas.
+
+    `repair_tags=True` (writers, before they go on): a last applied delta whose commit lacks its
+    ``delta_<N>`` tag (the process died between the two) is tagged now, so reading as of N
+    stays exact; it costs nothing when every tag is there."""
+    existing = [i for i in dict.fromkeys(idents) if _refreshed(spark, i)]
+    if not existing:
+        return {}
+    delta = _sql_str(DELTA_PROPERTY)
+    parts = []
+    for ident in existing:
+        q, name = _quote(ident), _sql_str(ident)
+        parts += [
+            f"SELECT {name} AS ident, type AS kind, snapshot_id, "
+            "CASE WHEN type = 'TAG' THEN CAST(substring(name, 7) AS BIGINT) END AS delta "
+            f"FROM {q}.`refs` WHERE (type = 'BRANCH' AND name = 'main') OR "
+            "(type = 'TAG' AND name RLIKE '^delta_[0-9]+$')",
+            f"SELECT {name} AS ident, 'COMMIT' AS kind, snapshot_id, CAST(summary[{delta}] AS BIGINT) AS delta "
+            f"FROM {q}.`snapshots` WHERE summary[{delta}] IS NOT NULL"]
+    rows = spark.sql(" UNION ALL ".join(parts)).collect()
+    current = {r["ident"]: r["snapshot_id"] for r in rows if r["kind"] == "BRANCH"}
+    newest: dict[str, int] = {}
+    tagged: set[tuple[str, int]] = set()  # (ident, delta) tagged on the current snapshot
+    for r in rows:
+        if r["kind"] != "BRANCH" and r["delta"] is not None and r["snapshot_id"] == current.get(r["ident"]):
+            newest[r["ident"]] = max(newest.get(r["ident"], -1), int(r["delta"]))
+            if r["kind"] == "TAG":
+                tagged.add((r["ident"], int(r["delta"])))
+    out: dict[str, int | None] = {}
+    for ident in existing:
+        if ident not in current:  # no snapshot yet
+            out[ident] = None
+        elif ident in newest:
+            out[ident] = newest[ident]
+            if repair_tags and (ident, newest[ident]) not in tagged:
+                _log.warning("%s: delta %d was committed but not tagged (a process died between the two); "
+                             "tagging it now", ident, newest[ident])
+                spark.sql(f"ALTER TABLE {_quote(ident)} CREATE OR REPLACE TAG `{delta_tag(newest[ident])}` "
+                          f"AS OF VERSION {int(current[ident])}")
+        else:
+            out[ident] = _newest_committed_delta(spark, ident)
+            if repair_tags:
+                repair_delta_tags(spark, ident)
+    return out
+
+
+def _refreshed(spark: SparkSession, ident: str) -> bool:
+    """Refresh the session's cached metadata of `ident` (another process may have committed
+    since); False when the table does not exist."""
+    _quote(ident)
+    return existence.refreshed(spark, ident)
+
+
+def _newest_committed_delta(spark: SparkSession, ident: str) -> int | None:
+    """The delta of the newest commit in the current history that records one (the current
+    snapshot is a maintenance commit, or a crash came between a commit and its tag)."""
+    quoted = _quote(ident)
+    rows = spark.sql(
+        f"SELECT CAST(s.summary[{_sql_str(DELTA_PROPERTY)}] AS BIGINT) AS delta FROM {quoted}.`history` h "
+        f"JOIN {quoted}.`snapshots` s ON h.snapshot_id = s.snapshot_id "
+        f"WHERE h.is_current_ancestor AND s.summary[{_sql_str(DELTA_PROPERTY)}] IS NOT NULL "
+        "ORDER BY h.made_current_at DESC LIMIT 1").collect()
+    return int(rows[0]["delta"]) if rows else None
+
+
+def tag_unchanged(spark: SparkSession, ident: str, delta_num: int) -> bool:
+    """Record delta N for a table it leaves as it is: the tag ``delta_<N>`` on the current
+    snapshot, one metadata commit and no data commit (`last_applied_delta` reads it back).
+    False, with nothing done, when the table has no snapshot yet (the caller commits instead)."""
+    from pyspark.errors import PySparkException
+
+    quoted = _quote(ident)
+    spark.catalog.refreshTable(ident)
+    try:  # without AS OF VERSION, Iceberg tags the current snapshot: no query to find it
+        spark.sql(f"ALTER TABLE {quoted} CREATE OR REPLACE TAG `{delta_tag(delta_num)}`")
+    except PySparkException as exc:
+        if "main has no snapshot" in str(exc):  # Iceberg's words for a table never written
+            return False
+        raise
+    return True
+
+
+def record_unchanged(spark: SparkSession, ident: str, schema: StructType, delta_num: int, *, new: bool = False) -> None:
+    """Record delta N in a table it leaves as it is: `tag_unchanged`, or, when the table has no
+    snapshot yet, an empty commit (summary and tag, as `commit_delta` makes them). `new`: just
+    created, so that commit at once (a tag on no snapshot is a failed call, logged at ERROR)."""
+    if new or not tag_unchanged(spark, ident, delta_num):
+        commit_delta(spark, ident, spark.createDataFrame([], schema), delta_num=delta_num, mode="append")
+
+
+def delta_tags(spark: SparkSession, ident: str) -> dict[int, int]:
+    """``{delta number: snapshot id}`` for every ``delta_<N>`` tag of the table, as committed now
+    (the session's cached metadata is refreshed first: a long-lived session would otherwise
+    keep reading the tags it saw when it first loaded the table)."""
+    quoted = _quote(ident)
+    spark.catalog.refreshTable(ident)
+    rows = spark.sql(f"SELECT name, snapshot_id FROM {quoted}.`refs` WHERE type = 'TAG'").collect()
+    out = {}
+    for name, snapshot_id in rows:
+        m = re.fullmatch(r"delta_(\d+)", name)
+        if m:
+            out[int(m.group(1))] = int(snapshot_id)
+    return dict(sorted(out.items()))
+
+
+@dataclass(frozen=True)
+class FoldedCommit:
+    """A state-table commit that applied several deltas at once (`merge_upserts(folded=...)`):
+    the state after each of `deltas` but the last is its parent's plus those deltas' changes."""
+
+    deltas: tuple[int, ...]
+    snapshot_id: int
+    parent_id: int | None
+    summary: Mapping[str, str] = field(default_factory=dict)  # the commit's whole summary
+
+
+def folded_commits(spark: SparkSession, ident: str) -> list[FoldedCommit]:
+    """The table's folded commits, oldest first: one plain scan of its snapshots (a join with
+    its history, to leave out commits a rollback undid, costs seconds; deltaport never rolls
+    back, and a newer commit of the same deltas comes later in the list)."""
+    quoted = _quote(ident)
+    rows = spark.sql(
+        f"SELECT snapshot_id, parent_id, summary FROM {quoted}.`snapshots` "
+        f"WHERE summary[{_sql_str(DELTAS_PROPERTY)}] IS NOT NULL ORDER BY committed_at").collect()
+    return [FoldedCommit(tuple(_ranges_parse(r["summary"][DELTAS_PROPERTY])), int(r["snapshot_id"]),
+                         None if r["parent_id"] is None else int(r["parent_id"]), dict(r["summary"]))
+            for r in rows]
+
+
+@dataclass(frozen=True)
+class InsideFold:
+    """A state table as of a delta inside a folded commit, before the fold's changes: `base`,
+    the state before the fold in the fold commit's columns (`schema`; columns the fold added are
+    NULL), for the caller to apply the fold's deltas up to the one asked for."""
+
+    fold: FoldedCommit
+    schema: StructType
+    base: DataFrame
+
+
+def state_as_of_delta(spark: SparkSession, ident: str, delta_num: int) -> DataFrame | InsideFold:
+    """The state table `ident` right after `delta_num`: by its ``delta_<N>`` tag, or, for a delta
+    inside a folded commit, `InsideFold` (the state before the fold: the previous delta's tag,
+    which keeps its snapshot from expiring should maintenance commit in between, else the
+    fold's parent, else empty: the table was born in the fold). Raises `DeltaNotFoundError` when
+    neither records N."""
+    from pyspark.sql import functions as F
+
+    quoted = _quote(ident)
+    tags = delta_tags(spark, ident)
+    if delta_num in tags:
+        return spark.sql(f"SELECT * FROM {quoted} VERSION AS OF {tags[delta_num]}")
+    covering = [c for c in folded_commits(spark, ident) if delta_num in c.deltas]
+    if not covering:
+        return read_as_of_delta(spark, ident, delta_num)  # raises DeltaNotFoundError, naming the tags
+    fold = covering[-1]
+    schema = spark.sql(f"SELECT * FROM {quoted} VERSION AS OF {fold.snapshot_id}").schema
+    before = tags.get(fold.deltas[0] - 1, fold.parent_id)
+    if before is None:
+        return InsideFold(fold, schema, spark.createDataFrame([], schema))
+    base = spark.sql(f"SELECT * FROM {quoted} VERSION AS OF {before}")
+    have = {c.lower(): c for c in base.columns}
+    base = base.select(*[F.col(_col(have[f.name.lower()])).cast(f.dataType).alias(f.name) if f.name.lower() in have
+                         else F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields])
+    return InsideFold(fold, schema, base)
+
+
+def _ranges_parse(text: str) -> list[int]:
+    """"3-5,9" -> [3, 4, 5, 9] (`_ranges_text` backwards)."""
+    out: list[int] = []
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        out += range(int(a), int(b or a) + 1)
+    return out
+
+
+def read_as_of_delta(spark: SparkSession, ident: str, delta_num: int) -> DataFrame:
+    """The table as it was right after delta `delta_num` was committed (time travel by the
+    ``delta_<N>`` tag). Raises `DeltaNotFoundError` naming the deltas that are tagged."""
+    quoted = _quote(ident)
+    tags = delta_tags(spark, ident)
+    if int(delta_num) not in tags:
+        raise DeltaNotFoundError(
+            f"{ident} has no tag {delta_tag(delta_num)} (tagged deltas: {list(tags) or 'none'})"
+        )
+    return spark.sql(f"SELECT * FROM {quoted} VERSION AS OF {_sql_str(delta_tag(delta_num))}")
+
+
+def repair_delta_tags(spark: SparkSession, ident: str) -> list[int]:
+    """Tag ``delta_<N>`` every delta whose newest commit in the current history is not tagged
+    so (a process died between a commit and its tag); returns the deltas tagged now."""
+    quoted = _quote(ident)
+    rows = spark.sql(
+        f"SELECT s.snapshot_id, s.summary[{_sql_str(DELTA_PROPERTY)}] AS delta FROM {quoted}.`history` h "
+        f"JOIN {quoted}.`snapshots` s ON h.snapshot_id = s.snapshot_id "
+        f"WHERE h.is_current_ancestor AND s.summary[{_sql_str(DELTA_PROPERTY)}] IS NOT NULL "
+        "ORDER BY h.made_current_at"
+    ).collect()
+    newest: dict[int, int] = {}
+    for snapshot_id, delta in rows:
+        newest[int(delta)] = int(snapshot_id)
+    tags = delta_tags(spark, ident)
+    fixed = []
+    for delta, snapshot_id in sorted(newest.items()):
+        if tags.get(delta) != snapshot_id:
+            tag = delta_tag(delta)
+            spark.sql(f"ALTER TABLE {quoted} CREATE OR REPLACE TAG `{tag}` AS OF VERSION {snapshot_id}")
+            fixed.append(delta)
+    return fixed
