@@ -1,7 +1,9 @@
 """The asset check `lag_within_bound` of each source (platform_assets/lag.py says what lag is).
 
-Its evaluations come from the sensor's ticks (not from the delta runs: a lagging source has no
-run to evaluate it in); executing the check from the UI computes the lag now.
+Its evaluations come from the sensor's ticks, not from the delta job's runs: a lagging source
+has no run to evaluate it in. Executing the check from the UI computes the lag now, and so does a
+run that selects the snapshot by hand (a subset run, a UI materialization), because Dagster adds
+the checks of the assets a run selects.
 """
 
 import dagster as dg
