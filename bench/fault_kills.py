@@ -40,13 +40,13 @@ KILLS: dict[str, str] = {
     "kill-snapshot-commit-before-tag": "snapshot.committed@2",
     "kill-snapshot-between-tables": "snapshot.table_done@1",
     "kill-between-range-deltas": "snapshot.delta_done@1",
-    # Table maintenance after the range (lake.maintenance below: due every 2 deltas, compacting
+    # Table maintenance after the range (lake.maintenance below: due after every run, compacting
     # from 1 delete file): killed while Spark compacts a snapshot table, and between two tables.
     "kill-inside-compaction": "maintenance.compact~300",
     "kill-between-maintained-tables": "maintenance.table_done@3",
 }
 # The kill cases of maintenance run with it due on every range of the story and eager to compact.
-MAINTENANCE_CASES = {"every_deltas": 2, "delete_files_threshold": 1, "expire_after_seconds": 0}
+MAINTENANCE_CASES = {"every_deltas": 1, "delete_files_threshold": 1, "data_files_threshold": 1, "expire_after_seconds": 0}
 
 
 @dataclass

@@ -266,6 +266,10 @@ def land_cdc_increments(spark, layout: LakeLayout, source: str, deltas: Sequence
         commits[ident] = commit
         for n in landed_in[table]:
             got = observed[(table, n)].get
+            if "rows" not in got:
+                # The write committed but its observation never reached the client (seen once, on a
+                # standalone cluster under load: an empty dict). The rows are counted back instead.
+                got = _counted_back(spark, ident, n)
             stats[n].append(CdcLandStats(table, int(got["rows"]), int(got[UPSERT]), int(got[DELETE]),
                                          int(got[BEFORE_IMAGE])))
             rows_sent[ident] = rows_sent.get(ident, 0) + int(got["rows"])
@@ -295,6 +299,16 @@ def _string():
     from pyspark.sql.types import StringType
 
     return StringType()
+
+
+def _counted_back(spark, ident: str, delta_num: int) -> dict[str, int]:
+    """What the write's observation counts, read back from delta `delta_num`'s partition of `ident`."""
+    from pyspark.sql import functions as F
+
+    row = (spark.table(ident).where(F.col("delta_num") == delta_num)
+           .agg(F.count(F.lit(1)).alias("rows"), *[F.count_if(F.col("_op") == op).alias(op) for op in _OPS])
+           .collect()[0])
+    return {k: int(row[k] or 0) for k in ("rows", *_OPS)}
 
 
 def cdc_landed_deltas(spark, layout: LakeLayout, source: str,
