@@ -48,7 +48,8 @@ from decimal import Decimal
 
 import fastavro
 
-from resources.codecs.qlik import ENVELOPE_SCHEMA, MAGIC, encode_mask, order_key, row_identity
+from resources.codecs.qlik import ENVELOPE_SCHEMA, MAGIC
+from resources.codecs.qlik_values import encode_mask, order_key, row_identity
 from resources.emulator.outgoing import Outgoing
 
 QLIK = "qlik"

@@ -223,7 +223,8 @@ def _check_real(keys):
 
 
 def test_qlik_story_order_keys():
-    from resources.codecs.qlik import QlikDecoder, order_key
+    from resources.codecs.qlik import QlikDecoder
+    from resources.codecs.qlik_values import order_key
     from resources.emulator.qlik import QlikConfig, build_qlik_story
 
     story = build_qlik_story(QlikConfig(seed=7, transactions=30))

@@ -28,13 +28,15 @@ from resources.codecs.qlik import (
     QlikBadAvroError,
     QlikBadEnvelopeError,
     QlikBadJsonError,
-    QlikBadMaskError,
     QlikBadMetadataError,
-    QlikBadValueError,
     QlikDecoder,
     QlikMissingMetadataError,
     QlikSchemaMismatchError,
     QlikUnknownOperationError,
+)
+from resources.codecs.qlik_values import (
+    QlikBadMaskError,
+    QlikBadValueError,
     base_type,
     decode_mask,
     encode_mask,

@@ -26,13 +26,8 @@ from resources.codecs.dataworks import (
     decode_dataworks,
 )
 from resources.codecs.limits import LONG_MAX, MAX_TIMESTAMP_US, MIN_TIMESTAMP_US
-from resources.codecs.qlik import (
-    QlikBadEnvelopeError,
-    QlikBadJsonError,
-    QlikBadMetadataError,
-    QlikBadValueError,
-    QlikDecoder,
-)
+from resources.codecs.qlik import QlikBadEnvelopeError, QlikBadJsonError, QlikBadMetadataError, QlikDecoder
+from resources.codecs.qlik_values import QlikBadValueError
 from resources.errors import BadJsonError, DecodeError
 
 DIGITS = "9" * 5000  # beyond Python's 4300-digit int conversion limit
