@@ -211,6 +211,10 @@ def _value(typ: str, raw: Any, path: str, file: str | None):
         if not isinstance(raw, list) or not all(isinstance(m, str) and _MODULE.match(m) for m in raw):
             raise ConfigError(path, f"must be a list of Python module names (a.b.c), got {raw!r}", file)
         return tuple(raw)
+    if typ == "bool":
+        if not isinstance(raw, bool):
+            raise ConfigError(path, f"must be true or false, got {raw!r}", file)
+        return raw
     if typ == "dict | None" and raw is None:
         return None
     if typ in ("dict", "dict | None"):
@@ -308,19 +312,10 @@ def maintenance_settings(cfg: PlatformConfig):
     from resources.lake.maintenance import MaintenanceSettings
 
     raw = dict(cfg.lake.maintenance)
-    if raw.pop("enabled", True) is False:
-        return None
-    known = {f.name: f for f in fields(MaintenanceSettings)}
-    parsed = {}
-    for key, value in raw.items():
-        if key not in known:
-            raise ConfigError(f"lake.maintenance.{key}", f"unknown key; known: enabled, {', '.join(known)}",
-                              cfg.source_file)
-        if known[key].type == "bool" and not isinstance(value, bool):
-            raise ConfigError(f"lake.maintenance.{key}", f"must be true or false, got {value!r}", cfg.source_file)
-        parsed[key] = value if known[key].type == "bool" else _value(known[key].type, value,
-                                                                      f"lake.maintenance.{key}", cfg.source_file)
-    return MaintenanceSettings(**parsed)
+    enabled = raw.pop("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ConfigError("lake.maintenance.enabled", f"must be true or false, got {enabled!r}", cfg.source_file)
+    return _build(MaintenanceSettings, raw, "lake.maintenance", cfg.source_file) if enabled else None
 
 
 def resolve_secret(value: Any) -> Any:

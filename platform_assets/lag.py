@@ -67,12 +67,10 @@ def landed_through(instance: dg.DagsterInstance, source: str) -> int | None:
     return max((int(k) for k in keys), default=None)
 
 
-def _lag(source: str, times: dict[int, dt.datetime], landed: int | None, now: dt.datetime,
-         unsealed_since: dt.datetime | None = None, unsealed: int = 0) -> Lag:
-    waiting = sorted(n for n in times if landed is None or n > landed)
-    starts = [times[waiting[0]]] if waiting else []
-    if unsealed_since is not None:
-        starts.append(unsealed_since)
+def _lag(source: str, waiting: list[int], oldest_time: dt.datetime | None, landed: int | None,
+         now: dt.datetime, unsealed_since: dt.datetime | None = None, unsealed: int = 0) -> Lag:
+    """`waiting`: the deltas ready and not landed, in order; `oldest_time`: the first one's time."""
+    starts = [t for t in (oldest_time, unsealed_since) if t is not None]
     seconds = max(0.0, (now - min(starts)).total_seconds()) if starts else 0.0
     return Lag(source, len(waiting), seconds, waiting[0] if waiting else None, landed, unsealed)
 
@@ -86,18 +84,18 @@ def prostore_lag(datamart, index, landed: int | None, now: dt.datetime) -> Lag:
         closed = index.deltas(datamart.name, "closed")
         times = {n: utc(d["delta_date"]) for n, d in closed.items()
                  if d["delta_date"] and (landed is None or n > landed)}
-    return _lag(datamart.name, times, landed, now)
+    waiting = sorted(times)
+    return _lag(datamart.name, waiting, times[waiting[0]] if waiting else None, landed, now)
 
 
 def stream_lag(stream, ledger, landed: int | None, now: dt.datetime) -> Lag:
     """`stream`: a StreamConfig; `ledger`: its CdcLedger."""
     numbers = ledger.sealed_numbers(stream.name, start=0 if landed is None else landed + 1)
-    times = {numbers[0]: utc(ledger.delta(stream.name, numbers[0]).sealed_at)} if numbers else {}
-    times.update({n: times[numbers[0]] for n in numbers[1:]})  # only the oldest's time matters
+    oldest = utc(ledger.delta(stream.name, numbers[0]).sealed_at) if numbers else None
     marks = [m for ms in ledger.tail(stream.name).marks.values() for m in ms]
     stamps = [m.ts_ms for m in marks if m.ts_ms is not None]
     since = dt.datetime.fromtimestamp(min(stamps) / 1000, dt.timezone.utc) if stamps else None
-    return _lag(stream.name, times, landed, now, since, len(marks))
+    return _lag(stream.name, numbers, oldest, landed, now, since, len(marks))
 
 
 def lag_events(lag: Lag, max_lag_seconds: float) -> list:
