@@ -101,6 +101,9 @@ class DatamartConfig:
     backup_topic: str
     signal_topic: str | None = None
     bootstrap: BootstrapConfig | None = None
+    # Keep every closed row version in lake.<name>_history.<table> (FOR SYSTEM_TIME queries,
+    # as-of reads without tags: resources/lake/prostore_history.py).
+    history: bool = True
 
     @property
     def backup_only(self) -> bool:

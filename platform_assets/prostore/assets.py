@@ -85,7 +85,7 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
     def step(context, backup, signal, spark: SparkResource, index: DeltaIndexResource):
         session = spark.get_session()
         yield from land_delta_step(context, datamart=dm, layout=layout, keys=keys, backup=backup, signal=signal,
-                                   session=session, index=index.get())
+                                   session=session, index=index.get(), keep_history=datamart.history)
         yield from maintain_after_landing(context, session, catalog=layout.catalog, source=dm, settings=maintenance)
 
     if datamart.backup_only:  # no signal topic: no signal input

@@ -83,9 +83,10 @@ def changelog_records(backup: BackupSlice) -> list:
 
 def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout: LakeLayout, keys: DatamartKeys,
                     backup: list[BackupSlice], signal: list[SignalSlice] | None, session,
-                    index: DeltaIndex) -> Iterator:
+                    index: DeltaIndex, keep_history: bool = True) -> Iterator:
     """Land the run's deltas for the selected assets (module docstring); yields their
-    materializations and check results, then raises if any asset failed."""
+    materializations and check results, then raises if any asset failed. `keep_history`: the
+    snapshot's MERGEs write the versions they close to the history tables first."""
     chosen = context.selected_asset_keys
     span, target = delta_span(backup), backup[-1].delta_num
     outcomes: list[Outcome] = []
@@ -130,7 +131,7 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
     if before is not None and before.error is None and all(o.error is None for o in landing):
         snapshot_inputs = _merged(before.result, done.get(keys.changelog), done.get(keys.increment), records)
         phase2.append((keys.snapshot, lambda: _apply_snapshot(session, layout, datamart, target,
-                                                              snapshot_inputs, keys.snapshot)))
+                                                              snapshot_inputs, keys.snapshot, keep_history)))
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="deltaport-asset")
     try:
         running = [pool.submit(timed, key, fn) for key, fn in phase2]
@@ -246,9 +247,9 @@ def _merged(before: _SnapshotInputs, changelog: Outcome | None, increment: Outco
 
 
 def _apply_snapshot(session, layout: LakeLayout, datamart: str, target: int, inputs: _SnapshotInputs,
-                    key: dg.AssetKey):
+                    key: dg.AssetKey, keep_history: bool = True):
     applied = apply_snapshots(session, layout, datamart, target, history=inputs.history, landed=inputs.landed,
-                              progress=inputs.progress, known_from=inputs.known_from)
+                              progress=inputs.progress, known_from=inputs.known_from, keep_history=keep_history)
     counts, results = checks.snapshot_checks(session, layout, datamart, target, history=inputs.history, key=key)
     return applied, counts, results
 

@@ -42,6 +42,10 @@ class AsOfDelta:
     def needs_current(self) -> bool:
         return True
 
+    def current_where(self) -> str:
+        """The clause on the snapshot table alone (its versions are current: `sys_to` null)."""
+        return f"sys_from IS NULL OR sys_from <= {int(self.delta)}"
+
     def history_from(self) -> int:
         """The lowest history partition (closing delta) that can hold an answer."""
         return int(self.delta) + 1
@@ -58,6 +62,9 @@ class StartedIn:
     def needs_current(self) -> bool:
         return True
 
+    def current_where(self) -> str:
+        return self.where()
+
     def history_from(self) -> int:
         return int(self.first) + 1  # a version that began in `first` closes at `first + 1` at the earliest
 
@@ -72,6 +79,9 @@ class FinishedIn:
 
     def needs_current(self) -> bool:
         return False  # a current version has finished nothing
+
+    def current_where(self) -> str:
+        return "FALSE"
 
     def history_from(self) -> int:
         return int(self.first)

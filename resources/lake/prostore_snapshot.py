@@ -12,8 +12,10 @@ from itertools import groupby
 
 from resources.codecs.ddl import ColumnTransition, EntitySchema, column_transition, replay_changelog
 from resources.failpoints import failpoint
-from resources.lake.prostore import (SNAPSHOT_TABLE_PROPERTIES, LakeLayout, MissingDeltasError, TableStats, _c,
+from resources.lake.prostore import (LakeLayout, MissingDeltasError, TableStats, _c,
                                      _struct, _table_columns, changelog_history, data_tables, landed_deltas)
+from resources.lake.prostore_history import (all_closed, mark_history_start, snapshot_properties, stamped, version_fields,
+                                             write_closed_versions, write_history)
 from resources.lake.side_by_side import side_by_side
 from resources.spark.iceberg import ensure_table, table_exists, without_session_properties
 from resources.spark.iceberg_reads import InsideFold, last_applied_deltas, record_unchanged, state_as_of_delta
@@ -39,7 +41,7 @@ def snapshot_progress(spark, layout: LakeLayout, datamart: str, tables: Sequence
 def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, history=None, *,
                     landed: Mapping[int, Mapping[str, TableStats]] | None = None,
                     progress: Mapping[str, int | None] | None = None,
-                    known_from: int | None = None) -> list[Applied]:
+                    known_from: int | None = None, keep_history: bool = True) -> list[Applied]:
     """Bring every snapshot table of the datamart to delta `target`, delta by delta, in order.
 
     Each table starts after its own last applied delta (from its commit summaries), so a crash
@@ -54,7 +56,8 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
     the last snapshot commit (nothing else writes them: one run at a time per datamart).
     `known_from`: `history` and `landed` hold only the deltas from this one on (read `since` it:
     the lowest last applied delta of the target's tables, which must be in `landed`); a table
-    whose DDL is needed from before it makes the whole history be read.
+    whose DDL is needed from before it makes the whole history be read. `keep_history`: write
+    the versions each delta closes to the history tables first (`resources/lake/prostore_history.py`).
     """
     landed = landed_deltas(spark, layout, datamart) if landed is None else landed
     history = changelog_history(spark, layout, datamart) if history is None else history
@@ -104,11 +107,11 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
         deltas, entity = [n for n, *_ in step], step[-1][1]
         if len(step) > 1:
             _apply_fold(spark, layout, datamart, deltas, [e for _, e, _, _ in step], prepared[entity.name],
-                        commit_id)
+                        commit_id, keep_history)
         else:
             n, entity, stats, transition = step[0]
             _apply_delta(spark, layout, datamart, n, entity, stats, transition, prepared.get(entity.name),
-                         commit_id)
+                         commit_id, keep_history)
         failpoint("snapshot.table_done")
         return [Applied(n, e.name, stats.upserts, stats.deletes) for n, e, stats, _ in step]
 
@@ -176,7 +179,7 @@ def _prepare_ranges(spark, layout: LakeLayout, datamart: str, plan) -> dict[str,
     def checked(name: str, items: list):
         deltas = [n for n, _ in items]
         changes = (spark.table(layout.increment(datamart, name)).where(F.col("delta_num").isin(*deltas))
-                   .drop("delta_date", "_kafka_partition", "_kafka_offset"))
+                   .drop("_kafka_partition", "_kafka_offset"))
         return checkpoint_checked(layout.snapshot(datamart, name), changes, items[0][1], deltas=deltas,
                                   delta_column="delta_num")
 
@@ -184,7 +187,7 @@ def _prepare_ranges(spark, layout: LakeLayout, datamart: str, plan) -> dict[str,
 
 
 def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int], entities: Sequence[EntitySchema],
-                prepared, commit_id: str | None = None) -> None:
+                prepared, commit_id: str | None = None, keep_history: bool = True) -> None:
     """One commit taking one snapshot table from its state before `deltas` (consecutive, no
     column change among them) to the state after the last: the MERGE of each key's last change
     in them (`prepared`: the table's checked changes of the range). The commit records the
@@ -192,15 +195,21 @@ def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int],
     from pyspark.sql import functions as F
 
     ident = layout.snapshot(datamart, entities[-1].name)
-    struct = None
+    struct, created = None, False
     for entity in entities:  # a dropped column stays in the table; none is added inside a fold
         if _struct(entity.columns) != struct:
             struct = _struct(entity.columns)
-            ensure_table(spark, ident, struct, properties=SNAPSHOT_TABLE_PROPERTIES)
+            created |= ensure_table(spark, ident, _struct(entity.columns, version_fields()),
+                                    properties=snapshot_properties(keep_history)).created
     keys = list(entities[-1].primary_key)
-    changes = prepared.where(F.col("delta_num").between(deltas[0], deltas[-1]))
-    last = latest_per_key(changes, keys, order_column="delta_num").drop("delta_num")
-    last = _table_columns(last, spark.table(ident).schema, extra=["sys_op"])
+    table = spark.table(ident)
+    changes = _table_columns(stamped(prepared.where(F.col("delta_num").between(deltas[0], deltas[-1]))),
+                             table.schema, extra=["sys_op", "delta_num", "delta_date"])
+    if not created:
+        mark_history_start(spark, ident, deltas[0], keep_history)
+    if keep_history:
+        write_closed_versions(spark, layout, datamart, entities[-1].name, table, changes, keys, deltas)
+    last = latest_per_key(changes, keys, order_column="delta_num").drop("delta_num", "delta_date")
     merge_upserts(spark, ident, last, keys, delta_num=deltas[-1], checked=True, folded=deltas, commit_id=commit_id)
 
 
@@ -227,7 +236,8 @@ def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_n
 
 
 def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: EntitySchema, stats: TableStats,
-                 transition: ColumnTransition | None, prepared=None, commit_id: str | None = None) -> None:
+                 transition: ColumnTransition | None, prepared=None, commit_id: str | None = None,
+                 keep_history: bool = True) -> None:
     """One commit taking one snapshot table from its state after the previous delta to delta n.
 
     `transition`: how the table's columns changed since the delta last applied (None: not
@@ -239,10 +249,13 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
     existed = table_exists(spark, ident)
     had = {f.name.lower() for f in spark.table(ident).schema.fields} if existed else set()
     if existed and transition is not None and transition.recreated:
-        # A new table of the same name: the old one's rows go (its history stays in the tags).
+        # A new table of the same name: the old one's rows go, closed in the history as deleted.
+        if keep_history:
+            _close_all(spark, layout, datamart, entity.name, ident, n)
         with without_session_properties(spark):  # other tables' MERGEs may be running beside
             spark.sql(f"DELETE FROM {'.'.join(f'`{p}`' for p in ident.split('.'))}")
-    ensure_table(spark, ident, _struct(entity.columns), properties=SNAPSHOT_TABLE_PROPERTIES)
+    created = ensure_table(spark, ident, _struct(entity.columns, version_fields()),
+                           properties=snapshot_properties(keep_history)).created
     # Rows the delta does not write still change when a column was renamed (the new name takes
     # the old name's value) or added again after a drop (the stale value must not come back).
     carry: dict[str, str | None] = {}
@@ -256,26 +269,65 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         return
     keys = list(entity.primary_key)
     if prepared is not None and _plain(transition):
-        changes = _table_columns(prepared.where(F.col("delta_num") == n).drop("delta_num"), table.schema,
-                                 extra=["sys_op"])
-        merge_upserts(spark, ident, changes, keys, delta_num=n, checked=True, commit_id=commit_id)
-        return
-    changes = (spark.table(layout.increment(datamart, entity.name)).where(F.col("delta_num") == n)
-               .drop("delta_num", "delta_date", "_kafka_partition", "_kafka_offset"))
-    changes = _table_columns(changes, table.schema, extra=["sys_op"])
-    if not carry:  # the MERGE checks the keys in its own job
-        merge_upserts(spark, ident, changes, keys, delta_num=n, commit_id=commit_id)
+        changes = prepared.where(F.col("delta_num") == n)
+    else:
+        changes = (spark.table(layout.increment(datamart, entity.name)).where(F.col("delta_num") == n)
+                   .drop("_kafka_partition", "_kafka_offset"))
+    changes = _table_columns(stamped(changes), table.schema, extra=["sys_op", "delta_num", "delta_date"])
+    if not created:
+        mark_history_start(spark, ident, n, keep_history)
+    recreated = existed and transition is not None and transition.recreated
+    if not carry:
+        if keep_history and not recreated:
+            write_closed_versions(spark, layout, datamart, entity.name, table, changes, keys, [n])
+        # the MERGE checks the keys in its own job, or they were checked with the range
+        merge_upserts(spark, ident, changes.drop("delta_num", "delta_date"), keys, delta_num=n,
+                      checked=prepared is not None and _plain(transition), commit_id=commit_id)
         return
     # The rows the delta does not write come from the table itself: materialized (and checked)
     # before the MERGE rewrites that table.
     untouched = table.join(changes.select(*[_c(k) for k in keys]), on=keys, how="left_anti")
     types = {f.name: f.dataType for f in table.schema.fields}
+    # A column added again after a drop wipes the old values the rows kept under its name, so
+    # each untouched row's version closes here and a new one (without them) starts: the history
+    # keeps what an as-of read of an earlier delta must see. A rename wipes nothing.
+    readded = any(v is None for v in carry.values())
+    date = F.lit(_delta_date(spark, layout, datamart, n)).cast("timestamp_ntz")
+    restamp = {"sys_from": F.lit(n).cast("bigint").alias("sys_from"),
+               "sys_from_date": date.alias("sys_from_date")} if readded else {}
     untouched = untouched.select(
         *[(_c(carry[f.name]) if carry[f.name] is not None else F.lit(None)).cast(types[f.name]).alias(f.name)
-          if f.name in carry else _c(f.name) for f in table.schema.fields],
+          if f.name in carry else restamp.get(f.name, _c(f.name)) for f in table.schema.fields],
         F.lit(0).cast("int").alias("sys_op"))
+    changes = changes.drop("delta_num", "delta_date")
     changes = checkpoint_checked(ident, changes.unionByName(untouched), keys, deltas=[n])
+    if keep_history:
+        written = changes.withColumn("delta_num", F.lit(n).cast("bigint")).withColumn("delta_date", date)
+        if not readded:  # only the delta's own changes close versions
+            written = written.join(untouched.select(*[_c(k) for k in keys]), on=keys, how="left_anti")
+        write_closed_versions(spark, layout, datamart, entity.name, table, written, keys, [n])
     if changes.isEmpty():  # a rename in an empty table, with no change in the delta
         record_unchanged(spark, ident, table.schema, n)
         return
     merge_upserts(spark, ident, changes, keys, delta_num=n, checked=True, commit_id=commit_id)
+
+
+def _delta_date(spark, layout: LakeLayout, datamart: str, n: int):
+    """Delta n's close time (naive UTC), from the manifest (it has a row for every landed delta)."""
+    import datetime as dt
+
+    from pyspark.sql import functions as F
+
+    micros = (spark.table(layout.meta(datamart, "manifest")).where(F.col("delta_num") == n)
+              .agg(F.max("delta_date_us")).first()[0])
+    return None if micros is None else dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=micros)
+
+def _close_all(spark, layout: LakeLayout, datamart: str, name: str, ident: str, n: int) -> None:
+    """Delta n recreates the table: every current version closes as deleted (history partition n)."""
+    from pyspark.sql import functions as F
+
+    table = spark.table(ident)
+    if table.isEmpty():  # a re-run after the DELETE below: the versions were closed before it
+        return
+    date = F.lit(_delta_date(spark, layout, datamart, n)).cast("timestamp_ntz")
+    write_history(spark, layout, datamart, name, table, all_closed(table, n, date), [n])

@@ -19,7 +19,10 @@ import datetime as dt
 from resources.codecs.ddl import EntitySchema, replay_changelog
 from resources.codecs.types import micros_to_time
 from resources.errors import DeltaportError
+from resources.lake.history_forms import AsOfDelta, FinishedIn, StartedIn
+from resources.lake.history_read import covers, versions_frame
 from resources.lake.prostore import LakeLayout, changelog_history, data_tables
+from resources.lake.prostore_history import history_start
 from resources.lake.prostore_snapshot import snapshot_as_of
 from resources.spark.iceberg import table_exists
 from resources.spark.iceberg_reads import last_applied_deltas
@@ -62,7 +65,31 @@ def rows_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: 
     if not table_exists(spark, ident):
         raise UnknownTableError(f"{ident} does not exist in the lake yet")
     names = [c.name for c in entity.columns]
-    df = snapshot_as_of(spark, layout, datamart, table, delta_num, entity.primary_key).select(*[f"`{n}`" for n in names])
+    start = history_start(spark, ident)
+    if covers(start, AsOfDelta(delta_num)):  # the versions current at N: no tag needed
+        last = last_landed_delta(spark, layout, datamart, table)
+        if delta_num > last:
+            raise UnknownTableError(f"{ident}: delta {delta_num} has not landed in it (last landed: {last})")
+        df = versions_frame(spark, layout, datamart, table, AsOfDelta(delta_num), names, last=last, start=start)
+    else:
+        df = snapshot_as_of(spark, layout, datamart, table, delta_num, entity.primary_key)
+    return _sorted_rows(df.select(*[f"`{n}`" for n in names]), entity, entity.primary_key)
+
+
+def versions_in(spark, layout: LakeLayout, datamart: str, table: str, form: StartedIn | FinishedIn) -> list[dict]:
+    """The row versions a STARTED IN or FINISHED IN form selects, with `sys_from`, `sys_to`,
+    `sys_op`, in the columns of the DDL as of the range's last delta (a column a version did not
+    have reads None), sorted by primary key, then `sys_from`."""
+    entity = entity_as_of(spark, layout, datamart, table, form.last)
+    last = last_landed_delta(spark, layout, datamart, table)
+    if form.last > last:
+        raise UnknownTableError(f"{datamart}.{table}: delta {form.last} has not landed (last landed: {last})")
+    names = [c.name for c in entity.columns]
+    df = versions_frame(spark, layout, datamart, table, form, names, last=last)
+    return _sorted_rows(df, entity, [*entity.primary_key, "sys_from"])
+
+
+def _sorted_rows(df, entity: EntitySchema, order: list[str]) -> list[dict]:
     times = {c.name for c in entity.columns if c.type == "time"}
     out = []
     for r in df.collect():
@@ -71,7 +98,7 @@ def rows_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: 
             if row[name] is not None:
                 row[name] = micros_to_time(row[name])
         out.append(row)
-    return sorted(out, key=lambda row: tuple(_sortable(row[k]) for k in entity.primary_key))
+    return sorted(out, key=lambda row: tuple(_sortable(row[k]) for k in order))
 
 
 def _sortable(value):

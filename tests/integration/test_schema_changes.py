@@ -18,23 +18,17 @@ from the current snapshot, stay in its history).
 
 from __future__ import annotations
 
-import uuid
 
 import pytest
 
-from resources.codecs.backup import ChangelogRecord, iter_changelog
-from resources.prostore.delta_index import DeltaIndex
-from resources.emulator.outgoing import BACKUP
-from resources.kafka.publish import publish
+from resources.codecs.backup import ChangelogRecord
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
-from resources.prostore.ingest import ingest_topic
-from resources.kafka.admin import create_topic
-from resources.kafka.fetch import fetch_values
-from resources.lake.prostore import LakeLayout, data_tables, land_changelog, land_increment
+from resources.lake.prostore import LakeLayout, land_changelog, land_increment
 from resources.lake.prostore_snapshot import apply_snapshots
 from resources.lake.read import rows_as_of
-from resources.spark.kafka_reader import output_spark_schema, table_changes
+from resources.spark.kafka_reader import output_spark_schema
 from resources.spark.session import CatalogConfig, connect
+from tests.support.landing import land_delta, published_backup
 
 pytestmark = pytest.mark.integration
 
@@ -55,23 +49,6 @@ def truth_rows(sc, n, table):
     return sorted(sc.truth[DM][n].get(table, {}).values(), key=lambda r: tuple(r[k] for k in key))
 
 
-def land_delta(spark, layout, bootstrap, topic, index, n):
-    report, refs = index.chosen_messages(topic, DM, n)
-    assert report is not None and report.complete, f"delta {n} is not complete in the topic"
-    changelog = [r for r in refs if r.table_name is None]
-    values = fetch_values(bootstrap, topic, [(r.partition, r.offset) for r in changelog])
-    records = [rec for r in changelog for rec in iter_changelog(values[(r.partition, r.offset)])]
-    entities = land_changelog(spark, layout, DM, n, report.chosen, records)
-    frames = {}
-    for name, entity in data_tables(entities).items():
-        mine = [r for r in refs if r.table_name == name]
-        if mine:
-            frames[name] = table_changes(spark, bootstrap, topic, mine, entity.columns,
-                                         value_bytes=sum(r.value_bytes for r in mine))
-    land_increment(spark, layout, DM, n, report.delta_date, report.chosen, entities, frames)
-    apply_snapshots(spark, layout, DM, n)
-
-
 def test_column_changes_land_without_losing_data(lake, kafka_bootstrap, tmp_path):
     sc = build_scenario(CONFIG)
     stores = {n: sc.truth[DM][n]["stores"] for n in sc.truth[DM]}
@@ -80,16 +57,11 @@ def test_column_changes_land_without_losing_data(lake, kafka_bootstrap, tmp_path
     assert sc.cancelled[DM] == [2]
     assert {c.sys_op for c in sc.increments[DM][4] if c.table == "stores" and (c.row["id"],) in stores[3]} == {0, 1}
 
-    topic = f"it.schemas.backup.{uuid.uuid4().hex[:8]}"
-    create_topic(kafka_bootstrap, topic, partitions=CONFIG.backup_partitions)
-    publish([m for m in sc.messages if m.role == BACKUP], kafka_bootstrap, {BACKUP: topic})
-    index = DeltaIndex(tmp_path / "index.sqlite")
-    while ingest_topic(kafka_bootstrap, topic, index, BACKUP).remaining:
-        pass
+    topic, index = published_backup(sc, kafka_bootstrap, tmp_path, "schemas")
 
     session, layout = lake
     for n in sorted(sc.truth[DM]):
-        land_delta(session, layout, kafka_bootstrap, topic, index, n)
+        land_delta(session, layout, kafka_bootstrap, topic, index, DM, n)
         for table in sc.truth[DM][n]:
             assert rows_as_of(session, layout, DM, table, n) == truth_rows(sc, n, table), f"{table} as of delta {n}"
     # Time travel after everything landed still reads each delta under its own DDL.

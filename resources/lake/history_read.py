@@ -1,0 +1,76 @@
+"""Reading a table's row versions with Spark: Prostore's FOR SYSTEM_TIME forms on the union of
+its snapshot table (current versions) and its history table (closed versions).
+
+What flows through: a form (`resources/lake/history_forms.py`) becomes one WHERE clause on each
+table; the rows come back with the data columns asked for (NULL where a version predates a
+column) and `sys_from`, `sys_to`, `sys_op`. The same clauses are what a user writes in Spark SQL,
+Trino or PyIceberg (docs/using.md, "Querying history").
+
+Guarantees: the history is read only up to the snapshot's last applied delta (`last`), so a
+delta whose history was written and whose MERGE was not (a crash between the two commits, or a
+run in flight) is never half-seen; a form the history cannot answer exactly (deltas from before
+the lake kept history: `history_start`) raises `HistoryNotKeptError` instead of answering less.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import reduce
+
+from resources.errors import DeltaportError
+from resources.lake.history_forms import AsOfDelta, Form, history_where
+from resources.lake.prostore import LakeLayout, _c
+from resources.lake.prostore_history import history_ident, history_start
+from resources.spark.iceberg import table_exists
+
+
+class HistoryNotKeptError(DeltaportError):
+    """The lake holds no exact history for the deltas a form asks about."""
+
+
+def covers(start: int | None, form: Form) -> bool:
+    """Whether a history complete from delta `start` (None: not kept) answers `form` exactly: as
+    of n needs every version closed after n (n >= start - 1); STARTED / FINISHED IN (a, b) needs
+    every version begun or closed from a on (a >= start)."""
+    if start is None:
+        return False
+    if isinstance(form, AsOfDelta):
+        return form.delta >= start - 1
+    return form.first >= start
+
+
+def versions_frame(spark, layout: LakeLayout, source: str, table: str, form: Form, columns: Sequence[str], *,
+                   last: int, start: int | None = None):
+    """The versions `form` selects, as a DataFrame of `columns` + sys_from, sys_to, sys_op.
+
+    `last`: the snapshot's last applied delta (the history is read up to it). `start`: its
+    `history_start`, when the caller has read it. Raises `HistoryNotKeptError` when the history
+    does not answer the form exactly."""
+    from pyspark.sql import functions as F
+
+    snapshot = layout.snapshot(source, table)
+    start = history_start(spark, snapshot) if start is None else start
+    if not covers(start, form):
+        raise HistoryNotKeptError(
+            f"{source}.{table}: the lake keeps its history from delta {start} on; {form} asks about earlier "
+            f"deltas" if start is not None else
+            f"{source}.{table}: the lake keeps no history for this table (history: false, or not landed since)")
+
+    def project(frame, sys_to, sys_op):
+        have = {c.lower(): c for c in frame.columns}
+        data = [_c(have[c.lower()]).alias(c) if c.lower() in have else F.lit(None).alias(c) for c in columns]
+        return frame.select(*data, _c("sys_from").cast("bigint").alias("sys_from"),
+                            sys_to.cast("bigint").alias("sys_to"), sys_op.cast("int").alias("sys_op"))
+
+    parts = []
+    if form.needs_current():
+        parts.append(project(spark.table(snapshot).where(form.current_where()), F.lit(None), F.lit(0)))
+    closed = history_ident(layout, source, table)
+    if table_exists(spark, closed):
+        rows = spark.table(closed).where(f"{history_where(form)} AND delta_num <= {int(last)}")
+        parts.append(project(rows, _c("sys_to"), _c("sys_op")))
+    if not parts:
+        return spark.createDataFrame([], f"{', '.join(f'`{c}` string' for c in columns)}, "
+                                         f"sys_from bigint, sys_to bigint, sys_op int")
+    return reduce(lambda a, b: a.unionByName(b), parts)
+
