@@ -81,9 +81,8 @@ def prostore_lag(datamart, index, landed: int | None, now: dt.datetime) -> Lag:
         dates = index.backup_delta_dates(datamart.backup_topic, datamart.name, after=landed)
         times = {n: utc(d) for n, d in dates.items() if d is not None}
     else:
-        closed = index.deltas(datamart.name, "closed")
-        times = {n: utc(d["delta_date"]) for n, d in closed.items()
-                 if d["delta_date"] and (landed is None or n > landed)}
+        closed = index.deltas(datamart.name, "closed", start=0 if landed is None else landed + 1)
+        times = {n: utc(d["delta_date"]) for n, d in closed.items() if d["delta_date"]}
     waiting = sorted(times)
     return _lag(datamart.name, waiting, times[waiting[0]] if waiting else None, landed, now)
 
