@@ -51,3 +51,12 @@ def test_store_times_are_utc_whatever_their_form():
     eleven = dt.datetime(2026, 11, 25, 11, tzinfo=dt.timezone.utc)
     assert utc("2026-11-25T11:00:00") == utc("2026-11-25T11:00:00+00:00") == utc(int(eleven.timestamp() * 1e6)) == eleven
 
+
+def test_the_check_passes_up_to_the_bound_and_fails_past_it():
+    from platform_assets.lag import LAG_CHECK, Lag, lag_evaluation, lag_events
+
+    lag = Lag("m", deltas=2, seconds=61.0, oldest=4, landed_through=3)
+    assert lag_evaluation(lag, 61.0).passed and not lag_evaluation(lag, 60.0).passed
+    late = lag_evaluation(lag, 60.0)
+    assert (late.check_name, late.asset_key.path, late.metadata["max_lag_seconds"].value) == (LAG_CHECK, ["m", "snapshot"], 60.0)
+    assert [type(e).__name__ for e in lag_events(lag, 60.0)] == ["AssetObservation", "AssetCheckEvaluation"]
