@@ -81,9 +81,8 @@ def prostore_lag(datamart, index, landed: int | None, now: dt.datetime) -> Lag:
         dates = index.backup_delta_dates(datamart.backup_topic, datamart.name, after=landed)
         times = {n: utc(d) for n, d in dates.items() if d is not None}
     else:
-        closed = index.deltas(datamart.name, "closed")
-        times = {n: utc(d["delta_date"]) for n, d in closed.items()
-                 if d["delta_date"] and (landed is None or n > landed)}
+        closed = index.deltas(datamart.name, "closed", start=0 if landed is None else landed + 1)
+        times = {n: utc(d["delta_date"]) for n, d in closed.items() if d["delta_date"]}
     waiting = sorted(times)
     return _lag(datamart.name, waiting, times[waiting[0]] if waiting else None, landed, now)
 
@@ -98,18 +97,25 @@ def stream_lag(stream, ledger, landed: int | None, now: dt.datetime) -> Lag:
     return _lag(stream.name, numbers, oldest, landed, now, since, len(marks))
 
 
+def lag_metadata(lag: Lag) -> dict:
+    return {"lag_deltas": dg.IntMetadataValue(lag.deltas), "lag_seconds": dg.FloatMetadataValue(lag.seconds),
+            "landed_through": dg.IntMetadataValue(-1 if lag.landed_through is None else lag.landed_through),
+            "unsealed_messages": dg.IntMetadataValue(lag.unsealed_messages)}
+
+
+def lag_evaluation(lag: Lag, max_lag_seconds: float) -> dg.AssetCheckEvaluation:
+    """`lag_within_bound`'s verdict on `lag`: passed while lag_seconds <= max_lag_seconds."""
+    return dg.AssetCheckEvaluation(
+        asset_key=dg.AssetKey([lag.source, "snapshot"]), check_name=LAG_CHECK, passed=lag.seconds <= max_lag_seconds,
+        metadata={**lag_metadata(lag), "max_lag_seconds": dg.FloatMetadataValue(max_lag_seconds)},
+        description=lag.text())
+
+
 def lag_events(lag: Lag, max_lag_seconds: float) -> list:
     """The observation and the check evaluation a tick reports for `lag`."""
-    key = dg.AssetKey([lag.source, "snapshot"])
-    metadata = {"lag_deltas": dg.IntMetadataValue(lag.deltas), "lag_seconds": dg.FloatMetadataValue(lag.seconds),
-                "landed_through": dg.IntMetadataValue(-1 if lag.landed_through is None else lag.landed_through),
-                "unsealed_messages": dg.IntMetadataValue(lag.unsealed_messages)}
-    return [
-        dg.AssetObservation(asset_key=key, metadata=metadata, description=lag.text()),
-        dg.AssetCheckEvaluation(asset_key=key, check_name=LAG_CHECK, passed=lag.seconds <= max_lag_seconds,
-                                metadata={**metadata, "max_lag_seconds": dg.FloatMetadataValue(max_lag_seconds)},
-                                description=lag.text()),
-    ]
+    observation = dg.AssetObservation(asset_key=dg.AssetKey([lag.source, "snapshot"]), metadata=lag_metadata(lag),
+                                      description=lag.text())
+    return [observation, lag_evaluation(lag, max_lag_seconds)]
 
 
 def utc_now() -> dt.datetime:

@@ -8,7 +8,7 @@ the checks of the assets a run selects.
 
 import dagster as dg
 
-from platform_assets.lag import LAG_CHECK, Lag, lag_events, landed_through, prostore_lag, stream_lag, utc_now
+from platform_assets.lag import LAG_CHECK, Lag, lag_evaluation, landed_through, prostore_lag, stream_lag, utc_now
 from resources.changestream.resource import CdcLedgerResource
 from resources.prostore.resource import DeltaIndexResource
 
@@ -21,7 +21,7 @@ def build_lag_check(*, source, kind: str, max_lag_seconds: float) -> dg.AssetChe
              "(sensor.max_lag_seconds): now minus the time of the oldest delta ready at the source and not landed.")
 
     def result(lag: Lag) -> dg.AssetCheckResult:
-        evaluation = lag_events(lag, max_lag_seconds)[1]
+        evaluation = lag_evaluation(lag, max_lag_seconds)
         return dg.AssetCheckResult(passed=evaluation.passed, metadata=evaluation.metadata,
                                    description=evaluation.description)
 

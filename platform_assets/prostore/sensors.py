@@ -101,14 +101,16 @@ def evaluate(datamart: DatamartConfig, index, kafka: KafkaResource, cursor: dict
     if "next" not in cursor and stats[role].remaining and boot is None:
         return [], (f"reading {naming} before choosing the first delta of {datamart.name}: "
                     f"{stats[role].remaining} messages left"), _unread({}, stats), stats
+    # With a cursor, only the deltas from its `next` on can be due: read those, not the lake's history.
+    start = int(cursor.get("next", 0))
     if datamart.backup_only:
-        candidates = index.backup_deltas(datamart.backup_topic, datamart.name)
+        candidates = index.backup_deltas(datamart.backup_topic, datamart.name, start=start)
 
         def gap(nxt: int, n: int) -> str:
             return (f"delta {nxt} of {datamart.name} is not in {datamart.backup_topic} yet (delta {n} is): "
                     "a backup-only source lands its deltas in order")
     else:
-        candidates = list(index.deltas(datamart.name, CLOSED))
+        candidates = list(index.deltas(datamart.name, CLOSED, start=start))
 
         def gap(nxt: int, n: int) -> str:
             return f"delta {nxt} of {datamart.name} is not closed in the signal topic yet (delta {n} is)"

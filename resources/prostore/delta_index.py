@@ -222,11 +222,13 @@ class DeltaIndex(StoreTables):
         return 1
 
     # --- queries --------------------------------------------------------------------------
-    def deltas(self, datamart: str, status: str | None = None) -> dict[int, dict]:
-        """{delta: {"status", "delta_date", "attempts"}} as the signal topic tells it."""
+    def deltas(self, datamart: str, status: str | None = None, start: int = 0) -> dict[int, dict]:
+        """{delta: {"status", "delta_date", "attempts"}} as the signal topic tells it, of the deltas
+        from `start` on (a sensor tick asks from its cursor: O(deltas waiting), not O(lake age))."""
         with self._connect() as db:
             rows = db.execute("SELECT delta_num, status, delta_date, attempts FROM deltas WHERE datamart = ? "
-                              "AND status = coalesce(?, status) ORDER BY delta_num", (datamart, status))
+                              "AND status = coalesce(?, status) AND delta_num >= ? ORDER BY delta_num",
+                              (datamart, status, start))
             return {n: {"status": s, "delta_date": d, "attempts": a} for n, s, d, a in rows}
 
     def delta_report(self, topic: str, datamart: str, delta_num: int) -> DeltaReport | None:
@@ -236,10 +238,11 @@ class DeltaIndex(StoreTables):
             ledger.add(key, partition, offset, ts)
         return ledger.delta_report(datamart, delta_num)
 
-    def backup_deltas(self, topic: str, datamart: str) -> list[int]:
+    def backup_deltas(self, topic: str, datamart: str, start: int = 0) -> list[int]:
+        """The deltas from `start` on that have a message in the backup topic."""
         with self._connect() as db:
             rows = db.execute("SELECT DISTINCT delta_num FROM backup_messages WHERE topic = ? AND datamart = ? "
-                              "ORDER BY delta_num", (topic, datamart))
+                              "AND delta_num >= ? ORDER BY delta_num", (topic, datamart, start))
             return [r[0] for r in rows]
 
     def backup_delta_dates(self, topic: str, datamart: str, after: int | None = None) -> dict[int, int | None]:

@@ -3,8 +3,9 @@
 Runs `deltaport demo --once --deltas 3` (its own embedded Kafka broker, Spark, Iceberg) into a
 temporary state folder, then `ui_check.run_ui_check` on the instance it leaves: dagster-webserver
 on a free port, lineage and partitions through its GraphQL API, and screenshots (+ rendered DOM)
-of the global lineage, the marketing asset graph and marketing/snapshot's partitions, which must
-not be blank and must name the assets and partition keys. The screenshots stay in
+of the global lineage, the marketing asset graph, marketing/snapshot's partitions and the lineage
+of the demo's own mart marketing/sales_by_store (topic -> changelog, increment -> snapshot -> mart),
+which must not be blank and must name the assets and partition keys. The screenshots stay in
 bench-results/ui/ (gitignored; or $DELTAPORT_UI_OUT) to be looked at.
 
 Needs Debian's chromium (`apt-get install -y chromium`; the Makefile installs it): without it this
@@ -103,7 +104,8 @@ def test_ui_shows_lineage_and_partitions(tmp_path: Path) -> None:
     assert result.partition_keys == keys
     for asset in ("signal_events", "changelog", "increment", "snapshot"):
         assert sorted(result.materialized_partitions[f"{DATAMART}/{asset}"]) == keys, asset
-    assert [p.name for p in result.pages] == ["lineage", "asset-group", "partitions"]
+    assert "marketing/snapshot" in lineage["marketing/sales_by_store"]
+    assert [p.name for p in result.pages] == ["lineage", "asset-group", "partitions", "mart-lineage"]
     for page in result.pages:
         assert Path(page.screenshot).stat().st_size > 10_000, page
         assert page.colours >= 24 and page.non_background >= 0.03, page

@@ -9,13 +9,16 @@ that already hold landed deltas (e.g. after `deltaport demo --once`), this:
    <- changelog, increment; increment <- changelog, kafka/<backup topic>; changelog <-
    kafka/<backup topic>; signal_events <- kafka/<signal topic>) and the partitions of the
    datamart's partitioned assets (dynamic `<datamart>_deltas`, landed keys materialized);
-3. opens three pages in headless Chromium (Debian's `chromium`), saves a PNG of each and a dump
+3. opens four pages in headless Chromium (Debian's `chromium`), saves a PNG of each and a dump
    of its rendered DOM, and checks that each PNG is not blank (decoded with the stdlib: many
    colours, not one flat background) and that each DOM names what the page must show:
      lineage.png              /asset-groups                              the global asset lineage (groups)
      asset-group-<dm>.png     /locations/<location>/asset-groups/<dm>    the datamart's asset graph
      <dm>-snapshot-partitions.png
                               /assets/<dm>/snapshot?view=partitions&partition=<last key>
+     <dm>-<mart>-lineage.png  /assets/<dm>/<mart>?view=lineage&lineageScope=upstream&lineageDepth=3
+                              the first `code:` asset of the datamart (the demo's sales_by_store)
+                              drawn below the snapshot, the increment, the changelog and the topic
 4. stops the webserver (in `finally`).
 
 Dagster shows a "Join the Dagster community" dialog over every page of a fresh instance opened on
@@ -41,7 +44,6 @@ import os
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -49,10 +51,10 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import zlib
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from png_stats import PNGError, image_stats
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = PROJECT_ROOT / "bench-results" / "ui"
@@ -166,78 +168,13 @@ def dump_dom(chromium: str, url: str, *, budget_ms: int = VIRTUAL_TIME_BUDGET_MS
     return res.stdout.decode("utf-8", errors="replace")
 
 
-# ---------------------------------------------------------------- PNG (stdlib only)
-
-
-def png_pixels(data: bytes) -> tuple[int, int, int, list[bytes]]:
-    """(width, height, bytes per pixel, unfiltered rows) of an 8-bit non-interlaced RGB/RGBA/grey PNG."""
-    if data[:8] != b"\x89PNG\r\n\x1a\n":
-        raise UICheckError("not a PNG file")
-    pos, idat, ihdr = 8, [], None
-    while pos < len(data):
-        (length,), kind = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
-        body = data[pos + 8:pos + 8 + length]
-        pos += 12 + length
-        if kind == b"IHDR":
-            ihdr = struct.unpack(">IIBBBBB", body)
-        elif kind == b"IDAT":
-            idat.append(body)
-        elif kind == b"IEND":
-            break
-    if ihdr is None:
-        raise UICheckError("PNG without IHDR")
-    width, height, depth, colour_type, _, _, interlace = ihdr
-    bpp = {0: 1, 2: 3, 4: 2, 6: 4}.get(colour_type)
-    if depth != 8 or bpp is None or interlace:
-        raise UICheckError(f"unsupported PNG (bit depth {depth}, colour type {colour_type}, interlace {interlace})")
-    raw = zlib.decompress(b"".join(idat))
-    stride = width * bpp
-    rows: list[bytes] = []
-    prev = bytearray(stride)
-    for y in range(height):
-        start = y * (stride + 1)
-        ftype, line = raw[start], bytearray(raw[start + 1:start + 1 + stride])
-        if ftype == 1:  # Sub
-            for i in range(bpp, stride):
-                line[i] = (line[i] + line[i - bpp]) & 0xFF
-        elif ftype == 2:  # Up
-            line = bytearray((a + b) & 0xFF for a, b in zip(line, prev))
-        elif ftype == 3:  # Average
-            for i in range(stride):
-                left = line[i - bpp] if i >= bpp else 0
-                line[i] = (line[i] + ((left + prev[i]) >> 1)) & 0xFF
-        elif ftype == 4:  # Paeth
-            for i in range(stride):
-                a = line[i - bpp] if i >= bpp else 0
-                b = prev[i]
-                c = prev[i - bpp] if i >= bpp else 0
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
-                line[i] = (line[i] + pred) & 0xFF
-        elif ftype != 0:
-            raise UICheckError(f"bad PNG filter type {ftype} in row {y}")
-        rows.append(bytes(line))
-        prev = line
-    return width, height, bpp, rows
-
-
-def image_stats(png: Path, step: int = 4) -> tuple[int, float]:
-    """(distinct colours, share of pixels unlike the most common colour), sampled every `step` pixels."""
-    width, height, bpp, rows = png_pixels(png.read_bytes())
-    counts: Counter[bytes] = Counter()
-    for y in range(0, height, step):
-        row = rows[y]
-        for x in range(0, width, step):
-            counts[row[x * bpp:x * bpp + bpp]] += 1
-    total = sum(counts.values())
-    return len(counts), 1 - counts.most_common(1)[0][1] / total
-
-
 def check_not_blank(page: Page, *, min_colours: int = 24, min_non_background: float = 0.03) -> None:
     png = Path(page.screenshot)
     page.png_bytes = png.stat().st_size
-    page.colours, page.non_background = image_stats(png)
+    try:
+        page.colours, page.non_background = image_stats(png)
+    except PNGError as exc:
+        raise UICheckError(f"screenshot {png} of {page.url}: {exc}") from exc
     if page.colours < min_colours or page.non_background < min_non_background:
         raise UICheckError(f"screenshot {png} of {page.url} looks blank: {page.colours} colours, "
                            f"{page.non_background:.1%} of it unlike the background "
@@ -508,6 +445,25 @@ def check_page(chromium: str, page: Page) -> None:
             raise UICheckError(f"{page.url} (DOM in {page.dom}) does not show {missing}")
 
 
+def mart_lineage_pages(base: str, datamart: str, users: dict[str, set[str]], backup_topic: str,
+                       out: Path) -> list[Page]:
+    """The lineage tab of the datamart's first own asset (`code:`), three steps upstream: topic ->
+    changelog, increment -> snapshot -> mart. The DOM must hold a graph node (its `data-tooltip`
+    label) for each of the five, so a mart not drawn below the snapshot fails; and the mart's node
+    must read "100% filled": every delta partition of it materialized."""
+    marts = sorted(k for k in users if k.startswith(f"{datamart}/"))
+    if not marts:
+        return []
+    mart = marts[0]
+    query = urllib.parse.urlencode({"view": "lineage", "lineageScope": "upstream", "lineageDepth": 3})
+    name = mart.replace("/", "-")
+    nodes = [mart.split("/", 1)[1], "snapshot", "increment", "changelog", backup_topic]
+    return [Page("mart-lineage", f"{base}/assets/{urllib.parse.quote(mart)}?{query}",
+                 str(out / f"{name}-lineage.png"), str(out / f"{name}-lineage.html"),
+                 must_show=[*(f'data-tooltip="{n}"' for n in nodes),
+                            f'href="/assets/{mart}?view=partitions">100% filled<'])]
+
+
 def run_ui_check(*, dagster_home: str | os.PathLike, workspace: str | os.PathLike, config: str | os.PathLike,
                  out_dir: str | os.PathLike = DEFAULT_OUT, datamart: str = "marketing",
                  expected_partitions: list[str] | None = None, port: int | None = None,
@@ -545,6 +501,7 @@ def run_ui_check(*, dagster_home: str | os.PathLike, workspace: str | os.PathLik
                  str(out / f"{datamart}-snapshot-partitions.png"), str(out / f"{datamart}-snapshot-partitions.html"),
                  must_show=[*(expected_partitions or keys), f"Materialized ({len(materialized[f'{datamart}/snapshot'])})"]),
         ]
+        pages += mart_lineage_pages(base, datamart, users, backup_topic, out)
         for page in pages:
             check_page(chromium, page)
     finally:

@@ -6,7 +6,9 @@ form the line offers:
 - each `[optional part]` alone;
 - placeholders (N, M, D) as 1.
 
-Each `make X` line names a target the Makefile has. The commands themselves are run by their
+Each `make X` line names a target the Makefile has. Each `bench/<script>.py --flag ...` the docs
+show (inline or in a block: performance.md's reproductions) names a script that exists and flags
+it defines. The commands themselves are run by their
 own tests (tests/integration: sync, read, inspect, status, export, emulate, spark, demo), so a
 flag renamed or removed fails here, naming the file and the line.
 """
@@ -87,3 +89,30 @@ def test_a_documented_command_parses(where, number, command, capsys):
         except (SystemExit, argparse.ArgumentError) as exc:
             pytest.fail(f"{where}:{number}: `deltaport {' '.join(argv)}` does not parse: {exc} "
                         f"{capsys.readouterr().err.strip()}")
+
+
+# `bench/<script>.py --flag ...` in a code span (inline or wrapped over lines) or a shell line.
+_BENCH = re.compile(r"(bench/[a-z_]+\.py)((?:[ \t\n]+(?:--?[a-z][\w-]*(?:[ =](?:'[^']*'|[^\s`|'-][^\s`|]*))?))*)")
+
+
+def bench_commands() -> list[tuple[str, str, list[str]]]:
+    """(file, script, flags) of every bench script a doc shows with its flags."""
+    out = []
+    for doc in DOCS:
+        for m in _BENCH.finditer(doc.read_text(encoding="utf-8")):
+            out.append((doc.relative_to(ROOT).as_posix(), m.group(1), re.findall(r"(?<!\S)(--[a-z][\w-]*)", m.group(2))))
+    return out
+
+
+def test_every_bench_script_the_docs_show_has_the_flags_they_show():
+    shown = bench_commands()
+    assert len([s for s in shown if s[2]]) >= 10  # performance.md's commands, at least
+    problems = []
+    for where, script, flags in shown:
+        path = ROOT / script
+        if not path.exists():
+            problems.append(f"{where}: {script} does not exist")
+            continue
+        source = path.read_text(encoding="utf-8")
+        problems += [f"{where}: {script} has no option {flag}" for flag in flags if f'"{flag}"' not in source]
+    assert not problems, "\n".join(problems)

@@ -13,8 +13,8 @@ class Index:  # the two DeltaIndex queries lag reads
     def __init__(self, closed: dict[int, str], backup: dict[int, int]):
         self.closed, self.backup = closed, backup
 
-    def deltas(self, datamart, status):
-        return {n: {"delta_date": d} for n, d in self.closed.items()}
+    def deltas(self, datamart, status, start=0):
+        return {n: {"delta_date": d} for n, d in self.closed.items() if n >= start}
 
     def backup_delta_dates(self, topic, datamart, after=None):
         return {n: d for n, d in self.backup.items() if after is None or n > after}
@@ -50,3 +50,13 @@ def test_stream_lag_takes_the_older_of_the_oldest_sealed_delta_and_the_unsealed_
 def test_store_times_are_utc_whatever_their_form():
     eleven = dt.datetime(2026, 11, 25, 11, tzinfo=dt.timezone.utc)
     assert utc("2026-11-25T11:00:00") == utc("2026-11-25T11:00:00+00:00") == utc(int(eleven.timestamp() * 1e6)) == eleven
+
+
+def test_the_check_passes_up_to_the_bound_and_fails_past_it():
+    from platform_assets.lag import LAG_CHECK, Lag, lag_evaluation, lag_events
+
+    lag = Lag("m", deltas=2, seconds=61.0, oldest=4, landed_through=3)
+    assert lag_evaluation(lag, 61.0).passed and not lag_evaluation(lag, 60.0).passed
+    late = lag_evaluation(lag, 60.0)
+    assert (late.check_name, late.asset_key.path, late.metadata["max_lag_seconds"].value) == (LAG_CHECK, ["m", "snapshot"], 60.0)
+    assert [type(e).__name__ for e in lag_events(lag, 60.0)] == ["AssetObservation", "AssetCheckEvaluation"]
