@@ -56,23 +56,34 @@ def load_table(ident: str, *, type: str, catalog: str = "lake", warehouse: str |
     """The Iceberg table `ident` (``ns.table``, or ``<catalog>.ns.table``) of the catalog
     deltaport's config describes. Raises `PyIcebergReadError` for a catalog PyIceberg cannot
     open and for a missing table."""
+    props = {str(k): str(v) for k, v in (properties or {}).items()}
+    if type == "hadoop":
+        if not warehouse:
+            raise PyIcebergReadError("a hadoop catalog needs its warehouse folder")
+        return _hadoop_table(warehouse, _parts(ident, catalog), props)
+    return load_from(open_catalog(type=type, catalog=catalog, warehouse=warehouse, uri=uri, properties=props),
+                     ident)
+
+
+def load_from(catalog, ident: str) -> Table:
+    """The table `ident` of a PyIceberg catalog `open_catalog` made (reuse one for many tables)."""
     from pyiceberg.exceptions import NoSuchTableError
 
+    parts = _parts(ident, catalog.name)
+    try:
+        return catalog.load_table(".".join(parts))
+    except NoSuchTableError as exc:
+        raise PyIcebergReadError(f"{catalog.name}.{'.'.join(parts)} does not exist in the "
+                                 f"{type(catalog).__name__}: {exc}") from exc
+
+
+def _parts(ident: str, catalog: str) -> list[str]:
     parts = ident.split(".")
     if len(parts) == 3 and parts[0] == catalog:
         parts = parts[1:]
     if len(parts) < 2 or not all(parts):
         raise PyIcebergReadError(f"a lake table is named ns.table (or {catalog}.ns.table), got {ident!r}")
-    props = {str(k): str(v) for k, v in (properties or {}).items()}
-    if type == "hadoop":
-        if not warehouse:
-            raise PyIcebergReadError("a hadoop catalog needs its warehouse folder")
-        return _hadoop_table(warehouse, parts, props)
-    try:
-        return open_catalog(type=type, catalog=catalog, warehouse=warehouse, uri=uri, properties=props).load_table(
-            ".".join(parts))
-    except NoSuchTableError as exc:
-        raise PyIcebergReadError(f"{catalog}.{'.'.join(parts)} does not exist in the {type} catalog: {exc}") from exc
+    return parts
 
 
 def open_catalog(*, type: str, catalog: str = "lake", warehouse: str | None = None, uri: str | None = None,

@@ -156,7 +156,7 @@ def test_jdbc_urls_become_sqlalchemy_urls_and_a_missing_table_is_named(lake):
     with pytest.raises(PyIcebergReadError, match="PostgreSQL or SQLite"):
         sqlalchemy_url("jdbc:mysql://h/db", {})
     root = lake[0]
-    with pytest.raises(PyIcebergReadError, match="lake.dm.missing does not exist in the jdbc catalog"):
+    with pytest.raises(PyIcebergReadError, match="lake.dm.missing does not exist in the SqlCatalog"):
         load_table("dm.missing", type="jdbc", uri=f"jdbc:sqlite:{root}/catalog.db")
     with pytest.raises(PyIcebergReadError, match="ns.table"):
         load_table("justaname", type="jdbc", uri=f"jdbc:sqlite:{root}/catalog.db")
