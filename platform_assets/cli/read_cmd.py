@@ -8,19 +8,21 @@ table (resources/lake/history_read.py); a change stream's state reads its tags. 
 state as of the last delta landed in the table, named on stderr in a comment line
 (`# ... as of delta 7 ...`). One row per line, data columns (and the system columns above); dates, times and timestamps in ISO 8601 with microseconds (timestamps in UTC, marked Z);
 numbers as numbers, decimals with their exact digits (12.50); binary as lower-case hex; null as
-null (an empty field in CSV). The encodings: platform_assets/cli/read_format.py."""
+null (an empty field in CSV). The encodings: platform_assets/cli/read_format.py.
+`--engine pyiceberg` reads a state (as of a delta with its own tag, or the last) without Spark (no
+server, no JVM): PyIceberg on the lake's catalog (resources/lake/pyiceberg_rows.py)."""
 
 from __future__ import annotations
 
 import csv
 import sys
 
-from platform_assets.cli.common import add_config_option
-from platform_assets.cli.read_format import csv_value, jsonl_line
 import datetime as dt
 
+from platform_assets.cli.common import add_config_option
+from platform_assets.cli.read_format import csv_value, jsonl_line
 from platform_assets.config import load_config
-from platform_assets.engine import engine_for
+from platform_assets.engine import engine_for, pyiceberg_tables
 from resources.errors import DeltaportError
 from resources.lake.prostore import LakeLayout
 from resources.lake.cdc import cdc_columns_as_of
@@ -42,6 +44,8 @@ def register(sub) -> None:
     form.add_argument("--finished-in", default=None, metavar="A,B",
                       help="the row versions deleted in deltas A..B (Prostore's FINISHED IN), datamarts only")
     p.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
+    p.add_argument("--engine", choices=["spark", "pyiceberg"], default="spark",
+                   help="spark (default: every form) or pyiceberg (no JVM: a delta with its own tag, or the last)")
     add_config_option(p)
     p.set_defaults(run=run)
 
@@ -66,6 +70,16 @@ def run(args) -> int:
     if forms and not is_datamart:
         raise DeltaportError(f"{ranged[0][0]} reads a datamart's history; {source} is a change stream "
                              "(its states read by --as-of-delta and --as-of)")
+    if args.engine == "pyiceberg":
+        if forms or when is not None:
+            raise DeltaportError("--engine pyiceberg reads --as-of-delta N or the last delta; the history forms "
+                                 "read with Spark, or with PyIceberg from Python (docs/using.md)")
+        delta, columns, rows = _pyiceberg_read(cfg, source, table, args.as_of_delta)
+        if args.as_of_delta is None:
+            print(f"# {source}.{table} as of delta {delta}, the last delta landed in it "
+                  "(--as-of-delta N reads an earlier one)", file=sys.stderr, flush=True)
+        _write(args.format, columns, rows)
+        return 0
     spark = engine_for(cfg).session()  # no Dagster import: a read costs the query, not the imports
     layout = LakeLayout(cfg.lake.catalog)
     if forms:
@@ -114,3 +128,13 @@ def _write(fmt: str, columns: list[str], rows: list[dict]) -> None:
         writer.writerow(columns)
         for row in rows:
             writer.writerow([csv_value(c, row[c]) for c in columns])
+
+
+def _pyiceberg_read(cfg, source: str, table: str, delta: int | None):
+    from resources.lake import pyiceberg_rows
+
+    open_table = pyiceberg_tables(cfg)
+    if delta is None:
+        delta = pyiceberg_rows.last_landed(open_table, source, table)
+    read = pyiceberg_rows.datamart_rows if source in {d.name for d in cfg.datamarts} else pyiceberg_rows.stream_rows
+    return delta, *read(open_table, source, table, delta)

@@ -248,3 +248,15 @@ def test_read_without_as_of_delta_reads_the_last_landed_delta_and_says_which(lak
     # A table nothing has landed in: a clear error, not a stack trace.
     assert main(["read", f"{DM}.nowhere", "--config", str(config)]) == 2
     assert "no delta of typed.nowhere has landed yet" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("source", [DM, *(f"typed_{fmt}" for fmt in STREAMS)])
+def test_the_pyiceberg_engine_prints_what_the_spark_engine_prints(lake, capsys, source):
+    """`--engine pyiceberg` (no JVM: resources/lake/pyiceberg_rows.py) on every type of every format."""
+    _, config = lake
+    last = 1 if source == DM else len(STREAMS[source.removeprefix("typed_")][1]) - 1
+    for fmt in ("jsonl", "csv"):
+        for delta in range(last + 1):
+            args = (f"{source}.every", fmt, "--as-of-delta", str(delta))
+            spark_out = _read(capsys, config, *args)
+            assert _read(capsys, config, *args, "--engine", "pyiceberg") == spark_out and spark_out

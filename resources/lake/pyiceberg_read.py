@@ -1,0 +1,320 @@
+"""Any deltaport lake table read from plain Python with PyIceberg: no JVM, no Spark, no Dagster.
+
+In: a catalog as deltaport's config gives it (type, warehouse, uri, properties; secrets already
+resolved) and a table name (`ns.table`, or `catalog.ns.table`). Out: a PyIceberg `Table`, and
+from it `pyarrow.Table`s (so pandas, Polars or DuckDB via Arrow) of:
+- the current state (`read_current`),
+- the state right after delta N, by its tag `delta_<N>` (`read_delta`),
+- any Prostore FOR SYSTEM_TIME form over the history (`read_history`, the forms and their WHERE
+  texts are `resources.lake.history_forms`).
+
+Catalogs:
+- `hadoop` (the embedded default): PyIceberg has no Hadoop catalog, but a Hadoop table is its
+  folder, so the table is opened from its newest metadata file as a `StaticTable`. "Newest" is
+  found the way Iceberg's own HadoopTableOperations finds it: the version in
+  `metadata/version-hint.text` (or, without one, the highest `vN.metadata.json` in a local
+  folder), then every next `v<N+1>` that exists (a writer that died between writing v<N+1> and
+  the hint, or one that committed while we looked). A metadata file is written once and never
+  changed (Iceberg renames it into place), so the read is of one consistent snapshot.
+- `jdbc`: PyIceberg's `SqlCatalog` on the same database (the JDBC URL and `jdbc.user` /
+  `jdbc.password` turned into SQLAlchemy's URL; PostgreSQL and SQLite). It never creates or
+  migrates the catalog's tables: a reader that finds none fails instead of making some.
+- `rest` and `hive`: PyIceberg's own catalogs, uri and properties passed through (hive needs
+  `pyiceberg[hive]`, which deltaport does not install).
+
+Scans apply merge-on-read position deletes (deltaport's snapshot tables are format 2,
+merge-on-read) as Spark does; tests/integration/test_pyiceberg_read.py compares them with Spark.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from resources.errors import DeltaportError
+from resources.lake.history_forms import Form, history_where
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.table import Table
+
+TAG_PREFIX = "delta_"  # resources.spark.iceberg.delta_tag's names
+DELTA_PROPERTY = "deltaport.delta"  # resources.spark.iceberg.DELTA_PROPERTY: a commit's delta
+# Catalog properties that name Java classes or JDBC settings: meaningless to PyIceberg.
+_JAVA_ONLY = ("io-impl", "catalog-impl", "client.factory")
+
+
+class PyIcebergReadError(DeltaportError):
+    """A lake table could not be opened or read with PyIceberg as asked."""
+
+
+def load_table(ident: str, *, type: str, catalog: str = "lake", warehouse: str | None = None,
+               uri: str | None = None, properties: Mapping[str, str] | None = None) -> Table:
+    """The Iceberg table `ident` (``ns.table``, or ``<catalog>.ns.table``) of the catalog
+    deltaport's config describes. Raises `PyIcebergReadError` for a catalog PyIceberg cannot
+    open and for a missing table."""
+    props = {str(k): str(v) for k, v in (properties or {}).items()}
+    if type == "hadoop":
+        if not warehouse:
+            raise PyIcebergReadError("a hadoop catalog needs its warehouse folder")
+        return _hadoop_table(warehouse, _parts(ident, catalog), props)
+    return load_from(open_catalog(type=type, catalog=catalog, warehouse=warehouse, uri=uri, properties=props),
+                     ident)
+
+
+def load_from(catalog, ident: str) -> Table:
+    """The table `ident` of a PyIceberg catalog `open_catalog` made (reuse one for many tables)."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    parts = _parts(ident, catalog.name)
+    try:
+        return catalog.load_table(".".join(parts))
+    except NoSuchTableError as exc:
+        raise PyIcebergReadError(f"{catalog.name}.{'.'.join(parts)} does not exist in the "
+                                 f"{type(catalog).__name__}: {exc}") from exc
+
+
+def _parts(ident: str, catalog: str) -> list[str]:
+    parts = ident.split(".")
+    if len(parts) == 3 and parts[0] == catalog:
+        parts = parts[1:]
+    if len(parts) < 2 or not all(parts):
+        raise PyIcebergReadError(f"a lake table is named ns.table (or {catalog}.ns.table), got {ident!r}")
+    return parts
+
+
+def open_catalog(*, type: str, catalog: str = "lake", warehouse: str | None = None, uri: str | None = None,
+                 properties: Mapping[str, str] | None = None):
+    """PyIceberg's catalog for a deltaport `jdbc`, `rest` or `hive` catalog (a hadoop
+    warehouse has none: `load_table` opens its tables directly)."""
+    from pyiceberg.catalog import load_catalog
+
+    props = {k: str(v) for k, v in (properties or {}).items() if k not in _JAVA_ONLY}
+    if warehouse:
+        props["warehouse"] = warehouse
+    if type == "jdbc":
+        if not uri:
+            raise PyIcebergReadError("a jdbc catalog needs its uri (jdbc:postgresql://... or jdbc:sqlite:...)")
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        url = sqlalchemy_url(uri, props)
+        rest = {k: v for k, v in props.items() if not k.startswith("jdbc.")}
+        # The catalog name is the rows' catalog_name, as Java's JdbcCatalog wrote them.
+        return SqlCatalog(catalog, uri=url, init_catalog_tables="false", **rest)
+    if type in ("rest", "hive"):
+        if uri:
+            props["uri"] = uri
+        return load_catalog(catalog, type=type, **props)
+    raise PyIcebergReadError(f"PyIceberg opens hadoop, jdbc, rest and hive catalogs, not {type!r}")
+
+
+def sqlalchemy_url(jdbc_uri: str, properties: Mapping[str, str]) -> str:
+    """SQLAlchemy's URL of the database a JDBC URL names: ``jdbc:postgresql://host:port/db?q``
+    with `jdbc.user`/`jdbc.password` (or `user`/`password` in the URL's query, left there) ->
+    ``postgresql+psycopg2://user:password@host:port/db?q``; ``jdbc:sqlite:PATH`` (or
+    ``jdbc:sqlite:file:PATH``) -> ``sqlite:///PATH``."""
+    if jdbc_uri.startswith("jdbc:postgresql://"):
+        rest = jdbc_uri[len("jdbc:postgresql://"):]
+        user, password = properties.get("jdbc.user"), properties.get("jdbc.password")
+        auth = ""
+        if user:
+            auth = quote(user, safe="") + (":" + quote(password, safe="") if password else "") + "@"
+        return f"postgresql+psycopg2://{auth}{rest}"
+    if jdbc_uri.startswith("jdbc:sqlite:"):
+        path = jdbc_uri[len("jdbc:sqlite:"):].removeprefix("file:").split("?", 1)[0]
+        return f"sqlite:///{path}"
+    raise PyIcebergReadError(f"PyIceberg reads JDBC catalogs on PostgreSQL or SQLite; "
+                             f"no SQLAlchemy URL for {jdbc_uri.split('?', 1)[0]!r}")
+
+
+def _hadoop_table(warehouse: str, parts: list[str], properties: Mapping[str, str]) -> Table:
+    from pyiceberg.io import load_file_io
+    from pyiceberg.table import StaticTable
+
+    root = warehouse.rstrip("/")
+    if "://" not in root and not root.startswith("file:"):
+        root = os.path.abspath(root)
+    metadata = f"{root}/{'/'.join(parts)}/metadata"
+    io = load_file_io(dict(properties), metadata)
+    version = _hinted_version(io, metadata)
+    if version is None:
+        raise PyIcebergReadError(f"{'.'.join(parts)} does not exist in the hadoop warehouse {warehouse} "
+                                 f"(no metadata in {metadata})")
+    while _metadata_file(io, metadata, version + 1):
+        version += 1
+    location = _metadata_file(io, metadata, version)
+    if location is None:
+        raise PyIcebergReadError(f"{metadata}/version-hint.text names version {version}, "
+                                 "whose metadata file is gone")
+    return StaticTable.from_metadata(location, dict(properties))
+
+
+def _metadata_file(io, metadata: str, version: int) -> str | None:
+    """The metadata file of `version`, plain or gzip-compressed, when it exists."""
+    for name in (f"v{version}.metadata.json", f"v{version}.gz.metadata.json"):
+        if io.new_input(f"{metadata}/{name}").exists():
+            return f"{metadata}/{name}"
+    return None
+
+
+def _hinted_version(io, metadata: str) -> int | None:
+    hint = io.new_input(f"{metadata}/version-hint.text")
+    if hint.exists():
+        with hint.open() as f:
+            text = f.read().decode().strip()
+        if text.isdigit():
+            return int(text)
+    local = metadata.removeprefix("file://").removeprefix("file:")
+    if "://" in local or not os.path.isdir(local):
+        return None
+    found = [int(n[1:].split(".", 1)[0]) for n in os.listdir(local)
+             if n.startswith("v") and n.endswith(".metadata.json") and n[1:].split(".", 1)[0].isdigit()]
+    return max(found, default=None)
+
+
+# --- reads ---------------------------------------------------------------------------------------
+
+def delta_snapshot_id(table: Table, delta: int) -> int:
+    """The snapshot the tag ``delta_<N>`` names. `PyIcebergReadError` when the table has no such
+    tag: a delta not landed yet, one a range run folded into a later commit, or one whose tag
+    expired (read it with `read_history` or deltaport's Spark read instead)."""
+    ref = table.metadata.refs.get(f"{TAG_PREFIX}{int(delta)}")
+    if ref is None or ref.snapshot_ref_type != "tag":
+        tagged = sorted(int(n[len(TAG_PREFIX):]) for n in table.metadata.refs if n[len(TAG_PREFIX):].isdigit()
+                        and n.startswith(TAG_PREFIX))
+        raise PyIcebergReadError(
+            f"{_name(table)} has no tag {TAG_PREFIX}{int(delta)} (tagged deltas: {_ranges(tagged) or 'none'}); "
+            "a delta inside a range run's commit, or one whose tag expired, is read with history or Spark")
+    return ref.snapshot_id
+
+
+def last_delta(table: Table) -> int | None:
+    """The last delta recorded in the table's current history: the newest `delta_<N>` tag on the
+    current snapshot or the delta in its commit summary, else the newest commit back along the
+    current snapshot's ancestors that records one (maintenance may have committed after it).
+    None when the table records no delta (as resources.spark.iceberg_reads.last_applied_deltas)."""
+    current = table.metadata.current_snapshot_id
+    if current is None:
+        return None
+    on_current = [int(n[len(TAG_PREFIX):]) for n, ref in table.metadata.refs.items()
+                  if ref.snapshot_ref_type == "tag" and ref.snapshot_id == current
+                  and n.startswith(TAG_PREFIX) and n[len(TAG_PREFIX):].isdigit()]
+    snapshot = table.metadata.snapshot_by_id(current)
+    while snapshot is not None:
+        recorded = snapshot.summary[DELTA_PROPERTY] if snapshot.summary is not None else None
+        if recorded is not None or on_current:
+            return max([*on_current, *([int(recorded)] if recorded is not None else [])])
+        parent = snapshot.parent_snapshot_id
+        snapshot = table.metadata.snapshot_by_id(parent) if parent is not None else None
+    return None
+
+
+def read_current(table: Table, row_filter: str | BooleanExpression = "true") -> pa.Table:
+    """The table's current rows (that pass `row_filter`, a WHERE text or a PyIceberg expression)."""
+    return table.scan(row_filter=row_filter).to_arrow()
+
+
+def read_delta(table: Table, delta: int, row_filter: str | BooleanExpression = "true") -> pa.Table:
+    """The table's rows right after delta `delta` (its tag), in that snapshot's own schema."""
+    return table.scan(row_filter=row_filter, snapshot_id=delta_snapshot_id(table, delta)).to_arrow()
+
+
+def read_history(snapshot: Table, history: Table, form: Form) -> pa.Table:
+    """The versions a Prostore FOR SYSTEM_TIME `form` selects, from the snapshot table (current
+    versions: `sys_to` null, `sys_op` 0) and the history table (closed versions), as one Arrow
+    table with the history's columns (`sys_close_date` and `delta_num` null for current rows).
+
+    The form's own WHERE text is given to both scans. On the snapshot table, which has no
+    `sys_to` and `sys_op`, those two are first replaced by the constants a current version has
+    (`current_filter`), so PyIceberg prunes the snapshot's files with the same clause."""
+    import pyarrow as pa
+
+    closed = history.scan(row_filter=history_where(form)).to_arrow()
+    if not form.needs_current():
+        return closed
+    current = snapshot.scan(row_filter=current_filter(form.where())).to_arrow()
+    kinds = {f.name: f.type for f in closed.schema}
+    for name, value in (("sys_to", None), ("sys_op", 0)):
+        kind = kinds.get(name, pa.int64() if name == "sys_to" else pa.int32())
+        current = current.append_column(pa.field(name, kind), pa.array([value] * current.num_rows, kind))
+    union = pa.concat_tables([current, closed], promote_options="permissive")
+    order = [f.name for f in closed.schema] + [n for n in union.column_names if n not in kinds]
+    return union.select(order)
+
+
+CURRENT_CONSTANTS: Mapping[str, object] = {"sys_to": None, "sys_op": 0}
+
+
+def current_filter(where: str, constants: Mapping[str, object] = CURRENT_CONSTANTS) -> BooleanExpression:
+    """`where` parsed by PyIceberg with each column of `constants` replaced by its value (SQL's
+    rules: a comparison with null is false), simplified: the clause a current version meets."""
+    from pyiceberg.expressions import AlwaysFalse, AlwaysTrue, And, Not, Or
+    from pyiceberg.expressions.parser import parse
+
+    def walk(expr):
+        if isinstance(expr, And):
+            return And(walk(expr.left), walk(expr.right))
+        if isinstance(expr, Or):
+            return Or(walk(expr.left), walk(expr.right))
+        if isinstance(expr, Not):
+            if _columns(expr.child) & set(constants):
+                # NOT of a comparison with null is not true either: three-valued logic would be
+                # needed; the forms never write one.
+                raise PyIcebergReadError(f"NOT over {sorted(_columns(expr.child) & set(constants))} in {where!r}")
+            return expr
+        name = getattr(getattr(expr, "term", None), "name", None)
+        if name not in constants:
+            return expr
+        return AlwaysTrue() if _holds(expr, constants[name]) else AlwaysFalse()
+
+    return walk(parse(where))
+
+
+def _columns(expr) -> set[str]:
+    found = set()
+    for attr in ("left", "right", "child"):
+        if hasattr(expr, attr):
+            found |= _columns(getattr(expr, attr))
+    name = getattr(getattr(expr, "term", None), "name", None)
+    return found | ({name} if name else set())
+
+
+def _holds(pred, value) -> bool:
+    """Whether the unbound predicate `pred` holds for a column whose every value is `value`."""
+    from pyiceberg.expressions import (
+        EqualTo, GreaterThan, GreaterThanOrEqual, In, IsNull, LessThan, LessThanOrEqual, NotEqualTo, NotIn,
+        NotNull,
+    )
+
+    if isinstance(pred, IsNull):
+        return value is None
+    if isinstance(pred, NotNull):
+        return value is not None
+    if value is None:
+        return False  # any comparison with null
+    if isinstance(pred, (In, NotIn)):
+        members = {lit.value for lit in pred.literals}
+        return (value in members) == isinstance(pred, In)
+    compare = {EqualTo: value.__eq__, NotEqualTo: value.__ne__, GreaterThan: value.__gt__,
+               GreaterThanOrEqual: value.__ge__, LessThan: value.__lt__, LessThanOrEqual: value.__le__}
+    for kind, test in compare.items():
+        if isinstance(pred, kind):
+            return bool(test(pred.literal.value))
+    raise PyIcebergReadError(f"no constant value for the predicate {pred!r}")
+
+
+def _name(table: Table) -> str:
+    return ".".join(table.name()) if table.name() else table.metadata_location
+
+
+def _ranges(numbers: list[int]) -> str:
+    spans, start = [], None
+    for i, n in enumerate(numbers):
+        start = n if start is None else start
+        if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
+            spans.append(f"{start}" if start == n else f"{start}-{n}")
+            start = None
+    return ", ".join(spans)
