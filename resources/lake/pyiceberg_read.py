@@ -222,20 +222,22 @@ def read_delta(table: Table, delta: int, row_filter: str | BooleanExpression = "
     return table.scan(row_filter=row_filter, snapshot_id=delta_snapshot_id(table, delta)).to_arrow()
 
 
-def read_history(snapshot: Table, history: Table, form: Form) -> pa.Table:
+def read_history(snapshot: Table, history: Table, form: Form, last: int | None = None) -> pa.Table:
     """The versions a Prostore FOR SYSTEM_TIME `form` selects, from the snapshot table (current
     versions: `sys_to` null, `sys_op` 0) and the history table (closed versions), as one Arrow
     table with the history's columns (`sys_close_date` and `delta_num` null for current rows).
 
-    The form's own WHERE text is given to both scans. On the snapshot table, which has no
-    `sys_to` and `sys_op`, those two are first replaced by the constants a current version has
-    (`current_filter`), so PyIceberg prunes the snapshot's files with the same clause."""
+    Each scan gets the form's own WHERE text (`current_where` on the snapshot table, which has no
+    `sys_to` and `sys_op`), so PyIceberg prunes files with the clause Spark SQL runs. `last`: the
+    snapshot's last applied delta; the history is read up to it (a delta whose history is written
+    and whose MERGE is not is never half-seen)."""
     import pyarrow as pa
 
-    closed = history.scan(row_filter=history_where(form)).to_arrow()
+    bound = "" if last is None else f" AND delta_num <= {int(last)}"
+    closed = history.scan(row_filter=history_where(form) + bound).to_arrow()
     if not form.needs_current():
         return closed
-    current = snapshot.scan(row_filter=current_filter(form.where())).to_arrow()
+    current = snapshot.scan(row_filter=form.current_where()).to_arrow()
     kinds = {f.name: f.type for f in closed.schema}
     for name, value in (("sys_to", None), ("sys_op", 0)):
         kind = kinds.get(name, pa.int64() if name == "sys_to" else pa.int32())
@@ -243,67 +245,6 @@ def read_history(snapshot: Table, history: Table, form: Form) -> pa.Table:
     union = pa.concat_tables([current, closed], promote_options="permissive")
     order = [f.name for f in closed.schema] + [n for n in union.column_names if n not in kinds]
     return union.select(order)
-
-
-CURRENT_CONSTANTS: Mapping[str, object] = {"sys_to": None, "sys_op": 0}
-
-
-def current_filter(where: str, constants: Mapping[str, object] = CURRENT_CONSTANTS) -> BooleanExpression:
-    """`where` parsed by PyIceberg with each column of `constants` replaced by its value (SQL's
-    rules: a comparison with null is false), simplified: the clause a current version meets."""
-    from pyiceberg.expressions import AlwaysFalse, AlwaysTrue, And, Not, Or
-    from pyiceberg.expressions.parser import parse
-
-    def walk(expr):
-        if isinstance(expr, And):
-            return And(walk(expr.left), walk(expr.right))
-        if isinstance(expr, Or):
-            return Or(walk(expr.left), walk(expr.right))
-        if isinstance(expr, Not):
-            if _columns(expr.child) & set(constants):
-                # NOT of a comparison with null is not true either: three-valued logic would be
-                # needed; the forms never write one.
-                raise PyIcebergReadError(f"NOT over {sorted(_columns(expr.child) & set(constants))} in {where!r}")
-            return expr
-        name = getattr(getattr(expr, "term", None), "name", None)
-        if name not in constants:
-            return expr
-        return AlwaysTrue() if _holds(expr, constants[name]) else AlwaysFalse()
-
-    return walk(parse(where))
-
-
-def _columns(expr) -> set[str]:
-    found = set()
-    for attr in ("left", "right", "child"):
-        if hasattr(expr, attr):
-            found |= _columns(getattr(expr, attr))
-    name = getattr(getattr(expr, "term", None), "name", None)
-    return found | ({name} if name else set())
-
-
-def _holds(pred, value) -> bool:
-    """Whether the unbound predicate `pred` holds for a column whose every value is `value`."""
-    from pyiceberg.expressions import (
-        EqualTo, GreaterThan, GreaterThanOrEqual, In, IsNull, LessThan, LessThanOrEqual, NotEqualTo, NotIn,
-        NotNull,
-    )
-
-    if isinstance(pred, IsNull):
-        return value is None
-    if isinstance(pred, NotNull):
-        return value is not None
-    if value is None:
-        return False  # any comparison with null
-    if isinstance(pred, (In, NotIn)):
-        members = {lit.value for lit in pred.literals}
-        return (value in members) == isinstance(pred, In)
-    compare = {EqualTo: value.__eq__, NotEqualTo: value.__ne__, GreaterThan: value.__gt__,
-               GreaterThanOrEqual: value.__ge__, LessThan: value.__lt__, LessThanOrEqual: value.__le__}
-    for kind, test in compare.items():
-        if isinstance(pred, kind):
-            return bool(test(pred.literal.value))
-    raise PyIcebergReadError(f"no constant value for the predicate {pred!r}")
 
 
 def _name(table: Table) -> str:

@@ -14,22 +14,28 @@ it was last current. Then, at every delta and for every pair (a, b):
 - `AS OF DELTA_NUM n` (`rows_as_of`, which reads the history) equals the truth at n;
 - `STARTED IN (a, b)` and `FINISHED IN (a, b)` (`versions_in`) equal the oracle's versions, in the
   columns of delta b's DDL (a column a version never had reads None);
-- the same rows come back from plain Spark SQL on the two tables, with the WHERE text the docs show.
+- the same rows come back from plain Spark SQL on the two tables, with the WHERE text the docs show,
+  and from PyIceberg (no JVM) with the same text.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
 from itertools import combinations_with_replacement
 
 import pytest
+import yaml
+
+from platform_assets.cli import main
 
 from resources.codecs.backup import ChangelogRecord
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.lake.history_forms import FinishedIn, StartedIn, history_where
 from resources.lake.prostore import LakeLayout, land_changelog, land_increment
 from resources.lake.prostore_history import history_ident
+from resources.lake.pyiceberg_read import load_table, read_history
 from resources.lake import prostore_snapshot
 from resources.lake.prostore_snapshot import apply_snapshots
 from resources.lake.read import rows_as_of, versions_in
@@ -48,7 +54,7 @@ SYS = ("sys_from", "sys_to", "sys_op")
 @pytest.fixture(scope="module")
 def lake(spark_remote, tmp_path_factory):
     warehouse = tmp_path_factory.mktemp("history-lake")
-    return connect(spark_remote, CatalogConfig(name="hist", warehouse=str(warehouse))), LakeLayout("hist")
+    return connect(spark_remote, CatalogConfig(name="hist", warehouse=str(warehouse))), LakeLayout("hist"), warehouse
 
 
 def oracle_versions(deltas, changes_of, key_of):
@@ -81,7 +87,7 @@ def expected(versions, form, columns, state_at, last):
     return [{**{c: values(v).get(c) for c in columns}, **{s: v[s] for s in SYS}} for v in chosen]
 
 
-def check_every_form(session, layout, dm, table, deltas, versions, state_at):
+def check_every_form(session, layout, warehouse, dm, table, deltas, versions, state_at):
     """Every form at every delta and pair: as of each delta and every stored version through the
     library; every pair through the docs' SQL (one query per form, the pairs' clauses side by side),
     and the library's answer on the single deltas and the whole story."""
@@ -110,10 +116,16 @@ def check_every_form(session, layout, dm, table, deltas, versions, state_at):
         want = sorted((a, b, r["sys_from"], -1 if r["sys_to"] is None else r["sys_to"], r["sys_op"])
                       for a, b in pairs for r in expected(versions, kind(a, b), [], state_at, deltas[-1]))
         assert plain == want, f"{table} {kind.__name__}: the docs' SQL"
+        # PyIceberg, no JVM: the same clauses on the same two tables.
+        snapshot, closed = (load_table(ident, type="hadoop", catalog=layout.catalog, warehouse=str(warehouse))
+                            for ident in (layout.snapshot(dm, table), history_ident(layout, dm, table)))
+        found = sorted((a, b, r["sys_from"], -1 if r["sys_to"] is None else r["sys_to"], r["sys_op"])
+                       for a, b in pairs for r in read_history(snapshot, closed, kind(a, b), deltas[-1]).to_pylist())
+        assert found == want, f"{table} {kind.__name__}: PyIceberg"
 
 
 def test_every_form_on_the_emulators_story(lake, kafka_bootstrap, tmp_path):
-    session, layout = lake
+    session, layout, warehouse = lake
     sc = build_scenario(CONFIG)
     deltas = sorted(sc.truth[DM])
     assert deltas == list(range(len(deltas))) and sc.cancelled[DM], "a cancelled delta whose number is reused"
@@ -132,13 +144,13 @@ def test_every_form_on_the_emulators_story(lake, kafka_bootstrap, tmp_path):
         assert any(v["sys_op"] == 1 for v in versions) and any(v["sys_to"] is not None and v["sys_op"] == 0
                                                                for v in versions), table
         started = time.monotonic()
-        check_every_form(session, layout, DM, table, deltas, versions,
+        check_every_form(session, layout, warehouse, DM, table, deltas, versions,
                          lambda d, table=table: sc.truth[DM][d].get(table, {}))
         print(f"{table}: every form checked in {time.monotonic() - started:.1f} s")
 
 
-def test_deletes_and_reinserts_in_a_fold(lake, monkeypatch):
-    session, layout = lake
+def test_deletes_and_reinserts_in_a_fold(lake, monkeypatch, tmp_path, capsys):
+    session, layout, warehouse = lake
     dm = "reinsert"
     ddl = [ChangelogRecord(0, "t", "CREATE TABLE reinsert.t (id BIGINT NOT NULL, v VARCHAR, "
                                    "PRIMARY KEY (id)) DISTRIBUTED BY (id)")]
@@ -178,9 +190,29 @@ def test_deletes_and_reinserts_in_a_fold(lake, monkeypatch):
     deltas = list(range(len(story)))
     versions = oracle_versions(deltas, lambda d: [({"id": i, "v": v}, op) for i, v, op in story[d]],
                                lambda row: (row["id"],))
-    check_every_form(session, layout, dm, "t", deltas, versions, lambda n: states[n])
+    check_every_form(session, layout, warehouse, dm, "t", deltas, versions, lambda n: states[n])
     # The re-run replaced the history partitions it had written: no version twice.
     assert session.table(history_ident(layout, dm, "t")).count() == sum(v["sys_to"] is not None for v in versions)
+
+    # `deltaport read`, as a user runs it: each form's flag prints what the library returns.
+    config = tmp_path / "deltaport.yaml"
+    config.write_text(yaml.safe_dump({
+        "sources": [{"name": dm, "format": "prostore", "signal_topic": "s", "backup_topic": "b"}],
+        "kafka": {"bootstrap_servers": "127.0.0.1:9"},  # never reached: `read` reads the lake only
+        "lake": {"catalog": layout.catalog, "type": "hadoop", "warehouse": str(warehouse)},
+        "state_dir": str(tmp_path / "state")}))
+
+    def read(*flags):
+        code = main(["read", f"{dm}.t", "--config", str(config), *flags])
+        out = capsys.readouterr()
+        assert code == 0, out.err[-2000:]
+        return [json.loads(line) for line in out.out.splitlines()], out.err
+
+    for flag, form in (("--started-in", StartedIn(2, 4)), ("--finished-in", FinishedIn(1, 6))):
+        printed, _ = read(flag, f"{form.first},{form.last}")
+        assert printed == versions_in(session, layout, dm, "t", form) != [], flag
+    printed, err = read("--as-of", "2026-01-03 12:00:00")  # delta 2 closed on 2026-01-03 at 00:00
+    assert printed == sorted(states[2].values(), key=lambda r: r["id"]) and "as of delta 2" in err
 
 
 def _crash(*args, **kwargs):

@@ -16,7 +16,6 @@ import pytest
 from resources.lake.history_forms import AsOfDelta, FinishedIn, StartedIn
 from resources.lake.pyiceberg_read import (
     PyIcebergReadError,
-    current_filter,
     delta_snapshot_id,
     last_delta,
     load_table,
@@ -101,17 +100,6 @@ def test_every_history_form_at_every_delta_and_pair_equals_the_versions_oracle(l
             assert {r[0]: r[1] for r in rows} == states[form.delta], form
     finished = read_history(snap, hist, FinishedIn(0, DELTAS - 1))
     assert finished.num_rows and set(finished.column("sys_op").to_pylist()) == {1}
-
-
-def test_current_filter_puts_a_current_versions_constants_in_the_forms_text():
-    from pyiceberg.expressions import AlwaysFalse
-
-    assert str(current_filter(AsOfDelta(4).where())) == str(current_filter("sys_from IS NULL OR sys_from <= 4"))
-    assert current_filter(FinishedIn(2, 3).where()) == AlwaysFalse()
-    assert current_filter("sys_op = 0 AND sys_to IS NULL") == current_filter("true")
-    assert current_filter("sys_op IN (1, 2) OR sys_to >= 3") == AlwaysFalse()
-    with pytest.raises(PyIcebergReadError, match="NOT over"):
-        current_filter("NOT (sys_to >= 3)")
 
 
 def test_tags_read_the_snapshot_they_name_and_the_last_delta_is_the_newest_on_the_current_snapshot(lake):
