@@ -52,13 +52,23 @@ def mark_history_start(spark, ident: str, delta_num: int, keep_history: bool) ->
     holds (`HISTORY_FROM_PROPERTY`): set when history starts (a new table, a lake from before
     history, history turned back on), removed when it is turned off, so a reader knows which
     deltas the history answers exactly (`history_start`) and uses the tags for the others. A
-    table created with `snapshot_properties` needs no mark."""
+    table created with `snapshot_properties` needs no mark. Once seen set, a table's mark is not
+    asked again in this process (a round trip per table and delta saved)."""
+    if keep_history and ident in _marked:
+        return
     start = history_start(spark, ident)
     quoted = ".".join(f"`{p}`" for p in ident.split("."))
     if keep_history and start is None:
         spark.sql(f"ALTER TABLE {quoted} SET TBLPROPERTIES ('{HISTORY_FROM_PROPERTY}'='{int(delta_num)}')")
     elif not keep_history and start is not None:
         spark.sql(f"ALTER TABLE {quoted} UNSET TBLPROPERTIES IF EXISTS ('{HISTORY_FROM_PROPERTY}')")
+    if keep_history:
+        _marked.add(ident)
+    else:
+        _marked.discard(ident)
+
+
+_marked: set[str] = set()  # snapshot tables whose history mark this process has seen set
 
 
 def history_start(spark, ident: str) -> int | None:
@@ -86,29 +96,42 @@ def stamped(changes, *, delta_column: str = "delta_num", date_column: str = "del
         "sys_from_date", _c(date_column))
 
 
-def closed_versions(table, changes, keys: Sequence[str]):
+# Up to this many changes, the changed keys go to every task that scans the table (broadcast).
+BROADCAST_ROWS = 1_000_000
+
+
+def closed_versions(table, changes, keys: Sequence[str], *, columns: Sequence[str], fold: bool = True,
+                    rows: int | None = None):
     """The versions that `changes` close, as history rows.
 
     `table`: the snapshot table before the run's MERGE (a DataFrame with the table's columns,
     `sys_from` and `sys_from_date` among them). `changes`: the run's changes, one per key and
     delta (exact copies allowed), with the table's columns (stamped: `stamped`), `sys_op`,
-    `delta_num` and `delta_date`. Returns the table's columns plus `sys_to`, `sys_op`,
-    `sys_close_date`, `delta_num` (the closing delta)."""
+    `delta_num` and `delta_date`. `columns`: the table's. `fold`: the changes span several
+    deltas (one delta closes only versions from before it). Returns the table's columns plus
+    `sys_to`, `sys_op`, `sys_close_date`, `delta_num` (the closing delta).
+
+    `rows`: how many changes there are, when known: up to `BROADCAST_ROWS` the changed keys are
+    broadcast to the scan of the table (they are the delta's, the table is the lake's: no
+    shuffle of the table)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    cols = [f.name for f in table.schema.fields]
+    cols = list(columns)
     is_delete = F.coalesce(_c("sys_op"), F.lit(0)) == 1
     # The version current before the run ends at each key's first change in it.
     first = (changes.groupBy(*[_c(k) for k in keys])
              .agg(F.min_by(F.struct(_c("delta_num").alias("n"), is_delete.alias("d"), _c("delta_date").alias("t")),
                            _c("delta_num")).alias("_first")))
-    before = table.join(first, on=list(keys), how="inner").select(
+    small = rows is not None and rows <= BROADCAST_ROWS
+    before = table.join(F.broadcast(first) if small else first, on=list(keys), how="inner").select(
         *[_c(c) for c in cols],
         (F.col("_first.n") - 1).alias("sys_to"),
         F.col("_first.d").cast("int").alias("sys_op"),
         F.col("_first.t").alias("sys_close_date"),
         F.col("_first.n").alias("delta_num"))
+    if not fold:
+        return before
     # Inside a fold: each written version but the key's last ends at the key's next change.
     order = Window.partitionBy(*[_c(k) for k in keys]).orderBy(_c("delta_num"))
     following = (changes.dropDuplicates()
@@ -124,29 +147,33 @@ def closed_versions(table, changes, keys: Sequence[str]):
     return before.unionByName(inside)
 
 
-def write_closed_versions(spark, layout: LakeLayout, datamart: str, table_name: str, table, changes,
-                          keys: Sequence[str], deltas: Sequence[int]) -> str:
-    """Replace the history partitions of `deltas` with the versions they close (one commit)."""
-    return write_history(spark, layout, datamart, table_name, table, closed_versions(table, changes, keys), deltas)
+def write_closed_versions(spark, layout: LakeLayout, datamart: str, table_name: str, table, schema, changes,
+                          keys: Sequence[str], deltas: Sequence[int], *, rows: int | None = None) -> str:
+    """Replace the history partitions of `deltas` with the versions they close (one commit).
+    `schema`: the snapshot table's (`table.schema`, which the caller has)."""
+    closed = closed_versions(table, changes, keys, columns=[f.name for f in schema.fields], fold=len(deltas) > 1,
+                             rows=rows)
+    return write_history(spark, layout, datamart, table_name, schema, closed, deltas)
 
 
-def all_closed(table, delta_num: int, close_date):
+def all_closed(table, schema, delta_num: int, close_date):
     """Every current version of `table`, closed as deleted by delta `delta_num` (a DROP TABLE then
     CREATE TABLE of the same name in that delta). `close_date`: a Column, the delta's close time."""
     from pyspark.sql import functions as F
 
-    return table.select(*[_c(f.name) for f in table.schema.fields], F.lit(delta_num - 1).cast("bigint").alias("sys_to"),
+    return table.select(*[_c(f.name) for f in schema.fields], F.lit(delta_num - 1).cast("bigint").alias("sys_to"),
                         F.lit(1).cast("int").alias("sys_op"), close_date.alias("sys_close_date"),
                         F.lit(delta_num).cast("bigint").alias("delta_num"))
 
 
-def write_history(spark, layout: LakeLayout, datamart: str, table_name: str, table, rows,
+def write_history(spark, layout: LakeLayout, datamart: str, table_name: str, schema, rows,
                   deltas: Sequence[int]) -> str:
-    """`rows` (history rows of `table`'s columns) replace the history partitions of `deltas`."""
+    """`rows` (history rows of the snapshot table's columns, `schema`) replace the history
+    partitions of `deltas`."""
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType, TimestampNTZType
 
     ident = history_ident(layout, datamart, table_name)
-    schema = StructType([*table.schema.fields, *[StructField(name, kind, True) for name, kind in (
+    schema = StructType([*schema.fields, *[StructField(name, kind, True) for name, kind in (
         ("sys_to", LongType()), ("sys_op", IntegerType()), ("sys_close_date", TimestampNTZType()),
         ("delta_num", LongType()))]])
     ensure_table(spark, ident, schema, partition_by=["delta_num"], properties=HISTORY_PROPERTIES)

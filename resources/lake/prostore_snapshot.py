@@ -107,7 +107,7 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
         deltas, entity = [n for n, *_ in step], step[-1][1]
         if len(step) > 1:
             _apply_fold(spark, layout, datamart, deltas, [e for _, e, _, _ in step], prepared[entity.name],
-                        commit_id, keep_history)
+                        commit_id, keep_history, sum(stats.rows for _, _, stats, _ in step))
         else:
             n, entity, stats, transition = step[0]
             _apply_delta(spark, layout, datamart, n, entity, stats, transition, prepared.get(entity.name),
@@ -187,7 +187,7 @@ def _prepare_ranges(spark, layout: LakeLayout, datamart: str, plan) -> dict[str,
 
 
 def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int], entities: Sequence[EntitySchema],
-                prepared, commit_id: str | None = None, keep_history: bool = True) -> None:
+                prepared, commit_id: str | None = None, keep_history: bool = True, rows: int | None = None) -> None:
     """One commit taking one snapshot table from its state before `deltas` (consecutive, no
     column change among them) to the state after the last: the MERGE of each key's last change
     in them (`prepared`: the table's checked changes of the range). The commit records the
@@ -203,12 +203,14 @@ def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int],
                                     properties=snapshot_properties(keep_history)).created
     keys = list(entities[-1].primary_key)
     table = spark.table(ident)
+    schema = table.schema
     changes = _table_columns(stamped(prepared.where(F.col("delta_num").between(deltas[0], deltas[-1]))),
-                             table.schema, extra=["sys_op", "delta_num", "delta_date"])
+                             schema, extra=["sys_op", "delta_num", "delta_date"])
     if not created:
         mark_history_start(spark, ident, deltas[0], keep_history)
     if keep_history:
-        write_closed_versions(spark, layout, datamart, entities[-1].name, table, changes, keys, deltas)
+        write_closed_versions(spark, layout, datamart, entities[-1].name, table, schema, changes, keys, deltas,
+                              rows=rows)
     last = latest_per_key(changes, keys, order_column="delta_num").drop("delta_num", "delta_date")
     merge_upserts(spark, ident, last, keys, delta_num=deltas[-1], checked=True, folded=deltas, commit_id=commit_id)
 
@@ -263,9 +265,10 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         carry = dict(transition.renamed)
         carry.update({c: None for c in transition.added if c.lower() in had})
     table = spark.table(ident)
+    schema = table.schema
     if stats.rows == 0 and not carry:
         # Nothing changed: the tag alone records delta n, cheaply.
-        record_unchanged(spark, ident, table.schema, n, new=not existed)
+        record_unchanged(spark, ident, schema, n, new=not existed)
         return
     keys = list(entity.primary_key)
     if prepared is not None and _plain(transition):
@@ -273,13 +276,14 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
     else:
         changes = (spark.table(layout.increment(datamart, entity.name)).where(F.col("delta_num") == n)
                    .drop("_kafka_partition", "_kafka_offset"))
-    changes = _table_columns(stamped(changes), table.schema, extra=["sys_op", "delta_num", "delta_date"])
+    changes = _table_columns(stamped(changes), schema, extra=["sys_op", "delta_num", "delta_date"])
     if not created:
         mark_history_start(spark, ident, n, keep_history)
     recreated = existed and transition is not None and transition.recreated
     if not carry:
         if keep_history and not recreated:
-            write_closed_versions(spark, layout, datamart, entity.name, table, changes, keys, [n])
+            write_closed_versions(spark, layout, datamart, entity.name, table, schema, changes, keys, [n],
+                                  rows=stats.rows)
         # the MERGE checks the keys in its own job, or they were checked with the range
         merge_upserts(spark, ident, changes.drop("delta_num", "delta_date"), keys, delta_num=n,
                       checked=prepared is not None and _plain(transition), commit_id=commit_id)
@@ -287,7 +291,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
     # The rows the delta does not write come from the table itself: materialized (and checked)
     # before the MERGE rewrites that table.
     untouched = table.join(changes.select(*[_c(k) for k in keys]), on=keys, how="left_anti")
-    types = {f.name: f.dataType for f in table.schema.fields}
+    types = {f.name: f.dataType for f in schema.fields}
     # A column added again after a drop wipes the old values the rows kept under its name, so
     # each untouched row's version closes here and a new one (without them) starts: the history
     # keeps what an as-of read of an earlier delta must see. A rename wipes nothing.
@@ -297,7 +301,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
                "sys_from_date": date.alias("sys_from_date")} if readded else {}
     untouched = untouched.select(
         *[(_c(carry[f.name]) if carry[f.name] is not None else F.lit(None)).cast(types[f.name]).alias(f.name)
-          if f.name in carry else restamp.get(f.name, _c(f.name)) for f in table.schema.fields],
+          if f.name in carry else restamp.get(f.name, _c(f.name)) for f in schema.fields],
         F.lit(0).cast("int").alias("sys_op"))
     changes = changes.drop("delta_num", "delta_date")
     changes = checkpoint_checked(ident, changes.unionByName(untouched), keys, deltas=[n])
@@ -305,9 +309,9 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         written = changes.withColumn("delta_num", F.lit(n).cast("bigint")).withColumn("delta_date", date)
         if not readded:  # only the delta's own changes close versions
             written = written.join(untouched.select(*[_c(k) for k in keys]), on=keys, how="left_anti")
-        write_closed_versions(spark, layout, datamart, entity.name, table, written, keys, [n])
+        write_closed_versions(spark, layout, datamart, entity.name, table, schema, written, keys, [n])
     if changes.isEmpty():  # a rename in an empty table, with no change in the delta
-        record_unchanged(spark, ident, table.schema, n)
+        record_unchanged(spark, ident, schema, n)
         return
     merge_upserts(spark, ident, changes, keys, delta_num=n, checked=True, commit_id=commit_id)
 
@@ -330,4 +334,5 @@ def _close_all(spark, layout: LakeLayout, datamart: str, name: str, ident: str, 
     if table.isEmpty():  # a re-run after the DELETE below: the versions were closed before it
         return
     date = F.lit(_delta_date(spark, layout, datamart, n)).cast("timestamp_ntz")
-    write_history(spark, layout, datamart, name, table, all_closed(table, n, date), [n])
+    schema = table.schema
+    write_history(spark, layout, datamart, name, schema, all_closed(table, schema, n, date), [n])

@@ -87,7 +87,7 @@ def expected(versions, form, columns, state_at, last):
     return [{**{c: values(v).get(c) for c in columns}, **{s: v[s] for s in SYS}} for v in chosen]
 
 
-def check_every_form(session, layout, warehouse, dm, table, deltas, versions, state_at):
+def check_every_form(session, layout, warehouse, dm, table, deltas, versions, state_at, closed_at):
     """Every form at every delta and pair: as of each delta and every stored version through the
     library; every pair through the docs' SQL (one query per form, the pairs' clauses side by side),
     and the library's answer on the single deltas and the whole story."""
@@ -104,8 +104,17 @@ def check_every_form(session, layout, warehouse, dm, table, deltas, versions, st
             columns = [c for c in (got[0] if got else {}) if c not in SYS]
             assert got == expected(versions, form, columns, state_at, deltas[-1]), f"{table} {form}"
     # The docs' SQL on the two tables (no deltaport code involved), every pair.
-    current = f"SELECT sys_from, NULL AS sys_to, 0 AS sys_op FROM {layout.snapshot(dm, table)}"
-    closed = f"SELECT sys_from, sys_to, sys_op FROM {history_ident(layout, dm, table)}"
+    current = (f"SELECT sys_from, sys_from_date, NULL AS sys_close_date, NULL AS sys_to, 0 AS sys_op "
+               f"FROM {layout.snapshot(dm, table)}")
+    closed = (f"SELECT sys_from, sys_from_date, sys_close_date, sys_to, sys_op "
+              f"FROM {history_ident(layout, dm, table)}")
+    # AS OF a time, on the close times alone: the versions current at the delta closed then.
+    parts = [f"SELECT {n} AS n, sys_from FROM ({current} UNION ALL {closed}) WHERE (sys_from_date IS NULL OR "
+             f"sys_from_date <= TIMESTAMP_NTZ '{closed_at(n)}') AND (sys_close_date IS NULL OR "
+             f"sys_close_date > TIMESTAMP_NTZ '{closed_at(n)}')" for n in deltas]
+    by_time = sorted((r.n, r.sys_from) for r in session.sql(" UNION ALL ".join(parts)).collect())
+    assert by_time == sorted((n, v["sys_from"]) for n in deltas for v in versions
+                             if v["sys_from"] <= n and (v["sys_to"] is None or v["sys_to"] >= n)), "AS OF a time"
     for kind in (StartedIn, FinishedIn):
         parts = [f"SELECT {a} AS a, {b} AS b, * FROM ({current} UNION ALL {closed}) WHERE {kind(a, b).where()}"
                  if kind(a, b).needs_current() else
@@ -145,7 +154,7 @@ def test_every_form_on_the_emulators_story(lake, kafka_bootstrap, tmp_path):
                                                                for v in versions), table
         started = time.monotonic()
         check_every_form(session, layout, warehouse, DM, table, deltas, versions,
-                         lambda d, table=table: sc.truth[DM][d].get(table, {}))
+                         lambda d, table=table: sc.truth[DM][d].get(table, {}), lambda d: sc.delta_dates[DM][d])
         print(f"{table}: every form checked in {time.monotonic() - started:.1f} s")
 
 
@@ -168,8 +177,8 @@ def test_deletes_and_reinserts_in_a_fold(lake, monkeypatch, tmp_path, capsys):
         entities = land_changelog(session, layout, dm, n, f"inc-{n}", ddl)
         rows = [(i, v, op, 0, k) for k, (i, v, op) in enumerate(changes)]
         frames = {"t": session.createDataFrame(rows, output_spark_schema(entities["t"].columns))} if rows else {}
-        land_increment(session, layout, dm, n, int((dt.datetime(2026, 1, 1 + n) - dt.datetime(1970, 1, 1))
-                                                   .total_seconds()) * 1_000_000, f"inc-{n}", entities, frames)
+        land_increment(session, layout, dm, n, int((close_at(n) - dt.datetime(1970, 1, 1)).total_seconds()) * 1_000_000,
+                       f"inc-{n}", entities, frames)
         for i, v, op in changes:
             if op:
                 state.pop((i,), None)
@@ -190,7 +199,7 @@ def test_deletes_and_reinserts_in_a_fold(lake, monkeypatch, tmp_path, capsys):
     deltas = list(range(len(story)))
     versions = oracle_versions(deltas, lambda d: [({"id": i, "v": v}, op) for i, v, op in story[d]],
                                lambda row: (row["id"],))
-    check_every_form(session, layout, warehouse, dm, "t", deltas, versions, lambda n: states[n])
+    check_every_form(session, layout, warehouse, dm, "t", deltas, versions, lambda n: states[n], close_at)
     # The re-run replaced the history partitions it had written: no version twice.
     assert session.table(history_ident(layout, dm, "t")).count() == sum(v["sys_to"] is not None for v in versions)
 
@@ -213,6 +222,10 @@ def test_deletes_and_reinserts_in_a_fold(lake, monkeypatch, tmp_path, capsys):
         assert printed == versions_in(session, layout, dm, "t", form) != [], flag
     printed, err = read("--as-of", "2026-01-03 12:00:00")  # delta 2 closed on 2026-01-03 at 00:00
     assert printed == sorted(states[2].values(), key=lambda r: r["id"]) and "as of delta 2" in err
+
+
+def close_at(n: int) -> dt.datetime:
+    return dt.datetime(2026, 1, 1 + n)
 
 
 def _crash(*args, **kwargs):

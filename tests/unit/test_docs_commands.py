@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,7 @@ def forms(command: str) -> list[list[str]]:
     variants = [base] + [f"{base} {choice.strip()}" for part in optional for choice in part.split(" | ")]
     out = []
     for variant in variants:
-        words = variant.split()[1:]  # without `deltaport`
+        words = shlex.split(variant)[1:]  # without `deltaport`; quoted words as a shell reads them
         for i, word in enumerate(words):
             if "|" in word and not word.startswith("-"):
                 for alternative in word.split("|"):
