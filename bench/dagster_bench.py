@@ -209,15 +209,21 @@ def check_backlog(spark, layout, sc, landed: list[int], how: str) -> bool:
     return all(check_counts(spark, layout, sc, n) for n in landed[:-1]) and check(spark, layout, sc, landed[-1])
 
 
+def bench_scenario(args):
+    """The emulated datamart the platform benchmarks land: `args.deltas` steady deltas then a
+    backlog of `args.backlog`, about `args.rows` changes each, no faults, no cancelled delta."""
+    return build_scenario(EmulatorConfig(seed=args.seed, deltas=args.deltas + args.backlog, datamarts=(DM,),
+                                         rows_per_delta=args.rows, chunk_size=min(4000, max(50, args.rows // 20)),
+                                         backup_partitions=3, cancel_rate=0.0, outside_write_rate=0.0,
+                                         faults=Faults()))
+
+
 def run(args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="deltaport-dagster-bench-"))
     os.environ["DAGSTER_HOME"] = str(work / "dagster")
     (work / "dagster").mkdir()
     topics = {SIGNAL: f"bench.signal.{os.getpid()}", BACKUP: f"bench.backup.{os.getpid()}"}
-    sc = build_scenario(EmulatorConfig(seed=args.seed, deltas=args.deltas + args.backlog, datamarts=(DM,),
-                                       rows_per_delta=args.rows, chunk_size=min(4000, max(50, args.rows // 20)),
-                                       backup_partitions=3, cancel_rate=0.0, outside_write_rate=0.0,
-                                       faults=Faults()))
+    sc = bench_scenario(args)
     batches = delta_batches(sc.messages)
     res: dict = {"config": vars(args), "steady": [], "backlog": {}}
     peaks = []  # per steady delta: this process (sync + in-process runs), the Spark server, its workers

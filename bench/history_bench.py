@@ -30,13 +30,12 @@ sys.path.insert(0, str(ROOT))
 
 import dagster as dg  # noqa: E402
 
-from bench.dagster_bench import DM, check, delta_batches  # noqa: E402
+from bench.dagster_bench import DM, bench_scenario, check, delta_batches  # noqa: E402
 from bench.engine import bench_engine  # noqa: E402
 from platform_assets.config import parse_config  # noqa: E402
 from platform_assets.definitions import resources_for  # noqa: E402
 from platform_assets.sync import sync  # noqa: E402
 from resources.emulator.outgoing import BACKUP, SIGNAL  # noqa: E402
-from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario  # noqa: E402
 from resources.kafka.admin import create_topic  # noqa: E402
 from resources.kafka.broker import kafka_bootstrap  # noqa: E402
 from resources.kafka.publish import publish  # noqa: E402
@@ -49,10 +48,7 @@ SIDES = ("on", "off")
 
 def run(args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="deltaport-history-bench-"))
-    sc = build_scenario(EmulatorConfig(seed=args.seed, deltas=args.deltas + args.backlog, datamarts=(DM,),
-                                       rows_per_delta=args.rows, chunk_size=min(4000, max(50, args.rows // 20)),
-                                       backup_partitions=3, cancel_rate=0.0, outside_write_rate=0.0,
-                                       faults=Faults()))
+    sc = bench_scenario(args)
     batches = delta_batches(sc.messages)
     res: dict = {"config": vars(args), "steady": [], "backlog": {}}
     try:
