@@ -12,12 +12,16 @@ before and after, what was done, and the seconds it took (`TableMaintenance`). T
   `rewrite_data_files` rewrites the data files that carry deletes (`delete-file-threshold` 1)
   and bin-packs small files; `rewrite_position_delete_files` then drops the delete files left
   dangling.
-- **Expire.** On increment and meta tables, which are read by `delta_num` and never by time
-  travel, snapshots older than `expire_after_seconds` expire, keeping the current one. This frees
-  the files that re-runs and compactions replaced, and keeps each metadata file small.
+- **Expire.** On increment, history and meta tables, which are read by `delta_num` and never by
+  time travel, snapshots older than `expire_after_seconds` expire, keeping the current one. This
+  frees the files that re-runs and compactions replaced, and keeps each metadata file small.
   On snapshot tables, the same age applies but `delta_<N>` tags keep their snapshots (Iceberg
-  never expires a referenced snapshot). Only untagged commits go, such as compaction
-  intermediates, so every as-of read stays exact.
+  never expires a referenced snapshot). A snapshot table whose history answers a delta
+  (`resources/lake/history_read.py`: from its `deltaport.history-from` on) needs no tag for it,
+  so the tags of all but its last `keep_tags` deltas are dropped first, and their snapshots expire
+  with the rest: the metadata file holds about `keep_tags` snapshots and refs whatever the lake's
+  age, `VERSION AS OF 'delta_<N>'` works for those last deltas, and `deltaport read --as-of-delta N`
+  stays exact for every N. Tags from before the history began are kept (reads need them).
 - **Orphans.** `remove_orphan_files` runs only when asked (`orphans=True`): it lists every file
   under the table's location, which costs O(table files). It only removes files older than
   `orphan_age_seconds`, 3 days by default, far beyond any write in flight.
@@ -41,7 +45,9 @@ from dataclasses import dataclass, field
 from resources.failpoints import failpoint
 from resources.lake.prostore import LakeLayout
 from resources.lake.stream_keys import snapshot_tables
-from resources.spark.iceberg import _quote, _sql_str, table_exists
+from resources.lake.prostore_history import history_start
+from resources.spark.iceberg import _quote, _sql_str, delta_tag, table_exists
+from resources.spark.iceberg_reads import delta_tags
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,7 @@ class MaintenanceSettings:
     delete_files_threshold: int = 20  # compact a snapshot table holding at least this many delete files ...
     data_files_threshold: int = 50  # ... or this many data files (each MERGE writes a small one)
     expire_after_seconds: float = 3600.0
+    keep_tags: int = 100  # a snapshot table with history keeps the delta_<N> tags of its last this many deltas
     orphans: bool = False
     orphan_age_seconds: float = 3 * 24 * 3600.0
 
@@ -59,6 +66,7 @@ class TableMaintenance:
     ident: str
     kind: str  # "snapshot" | "increment" | "meta"
     data_files: tuple[int, int] = (0, 0)  # before, after
+    tags: tuple[int, int] = (0, 0)
     delete_files: tuple[int, int] = (0, 0)
     bytes: tuple[int, int] = (0, 0)
     done: list[str] = field(default_factory=list)
@@ -66,7 +74,8 @@ class TableMaintenance:
 
     def text(self) -> str:
         what = ", ".join(self.done) or "nothing due"
-        return (f"{self.ident}: {what}; data files {self.data_files[0]} -> {self.data_files[1]}, delete files "
+        tags = f", tags {self.tags[0]} -> {self.tags[1]}" if self.tags[0] else ""
+        return (f"{self.ident}: {what}; data files {self.data_files[0]} -> {self.data_files[1]}{tags}, delete files "
                 f"{self.delete_files[0]} -> {self.delete_files[1]}, {self.bytes[0]} -> {self.bytes[1]} bytes "
                 f"({self.seconds:.1f} s)")
 
@@ -108,6 +117,12 @@ def maintain_table(spark, ident: str, kind: str, settings: MaintenanceSettings) 
         # option remove-dangling-deletes of rewrite_data_files removed none of them.
         _call(spark, ident, "rewrite_position_delete_files", ", options => map('rewrite-all', 'true')")
         out.done.append("compacted")
+    if kind == "snapshot":
+        tags = delta_tags(spark, ident)
+        dropped = expire_tags(spark, ident, tags, settings.keep_tags)
+        out.tags = (len(tags), len(tags) - len(dropped))
+        if dropped:
+            out.done.append(f"{len(dropped)} tags dropped")
     # Both times are the session's (UTC) clock; retain_last keeps the current snapshot whatever its age.
     expired = _call(spark, ident, "expire_snapshots",
                     f", older_than => {_timestamp(settings.expire_after_seconds)}, retain_last => 1")
@@ -125,13 +140,28 @@ def maintain_table(spark, ident: str, kind: str, settings: MaintenanceSettings) 
     return out
 
 
+def expire_tags(spark, ident: str, tags: dict[int, int], keep: int) -> list[int]:
+    """Drop the `delta_<N>` tags that the table's history makes needless: those of deltas from
+    its `history_start` - 1 on, but the last `keep` ones (at least the newest, which records the
+    table's last applied delta). Returns the deltas whose tags were dropped."""
+    start = history_start(spark, ident)
+    if start is None or not tags:
+        return []
+    newest = max(tags)
+    dropped = sorted(n for n in tags if start - 1 <= n <= newest - max(1, keep))
+    for n in dropped:  # one metadata commit each: at most the deltas since the last pass, once steady
+        spark.sql(f"ALTER TABLE {_quote(ident)} DROP TAG IF EXISTS `{delta_tag(n)}`")
+    return dropped
+
+
 def due(deltas, every: int) -> bool:
     """Whether a run of `deltas` crosses a multiple of `every` (delta 0 never does)."""
     return every > 0 and any(n > 0 and n % every == 0 for n in deltas)
 
 
 # A source's namespaces and what their tables are (LakeLayout; `_marts`: platform_assets/build_on.py).
-_NAMESPACES = (("", "snapshot"), ("_increment", "increment"), ("_meta", "meta"), ("_marts", "meta"))
+_NAMESPACES = (("", "snapshot"), ("_increment", "increment"), ("_history", "increment"), ("_meta", "meta"),
+               ("_marts", "meta"))
 
 
 def maintain_source(spark, catalog: str, source: str, settings: MaintenanceSettings) -> list[TableMaintenance]:

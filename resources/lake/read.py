@@ -19,10 +19,9 @@ import datetime as dt
 from resources.codecs.ddl import EntitySchema, replay_changelog
 from resources.codecs.types import micros_to_time
 from resources.errors import DeltaportError
-from resources.lake.history_forms import AsOfDelta, FinishedIn, StartedIn
-from resources.lake.history_read import covers, versions_frame
+from resources.lake.history_forms import FinishedIn, StartedIn
+from resources.lake.history_read import versions_frame
 from resources.lake.prostore import LakeLayout, changelog_history, data_tables
-from resources.lake.prostore_history import history_start
 from resources.lake.prostore_snapshot import snapshot_as_of
 from resources.spark.iceberg import table_exists
 from resources.spark.iceberg_reads import last_applied_deltas
@@ -65,14 +64,7 @@ def rows_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: 
     if not table_exists(spark, ident):
         raise UnknownTableError(f"{ident} does not exist in the lake yet")
     names = [c.name for c in entity.columns]
-    start = history_start(spark, ident)
-    if covers(start, AsOfDelta(delta_num)):  # the versions current at N: no tag needed
-        last = last_landed_delta(spark, layout, datamart, table)
-        if delta_num > last:
-            raise UnknownTableError(f"{ident}: delta {delta_num} has not landed in it (last landed: {last})")
-        df = versions_frame(spark, layout, datamart, table, AsOfDelta(delta_num), names, last=last, start=start)
-    else:
-        df = snapshot_as_of(spark, layout, datamart, table, delta_num, entity.primary_key)
+    df = snapshot_as_of(spark, layout, datamart, table, delta_num, entity.primary_key)
     return _sorted_rows(df.select(*[f"`{n}`" for n in names]), entity, entity.primary_key)
 
 

@@ -17,7 +17,7 @@ What this module guarantees:
   writer may have moved) is tagged ``delta_<N>`` (CREATE OR REPLACE: re-running N moves the
   tag). Tagging is a second, metadata-only commit; if a process dies between the two, the
   next writer tags it before going on (`last_applied_deltas(repair_tags=True)`), and
-  `repair_delta_tags` redoes every missing tag of a history. A delta that leaves a state
+  `repair_delta_tags` redoes the newest delta's tag if it is missing. A delta that leaves a state
   table unchanged costs no data commit: `tag_unchanged` tags the current snapshot (one commit,
   so the delta is recorded or not), and `last_applied_delta` counts tags on the current
   snapshot too.

@@ -49,9 +49,11 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *,
     or a LIMIT per table costs more planning and jobs than the rows it saves): every table's
     current snapshot, `delta_<N>` tags and commits recording a delta. The newest such tag or
     commit on the current snapshot is the answer (a delta that left the table unchanged is
-    recorded by its tag alone: `tag_unchanged`); only a table whose current snapshot has
-    neither (maintenance committed after the last delta, or a rollback) costs a walk of its
-    history. The rows grow by about two per delta: tens of thousands after years of deltas.
+    recorded by its tag alone: `tag_unchanged`); when the current snapshot has neither
+    (maintenance committed after the last delta), the newest tag is: once maintenance has
+    expired the commits between, the current snapshot's ancestry no longer reaches the delta's.
+    Only a table with neither costs a walk of its history. The rows grow with the tags kept
+    (`lake.maintenance.keep_tags` on tables with history).
 
     `repair_tags=True` (writers, before they go on): a last applied delta whose commit lacks its
     ``delta_<N>`` tag (the process died between the two) is tagged now, so reading as of N
@@ -72,6 +74,13 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *,
             f"FROM {q}.`snapshots` WHERE summary[{delta}] IS NOT NULL"]
     rows = spark.sql(" UNION ALL ".join(parts)).collect()
     current = {r["ident"]: r["snapshot_id"] for r in rows if r["kind"] == "BRANCH"}
+    # A delta's tag is written right after its commit and deltas apply in order, so the newest
+    # tag is the last applied delta even when maintenance committed since and expired the
+    # commits in between (the current snapshot's ancestry then no longer reaches the delta).
+    tagged_newest: dict[str, int] = {}
+    for r in rows:
+        if r["kind"] == "TAG" and r["delta"] is not None:
+            tagged_newest[r["ident"]] = max(tagged_newest.get(r["ident"], -1), int(r["delta"]))
     newest: dict[str, int] = {}
     tagged: set[tuple[str, int]] = set()  # (ident, delta) tagged on the current snapshot
     for r in rows:
@@ -83,13 +92,15 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *,
     for ident in existing:
         if ident not in current:  # no snapshot yet
             out[ident] = None
-        elif ident in newest:
+        elif ident in newest and newest[ident] >= tagged_newest.get(ident, -1):
             out[ident] = newest[ident]
             if repair_tags and (ident, newest[ident]) not in tagged:
                 _log.warning("%s: delta %d was committed but not tagged (a process died between the two); "
                              "tagging it now", ident, newest[ident])
                 spark.sql(f"ALTER TABLE {_quote(ident)} CREATE OR REPLACE TAG `{delta_tag(newest[ident])}` "
                           f"AS OF VERSION {int(current[ident])}")
+        elif ident in tagged_newest:  # maintenance committed after the last delta (its tag came before)
+            out[ident] = tagged_newest[ident]
         else:
             out[ident] = _newest_committed_delta(spark, ident)
             if repair_tags:
@@ -240,23 +251,21 @@ def read_as_of_delta(spark: SparkSession, ident: str, delta_num: int) -> DataFra
 
 
 def repair_delta_tags(spark: SparkSession, ident: str) -> list[int]:
-    """Tag ``delta_<N>`` every delta whose newest commit in the current history is not tagged
-    so (a process died between a commit and its tag); returns the deltas tagged now."""
+    """Tag ``delta_<N>`` the newest delta committed in the current history if its commit is not
+    tagged so (a process died between the commit and its tag); returns the delta tagged now, if
+    any. Only the newest: each delta is tagged before the next one is applied, so no older tag
+    can be missing that way, and older tags that maintenance expired must stay expired."""
     quoted = _quote(ident)
     rows = spark.sql(
         f"SELECT s.snapshot_id, s.summary[{_sql_str(DELTA_PROPERTY)}] AS delta FROM {quoted}.`history` h "
         f"JOIN {quoted}.`snapshots` s ON h.snapshot_id = s.snapshot_id "
         f"WHERE h.is_current_ancestor AND s.summary[{_sql_str(DELTA_PROPERTY)}] IS NOT NULL "
-        "ORDER BY h.made_current_at"
+        "ORDER BY h.made_current_at DESC LIMIT 1"
     ).collect()
-    newest: dict[int, int] = {}
-    for snapshot_id, delta in rows:
-        newest[int(delta)] = int(snapshot_id)
-    tags = delta_tags(spark, ident)
-    fixed = []
-    for delta, snapshot_id in sorted(newest.items()):
-        if tags.get(delta) != snapshot_id:
-            tag = delta_tag(delta)
-            spark.sql(f"ALTER TABLE {quoted} CREATE OR REPLACE TAG `{tag}` AS OF VERSION {snapshot_id}")
-            fixed.append(delta)
-    return fixed
+    if not rows:
+        return []
+    snapshot_id, delta = int(rows[0][0]), int(rows[0][1])
+    if delta_tags(spark, ident).get(delta) == snapshot_id:
+        return []
+    spark.sql(f"ALTER TABLE {quoted} CREATE OR REPLACE TAG `{delta_tag(delta)}` AS OF VERSION {snapshot_id}")
+    return [delta]

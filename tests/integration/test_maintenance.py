@@ -2,8 +2,9 @@
 every as-of read exact, and it does what it says. With it due after every run, eager to compact
 and expiring anything older than now:
 - every table as of every delta equals the emulator's truth;
-- the snapshot tables end with no delete file;
-- the increment tables keep one snapshot;
+- the snapshot tables end with no delete file, and with the tags of their last `keep_tags` deltas
+  only (their history answers the older ones), so with that many snapshots;
+- the increment and history tables keep one snapshot;
 - each maintenance is an observation on the snapshot asset.
 
 Real broker, real Spark, real Iceberg, through `sync`.
@@ -25,7 +26,9 @@ from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
 from resources.lake.maintenance import file_stats
 from resources.lake.prostore import LakeLayout
+from resources.lake.prostore_history import history_ident
 from resources.lake.read import rows_as_of
+from resources.spark.iceberg_reads import delta_tags
 
 pytestmark = pytest.mark.integration
 
@@ -43,7 +46,8 @@ def test_maintenance_between_deltas_keeps_every_as_of_read_exact(spark_remote, k
         "sources": [{"name": DM, "format": "prostore", "backup_topic": topic}],
         "kafka": {"bootstrap_servers": kafka_bootstrap},
         "lake": {"catalog": "maint", "warehouse": str(tmp_path / "lake"),
-                 "maintenance": {"every_deltas": 1, "delete_files_threshold": 1, "expire_after_seconds": 0}},
+                 "maintenance": {"every_deltas": 1, "delete_files_threshold": 1, "expire_after_seconds": 0,
+                                 "keep_tags": 2}},
         "state_dir": str(tmp_path / "state"),
         "sensor": {"max_deltas_per_run": 1},  # a run, and so a maintenance, per delta
     }, str(tmp_path / "deltaport.yaml"))
@@ -65,7 +69,17 @@ def test_maintenance_between_deltas_keeps_every_as_of_read_exact(spark_remote, k
             key = sc.databases[DM].tables[table].primary_key
             truth = sorted(state.values(), key=lambda r: tuple(r[k] for k in key))
             assert rows_as_of(spark, layout, DM, table, n) == truth, f"{table} as of delta {n}"
-    for table in sc.truth[DM][DELTAS - 1]:
-        assert file_stats(spark, layout.snapshot(DM, table))[1] == 0, f"{table} kept delete files"
-        snapshots = spark.sql(f"SELECT count(*) AS n FROM {layout.increment(DM, table)}.snapshots").collect()[0]["n"]
-        assert snapshots == 1, f"{layout.increment(DM, table)} kept {snapshots} snapshots"
+    def snapshots(ident: str) -> int:
+        return spark.sql(f"SELECT count(*) AS n FROM {ident}.snapshots").collect()[0]["n"]
+
+    last = DELTAS - 1
+    for table in sc.truth[DM][last]:
+        ident = layout.snapshot(DM, table)
+        assert file_stats(spark, ident)[1] == 0, f"{table} kept delete files"
+        for other in (layout.increment(DM, table), history_ident(layout, DM, table)):
+            assert snapshots(other) == 1, f"{other} kept {snapshots(other)} snapshots"
+        # the last run's maintenance left the tags of deltas last-1 and last (the run's own came after)
+        assert set(delta_tags(spark, ident)) <= {last - 2, last - 1, last}, (table, delta_tags(spark, ident))
+        assert snapshots(ident) <= 4, f"{ident} kept {snapshots(ident)} snapshots"
+        assert spark.sql(f"SELECT count(*) AS n FROM {ident} VERSION AS OF 'delta_{last}'").collect()[0]["n"] == \
+            len(sc.truth[DM][last][table])
