@@ -36,6 +36,7 @@ DM = "marketing"
 KILLS: dict[str, str] = {
     "kill-increment-between-tables": "increment.table_committed@1",
     "kill-increment-before-manifest": "increment.before_manifest",
+    "kill-after-history-before-merge": "history.written@2",
     "kill-inside-snapshot-merge": "snapshot.merge@3~150",
     "kill-snapshot-commit-before-tag": "snapshot.committed@2",
     "kill-snapshot-between-tables": "snapshot.table_done@1",

@@ -10,7 +10,12 @@ Then maintenance runs (resources/lake/maintenance.py: compaction, expiry) and th
 timed again, beside a freshly written copy of the same rows, the best a read can do. Reported
 as ratios in one process, never as timed assertions.
 
-    python bench/maintenance_bench.py [--rows 100000] [--deltas 200] [--changes 1] [--every 50]
+The table is marked as one whose history answers every delta (`deltaport.history-from` 0, as a
+table deltaport creates with history on), so maintenance drops all tags but the last
+`--keep-tags`; `--expire-after` 0 (the default here) stands for an aged lake, where the deltas'
+commits are older than `expire_after_seconds` (3600 in production).
+
+    python bench/maintenance_bench.py [--rows 100000] [--deltas 500] [--changes 1] [--every 100]
 
 Result: bench-results/maintenance.json.
 """
@@ -29,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from resources.lake.maintenance import MaintenanceSettings, file_stats, maintain_table  # noqa: E402
 from resources.lake.prostore import SNAPSHOT_TABLE_PROPERTIES  # noqa: E402
+from resources.lake.prostore_history import snapshot_properties  # noqa: E402
 from resources.spark.iceberg import TABLE_PROPERTIES  # noqa: E402
 
 
@@ -51,9 +57,11 @@ def metadata_bytes(warehouse: Path, namespace: str, table: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=100_000)
-    ap.add_argument("--deltas", type=int, default=200)
+    ap.add_argument("--deltas", type=int, default=500)
     ap.add_argument("--changes", type=int, default=1, help="rows updated per delta")
-    ap.add_argument("--every", type=int, default=50, help="measure every this many deltas")
+    ap.add_argument("--every", type=int, default=100, help="measure every this many deltas")
+    ap.add_argument("--keep-tags", type=int, default=MaintenanceSettings.keep_tags)
+    ap.add_argument("--expire-after", type=float, default=0.0, help="maintenance's expire_after_seconds")
     args = ap.parse_args(argv)
 
     from platform_assets.config import parse_config
@@ -65,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
                        str(work / "deltaport.yaml"))
     spark = engine_for(cfg).session()
     props = ", ".join(f"'{k}'='{v}'" for k, v in {**TABLE_PROPERTIES, **SNAPSHOT_TABLE_PROPERTIES}.items())
+    marked = ", ".join(f"'{k}'='{v}'" for k, v in {**TABLE_PROPERTIES, **snapshot_properties(True)}.items())
     spark.sql("CREATE NAMESPACE IF NOT EXISTS mb.db")
-    spark.sql(f"CREATE TABLE mb.db.t (id BIGINT, v STRING, n BIGINT) USING iceberg TBLPROPERTIES ({props})")
+    spark.sql(f"CREATE TABLE mb.db.t (id BIGINT, v STRING, n BIGINT) USING iceberg TBLPROPERTIES ({marked})")
     spark.sql(f"INSERT INTO mb.db.t SELECT id, concat('row ', id), 0 FROM range({args.rows})")
     report = {"rows": args.rows, "changes_per_delta": args.changes, "points": []}
     print(f"{args.rows} rows; {args.deltas} deltas of {args.changes} updated row(s), a MERGE and a tag each")
@@ -83,16 +92,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  delta {n}: read {point['read_seconds']} s, {data} data files, {deletes} delete files, "
                   f"metadata file {point['metadata_bytes']} bytes", flush=True)
     aged = report["points"][-1]["read_seconds"]
-    done = maintain_table(spark, "mb.db.t", "snapshot", MaintenanceSettings(delete_files_threshold=1))
+    done = maintain_table(spark, "mb.db.t", "snapshot", MaintenanceSettings(
+        delete_files_threshold=1, keep_tags=args.keep_tags, expire_after_seconds=args.expire_after))
     print(f"maintenance: {done.text()}")
     maintained = timed_read(spark, "mb.db.t")
     spark.sql(f"CREATE TABLE mb.db.fresh USING iceberg TBLPROPERTIES ({props}) AS SELECT * FROM mb.db.t")
     fresh = timed_read(spark, "mb.db.fresh")
     report.update(maintenance=done.text(), aged_read_seconds=aged, maintained_read_seconds=round(maintained, 3),
+                  metadata_bytes_after=metadata_bytes(work / "lake", "db", "t"),
                   fresh_copy_read_seconds=round(fresh, 3), aged_vs_fresh=round(aged / fresh, 2),
                   maintained_vs_fresh=round(maintained / fresh, 2))
     print(f"read of the current state: aged {aged:.3f} s ({aged / fresh:.2f}x a fresh copy), after maintenance "
-          f"{maintained:.3f} s ({maintained / fresh:.2f}x), fresh copy {fresh:.3f} s")
+          f"{maintained:.3f} s ({maintained / fresh:.2f}x), fresh copy {fresh:.3f} s; metadata file "
+          f"{report['points'][-1]['metadata_bytes']} -> {report['metadata_bytes_after']} bytes")
     out = ROOT / "bench-results"
     out.mkdir(exist_ok=True)
     (out / "maintenance.json").write_text(json.dumps(report, indent=2))

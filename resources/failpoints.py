@@ -39,6 +39,8 @@ POINTS = {
                                  "side by side, so they may be before, inside or after their write",
     "increment.before_manifest": "after every increment table of the run, before the manifest row",
     "increment.write": "before an increment table's write (its rows are read from Kafka then)",
+    "history.written": "after a snapshot table's history commit (the versions its delta or range closes), "
+                       "before its MERGE",
     "snapshot.merge": "when a snapshot MERGE is sent to Spark (use ~MS to die while it runs)",
     "snapshot.committed": "after a snapshot table's MERGE commit, before its delta_<N> tag",
     "snapshot.table_done": "after a snapshot table reached a delta (commit and tag); the delta's other "

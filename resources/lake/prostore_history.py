@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from resources.failpoints import failpoint
 from resources.lake.prostore import LakeLayout, _c
 from resources.spark.iceberg import ensure_table, replace_deltas
 
@@ -177,4 +178,6 @@ def write_history(spark, layout: LakeLayout, datamart: str, table_name: str, sch
         ("sys_to", LongType()), ("sys_op", IntegerType()), ("sys_close_date", TimestampNTZType()),
         ("delta_num", LongType()))]])
     ensure_table(spark, ident, schema, partition_by=["delta_num"], properties=HISTORY_PROPERTIES)
-    return replace_deltas(spark, ident, rows, deltas)
+    commit = replace_deltas(spark, ident, rows, deltas)
+    failpoint("history.written")
+    return commit
