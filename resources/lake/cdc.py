@@ -427,7 +427,7 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
         raise DeltaportError(f"{source}.{table}: key column(s) {missing_keys} are not among the columns {data}")
     schema = _plain_schema([*columns, ("_order", T.StringType()), ("_tombstone", T.BooleanType()),
                             ("_event_time_us", T.LongType()), *version_fields()])
-    created = ensure_table(spark, ident, schema, properties=stream_table_properties(keep_history)).created
+    created = ensure_table(spark, ident, schema, properties=stream_table_properties(keep_history, first)).created
     spark.catalog.refreshTable(ident)
     target = spark.table(ident)
     types = {f.name: f.dataType for f in target.schema.fields}

@@ -23,15 +23,21 @@ from resources.lake.cdc_fold import fold_changes, merged_state
 from resources.lake.history_forms import FinishedIn, StartedIn
 from resources.lake.history_read import state_as_of, versions_frame
 from resources.lake.prostore import LakeLayout
+from resources.lake.prostore_history import history_start
 from resources.lake.stream_history import LIVE
 from resources.spark.iceberg import _col as _q
 from resources.spark.iceberg import table_exists
-from resources.spark.iceberg_reads import InsideFold, delta_tags, folded_commits
+from resources.spark.iceberg_reads import InsideFold, delta_tags, folded_commits, last_applied_deltas
 
 
 def cdc_recorded_deltas(spark, ident: str) -> set[int]:
-    """The deltas a snapshot table records: tagged `delta_<N>`, or inside a folded commit."""
-    return set(delta_tags(spark, ident)) | {n for c in folded_commits(spark, ident) for n in c.deltas}
+    """The deltas a snapshot table records: tagged `delta_<N>`, inside a folded commit, or, where
+    it keeps history, every delta from its history's start to its last applied (each is recorded
+    in the table, and answered by the history once maintenance has dropped its tag)."""
+    recorded = set(delta_tags(spark, ident)) | {n for c in folded_commits(spark, ident) for n in c.deltas}
+    start = history_start(spark, ident)
+    last = last_applied_deltas(spark, [ident]).get(ident) if start is not None else None
+    return recorded | (set(range(start, last + 1)) if last is not None else set())
 
 
 def cdc_snapshot_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num: int):

@@ -42,9 +42,11 @@ VERSION_VALUES = (("sys_from", "s.__dp_from"), ("sys_from_date", "s.__dp_from_da
 _SYSTEM = ("_order", "_tombstone", "_event_time_us", "sys_from", "sys_from_date")
 
 
-def stream_table_properties(keep_history: bool) -> dict[str, str]:
-    """A new stream snapshot table's properties: its history, when kept, is complete from its birth."""
-    return {HISTORY_FROM_PROPERTY: "0"} if keep_history else {}
+def stream_table_properties(keep_history: bool, first: int) -> dict[str, str]:
+    """A new stream snapshot table's properties: its history, when kept, is complete from its
+    first delta, `first` (so every delta from the mark to the last applied is one the table
+    records, tag or no tag: `cdc_read.cdc_recorded_deltas`)."""
+    return {HISTORY_FROM_PROPERTY: str(int(first))} if keep_history else {}
 
 
 def _same_key(keys: Sequence[str], left: Mapping[str, str], right: Mapping[str, str]):
