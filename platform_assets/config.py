@@ -128,6 +128,9 @@ class StreamConfig:
     max_seconds: float = 300.0
     lateness_seconds: float = 60.0  # Datastream: how late an event may arrive (event time)
     idle_seconds: float = 60.0  # seal what is sealable when nothing arrived for this long
+    # Keep every closed row version in lake.<name>_history.<table> (FOR SYSTEM_TIME queries,
+    # as-of reads without tags: resources/lake/stream_history.py).
+    history: bool = True
 
 
 @dataclass(frozen=True)

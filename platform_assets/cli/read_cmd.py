@@ -3,8 +3,9 @@ a table as Prostore's FOR SYSTEM_TIME forms ask for it, from the lake. --as-of-d
 right after delta N (AS OF DELTA_NUM); --as-of 'YYYY-MM-DD HH:MM:SS' (UTC): as of the last delta
 closed at or before that time; --started-in A,B: the row versions written in deltas A..B
 (STARTED IN); --finished-in A,B: the versions deleted in deltas A..B, with their last values
-(FINISHED IN); these two add sys_from, sys_to and sys_op. A datamart's forms read its history
-table (resources/lake/history_read.py); a change stream's state reads its tags. With no form, the
+(FINISHED IN); these two add sys_from, sys_to and sys_op. Both a datamart's and a change
+stream's forms read its history table (resources/lake/history_read.py) where it is kept, tags
+otherwise (as-of forms only). With no form, the
 state as of the last delta landed in the table, named on stderr in a comment line
 (`# ... as of delta 7 ...`). One row per line, data columns (and the system columns above); dates, times and timestamps in ISO 8601 with microseconds (timestamps in UTC, marked Z);
 numbers as numbers, decimals with their exact digits (12.50); binary as lower-case hex; null as
@@ -26,6 +27,7 @@ from platform_assets.engine import engine_for, pyiceberg_tables
 from resources.errors import DeltaportError
 from resources.lake.prostore import LakeLayout
 from resources.lake.cdc import cdc_columns_as_of
+from resources.lake.cdc_read import cdc_versions_in
 from resources.lake.history_forms import SYSTEM_COLUMNS, FinishedIn, StartedIn, delta_at, parse_range
 from resources.spark.iceberg import table_exists
 from resources.lake.read import entity_as_of, last_landed_delta, rows_as_of, versions_in
@@ -40,9 +42,9 @@ def register(sub) -> None:
     form.add_argument("--as-of", default=None, metavar="'YYYY-MM-DD HH:MM:SS'",
                       help="as of the last delta closed at or before this time (UTC)")
     form.add_argument("--started-in", default=None, metavar="A,B",
-                      help="the row versions written in deltas A..B (Prostore's STARTED IN), datamarts only")
+                      help="the row versions written in deltas A..B (Prostore's STARTED IN)")
     form.add_argument("--finished-in", default=None, metavar="A,B",
-                      help="the row versions deleted in deltas A..B (Prostore's FINISHED IN), datamarts only")
+                      help="the row versions deleted in deltas A..B (Prostore's FINISHED IN)")
     p.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
     p.add_argument("--engine", choices=["spark", "pyiceberg"], default="spark",
                    help="spark (default: every form) or pyiceberg (no JVM: a delta with its own tag, or the last)")
@@ -67,9 +69,6 @@ def run(args) -> int:
         raise DeltaportError(str(exc) if ranged else f"--as-of takes 'YYYY-MM-DD HH:MM:SS', got {args.as_of!r}")
     if when is not None and when.tzinfo is not None:
         when = when.astimezone(dt.timezone.utc).replace(tzinfo=None)
-    if forms and not is_datamart:
-        raise DeltaportError(f"{ranged[0][0]} reads a datamart's history; {source} is a change stream "
-                             "(its states read by --as-of-delta and --as-of)")
     if args.engine == "pyiceberg":
         if forms or when is not None:
             raise DeltaportError("--engine pyiceberg reads --as-of-delta N or the last delta; the history forms "
@@ -82,6 +81,13 @@ def run(args) -> int:
         return 0
     spark = engine_for(cfg).session()  # no Dagster import: a read costs the query, not the imports
     layout = LakeLayout(cfg.lake.catalog)
+    if forms and not is_datamart:
+        last = last_landed_delta(spark, layout, source, table)
+        if forms[0].last > last:
+            raise DeltaportError(f"{source}.{table}: delta {forms[0].last} has not landed (last landed: {last})")
+        columns, rows = cdc_versions_in(spark, layout, source, table, forms[0], last=last)
+        _write(args.format, columns + list(SYSTEM_COLUMNS), rows)
+        return 0
     if forms:
         entity = entity_as_of(spark, layout, source, table, forms[0].last)
         _write(args.format, [c.name for c in entity.columns] + list(SYSTEM_COLUMNS),

@@ -77,7 +77,8 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_
         description=f"Lands a sealed delta (or a range) of {src}: every selected asset, in one step.")
     def deltas(context: dg.AssetExecutionContext, topic: list[StreamSlice], spark: SparkResource):
         session = spark.get_session()
-        yield from land_stream_step(context, source=src, layout=layout, keys=keys, topic=topic, session=session)
+        yield from land_stream_step(context, source=src, layout=layout, keys=keys, topic=topic, session=session,
+                                    keep_history=stream.history)
         yield from maintain_after_landing(context, session, catalog=layout.catalog, source=src, settings=maintenance)
 
     return [deltas]

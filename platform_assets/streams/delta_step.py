@@ -80,9 +80,10 @@ def _read(context, stream: StreamSlice) -> _Read:
 
 
 def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: LakeLayout, keys: StreamKeys,
-                     topic: list[StreamSlice], session) -> Iterator:
+                     topic: list[StreamSlice], session, keep_history: bool = True) -> Iterator:
     """Land the run's deltas for the selected assets (module docstring); yields their
-    materializations and check results, then raises if any asset failed."""
+    materializations and check results, then raises if any asset failed. `keep_history`: the
+    snapshot's MERGEs write the versions they close to the history tables first."""
     chosen = context.selected_asset_keys
     span, target = delta_span(topic), topic[-1].delta_num
     reads = [_read(context, d) for d in topic] if chosen & {keys.changelog, keys.increment} else []
@@ -100,7 +101,7 @@ def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: 
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deltaport-asset")
     try:
         snap_job = (pool.submit(timed, keys.snapshot, lambda: _apply_snapshot(session, layout, source, target,
-                                                                              keys.snapshot))
+                                                                              keys.snapshot, keep_history))
                     if keys.snapshot in chosen and all(o.error is None for o in landing) else None)
         for o in landing:
             if o.error is None:
@@ -158,9 +159,9 @@ def _land_increment(context, session, layout: LakeLayout, source: str, reads: li
     return decoded, stats
 
 
-def _apply_snapshot(session, layout: LakeLayout, source: str, target: int, key: dg.AssetKey):
+def _apply_snapshot(session, layout: LakeLayout, source: str, target: int, key: dg.AssetKey, keep_history: bool):
     keys, progress = current_keys(session, layout, source, target)
-    applied = apply_cdc_through(session, layout, source, target, keys, progress=progress)
+    applied = apply_cdc_through(session, layout, source, target, keys, progress=progress, keep_history=keep_history)
     counts, results = checks.snapshot_checks(session, layout, source, target, keys, asset_key=key)
     return applied, counts, results
 

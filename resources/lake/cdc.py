@@ -4,7 +4,8 @@ Data flow, per source (`source` plays the part a datamart plays for Prostore; sa
     decoded `Change`s of delta N ──changes_frame──► one DataFrame per table
         ──land_cdc_increment──► lake.<source>_increment.<table>   (raw changes, delta_num = N)
                                 lake.<source>_meta.manifest        (one row per (N, table))
-        ──apply_cdc_snapshot──► lake.<source>.<table>             (state after N, tag delta_<N>)
+        ──apply_cdc_snapshot──► lake.<source>_history.<table>     (versions N closes, first: stream_history.py)
+                                lake.<source>.<table>             (state after N, tag delta_<N>)
     cdc_rows_as_of(N) reads the state back (tombstones and `_` columns left out); a range of
     deltas (apply_cdc_through) folds into one commit per table, read back as of any N inside.
 
@@ -81,9 +82,12 @@ from resources.lake.cdc_columns import (  # shaped there; landed and applied her
     infer_columns,
     order_key_text,
 )
-from resources.lake.cdc_fold import fold_changes, merged_state
+from resources.lake.cdc_fold import fold_changes
+from resources.lake.cdc_read import cdc_columns_as_of, cdc_recorded_deltas, cdc_rows_as_of, cdc_snapshot_as_of
 from resources.lake.prostore import LakeLayout, MissingDeltasError, _since, verify_committed
+from resources.lake.prostore_history import mark_history_start, version_fields
 from resources.lake.side_by_side import side_by_side
+from resources.lake.stream_history import VERSION_SET, VERSION_VALUES, stream_table_properties, write_stream_history
 from resources.spark.iceberg import (
     DELTAS_PROPERTY,
     commit_delta,
@@ -93,13 +97,9 @@ from resources.spark.iceberg import (
     table_exists,
 )
 from resources.spark.iceberg_reads import (
-    InsideFold,
-    delta_tags,
-    folded_commits,
     last_applied_delta,
     last_applied_deltas,
     record_unchanged,
-    state_as_of_delta,
     tag_unchanged,
 )
 
@@ -351,7 +351,8 @@ def _sql_str(value: str) -> str:
 
 
 def apply_cdc_snapshot(spark, layout: LakeLayout, source: str, delta_num: int, table: str,
-                       key_columns: Sequence[str], columns: Sequence[tuple[str, Any]] | None = None) -> CdcApplied:
+                       key_columns: Sequence[str], columns: Sequence[tuple[str, Any]] | None = None, *,
+                       keep_history: bool = True) -> CdcApplied:
     """Take `lake.<source>.<table>` from state N-1 to state N in ONE Iceberg commit (module
     docstring: dedupe, drop before-images, drop stale changes, fold per key, MERGE), recording
     delta N in the summary and tagging it `delta_<N>` (no change: the tag alone).
@@ -361,16 +362,18 @@ def apply_cdc_snapshot(spark, layout: LakeLayout, source: str, delta_num: int, t
     the snapshot has applied N or a later delta. Raises `MissingDeltasError` when N (or a delta
     between the snapshot's last and N) has not landed, `UnappliedDeltasError` when the snapshot
     is behind N-1 (or is new while earlier landed deltas have changes of the table); nothing
-    is written then."""
+    is written then. `keep_history`: the versions the delta closes go to the history table first
+    (resources/lake/stream_history.py)."""
     landed = cdc_landed_deltas(spark, layout, source)
     ident = layout.snapshot(source, table)
     last = last_applied_delta(spark, ident) if table_exists(spark, ident) else None
-    return _apply(spark, layout, source, [delta_num], table, key_columns, columns, landed, last)[0]
+    return _apply(spark, layout, source, [delta_num], table, key_columns, columns, landed, last,
+                  keep_history=keep_history)[0]
 
 
 def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table: str, key_columns: Sequence[str],
            columns: Sequence[tuple[str, Any]] | None, landed: Mapping[int, Mapping[str, CdcLandStats]],
-           last: int | None, commit_id: str | None = None) -> list[CdcApplied]:
+           last: int | None, commit_id: str | None = None, keep_history: bool = True) -> list[CdcApplied]:
     """`apply_cdc_snapshot` of consecutive `deltas` in one commit, given the manifest and the
     snapshot's last applied delta: one delta as that function says; several fold into one
     MERGE (`resources/lake/cdc_fold.py`: the same state as applying them in turn) recording
@@ -423,8 +426,8 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
     if missing_keys:
         raise DeltaportError(f"{source}.{table}: key column(s) {missing_keys} are not among the columns {data}")
     schema = _plain_schema([*columns, ("_order", T.StringType()), ("_tombstone", T.BooleanType()),
-                            ("_event_time_us", T.LongType())])
-    created = ensure_table(spark, ident, schema).created
+                            ("_event_time_us", T.LongType()), *version_fields()])
+    created = ensure_table(spark, ident, schema, properties=stream_table_properties(keep_history, first)).created
     spark.catalog.refreshTable(ident)
     target = spark.table(ident)
     types = {f.name: f.dataType for f in target.schema.fields}
@@ -449,6 +452,10 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
         commit_delta(spark, ident, spark.createDataFrame([], target.schema), delta_num=delta_num, mode="append",
                      extra_summary={KEYS_PROPERTY: json.dumps(keys)})
         return unchanged
+    if not created:
+        mark_history_start(spark, ident, first, keep_history)
+    if keep_history:  # before the MERGE, from the state it has not touched yet
+        write_stream_history(spark, layout, source, table, target, keys, deltas, folded=folded, changes=changes)
     _merge(spark, ident, folded, keys, data, deltas, commit_id or uuid.uuid4().hex)
     applied = CdcApplied(delta_num, table, skipped=False, events=sum(e for _, e in counts.values()),
                          upserts=counts.get(UPSERT, (0, 0))[0], deletes=counts.get(DELETE, (0, 0))[0])
@@ -457,13 +464,15 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
 
 def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
                       tables: Mapping[str, Sequence[str]],
-                      progress: Mapping[str, int | None] | None = None) -> list[CdcApplied]:
+                      progress: Mapping[str, int | None] | None = None, *,
+                      keep_history: bool = True) -> list[CdcApplied]:
     """Bring every snapshot of `tables` ({table: key columns}) to delta `target`, applying each
     missing delta in order (columns from the increment tables). Checks first that every delta
     some table still needs has landed (`MissingDeltasError`, nothing written); a table starts
     after its own last applied delta, or at the first landed delta with its changes.
     `progress`: {snapshot ident: last applied delta} of the existing snapshot tables, as the
-    caller read it just before (`stream_keys.current_keys`); a table not in it has none."""
+    caller read it just before (`stream_keys.current_keys`); a table not in it has none.
+    `keep_history`: each table's history table gets the versions its deltas close."""
     if progress is None:
         progress = last_applied_deltas(spark, [layout.snapshot(source, t) for t in sorted(tables)],
                                        repair_tags=True)  # one query
@@ -491,7 +500,8 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
 
     def apply(table: str, last: int | None, ns: list[int]) -> list[CdcApplied]:
         # a range run's deltas fold into one commit per table
-        applied = _apply(spark, layout, source, ns, table, tables[table], None, landed, last, commit_id)
+        applied = _apply(spark, layout, source, ns, table, tables[table], None, landed, last, commit_id,
+                         keep_history)
         failpoint("cdc.applied")
         return applied
 
@@ -514,15 +524,17 @@ def _merge(spark, ident: str, folded, keys: list[str], data: list[str], deltas: 
     on = " AND ".join(f"t.{_q(k)} <=> s.{_q(k)}" for k in keys)
     non_key = [c for c in data if c not in keys]
     deleted = ", ".join([*(f"t.{_q(c)} = NULL" for c in non_key),
-                         "t._order = s._order", "t._tombstone = true", "t._event_time_us = s._event_time_us"])
+                         "t._order = s._order", "t._tombstone = true", "t._event_time_us = s._event_time_us",
+                         *VERSION_SET])
     # A column the delta did not capture keeps the stored value, unless the delta deleted the key
     # first (_reset) or the stored row is a tombstone: then the row starts empty.
     updated = ", ".join([*(f"t.{_q(c)} = CASE WHEN s.__dp_c{index[c]} THEN s.__dp_v{index[c]} "
                            f"WHEN s.__dp_reset OR t._tombstone THEN NULL ELSE t.{_q(c)} END" for c in non_key),
-                         "t._order = s._order", "t._tombstone = false", "t._event_time_us = s._event_time_us"])
-    cols = ", ".join([*(_q(c) for c in data), "_order", "_tombstone", "_event_time_us"])
+                         "t._order = s._order", "t._tombstone = false", "t._event_time_us = s._event_time_us",
+                         *VERSION_SET])
+    cols = ", ".join([*(_q(c) for c in data), "_order", "_tombstone", "_event_time_us", *(c for c, _ in VERSION_VALUES)])
     vals = ", ".join([*(f"s.{_q(c)}" if c in keys else f"s.__dp_v{index[c]}" for c in data),
-                      "s._order", f"s._op = {_sql_str(DELETE)}", "s._event_time_us"])
+                      "s._order", f"s._op = {_sql_str(DELETE)}", "s._event_time_us", *(v for _, v in VERSION_VALUES)])
     sql = (f"MERGE INTO {_quote(ident)} AS t USING `{view}` AS s ON {on} "
            f"WHEN MATCHED AND s._order > t._order AND s._op = {_sql_str(DELETE)} THEN UPDATE SET {deleted} "
            f"WHEN MATCHED AND s._order > t._order THEN UPDATE SET {updated} "
@@ -536,58 +548,3 @@ def _merge(spark, ident: str, folded, keys: list[str], data: list[str], deltas: 
         spark.catalog.dropTempView(view)
     failpoint("snapshot.committed")
     _tag_commit(spark, ident, delta_num, commit_id)
-
-
-# --------------------------------------------------------------------------------------------
-# Read
-
-
-def cdc_recorded_deltas(spark, ident: str) -> set[int]:
-    """The deltas a snapshot table records: tagged `delta_<N>`, or inside a folded commit."""
-    return set(delta_tags(spark, ident)) | {n for c in folded_commits(spark, ident) for n in c.deltas}
-
-
-def cdc_snapshot_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num: int):
-    """The snapshot table (data columns, `_order`, `_tombstone`, `_event_time_us`) as it was
-    right after delta `delta_num`: its `delta_<N>` tag, or, for a delta inside a folded commit
-    (`_apply` of several deltas), the state before the fold (the previous delta's tag, else the
-    commit's parent) with the fold's deltas up to N applied by the same rules. Raises
-    `DeltaNotFoundError` when neither records N."""
-    from pyspark.sql import functions as F
-
-    state = state_as_of_delta(spark, layout.snapshot(source, table), delta_num)
-    if not isinstance(state, InsideFold):
-        return state
-    fold, schema, base = state.fold, state.schema, state.base
-    types = {f.name: f.dataType for f in schema.fields}
-    keys = json.loads(fold.summary[KEYS_PROPERTY])
-    data = [f.name for f in schema.fields if f.name not in SNAPSHOT_COLUMNS]
-    changes = spark.table(layout.increment(source, table)).where(
-        F.col("delta_num").between(fold.deltas[0], delta_num))
-    folded = fold_changes(changes, base, keys, data, types, several_deltas=True)
-    return merged_state(base, folded, keys, data)
-
-
-def cdc_columns_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num: int
-                      ) -> tuple[list[str], list[dict]]:
-    """(data column names in table order, live rows) of the table right after delta `delta_num`."""
-    ident = layout.snapshot(source, table)
-    if not table_exists(spark, ident):
-        raise DeltaportError(f"{ident} does not exist (no change of {source}.{table} has landed)")
-    names = [c for c in cdc_snapshot_as_of(spark, layout, source, table, delta_num).columns
-             if c not in SNAPSHOT_COLUMNS]
-    return names, cdc_rows_as_of(spark, layout, source, table, delta_num)
-
-
-def cdc_rows_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num: int) -> list[dict]:
-    """The table's live rows right after delta `delta_num` (time travel by tag; tombstones and
-    the lake's `_` columns left out), data columns in table order, binary as bytes, sorted by
-    their values."""
-    from pyspark.sql import functions as F
-
-    df = cdc_snapshot_as_of(spark, layout, source, table, delta_num)
-    names = [c for c in df.columns if c not in SNAPSHOT_COLUMNS]
-    rows = []
-    for r in df.where(~F.coalesce(F.col("_tombstone"), F.lit(False))).select(*[_q(n) for n in names]).collect():
-        rows.append({n: bytes(v) if isinstance(v, bytearray) else v for n, v in zip(names, r)})
-    return sorted(rows, key=lambda row: [(v is not None, repr(v)) for v in row.values()])

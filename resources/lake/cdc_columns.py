@@ -97,7 +97,8 @@ def order_key_text(order_key: tuple) -> str:
 # Changes as a DataFrame
 
 META_COLUMNS = ("_op", "_order", "_event_id", "_captured", "_event_time_us", "_backfill", "_source_op")
-SNAPSHOT_COLUMNS = ("_order", "_tombstone", "_event_time_us")
+# The snapshot's own columns: the order rules' and each current version's (resources/lake/stream_history.py).
+SNAPSHOT_COLUMNS = ("_order", "_tombstone", "_event_time_us", "sys_from", "sys_from_date")
 KEYS_PROPERTY = "deltaport.keys"  # a snapshot commit's key columns, as JSON
 _INCREMENT_EXTRA = ("delta_num", "delta_date")
 _DECIMAL_TYPE = re.compile(r"(?i)^\s*(?:numeric|decimal|number)\s*\(\s*(\d+)\s*,\s*(-?\d+)\s*\)\s*$")

@@ -29,13 +29,16 @@ __all__ = ["fold_changes", "merged_state"]
 
 
 def fold_changes(changes, target, keys: Sequence[str], data: Sequence[str], types: Mapping[str, object], *,
-                 several_deltas: bool):
+                 several_deltas: bool, per_delta: bool = False):
     """Per key of `changes`: `_order` (the newest applied), `_op` (of the newest), `__dp_events`
     (changes applied), `__dp_reset` (a delete among them: columns no later change captured
-    start empty), `_event_time_us`, and per data column i `__dp_v<i>` (the newest captured
-    value after the key's last delete) and `__dp_c<i>` (whether any such change captured it).
-    `target`: the state the changes apply to; `types`: its column types. `several_deltas`:
-    `changes` span more than one delta (the late rule then looks at earlier deltas too)."""
+    start empty), `_event_time_us`, `__dp_from` and `__dp_from_date` (the newest delta with a
+    change applied, and its close time: the `sys_from` of the version it writes), and per data
+    column i `__dp_v<i>` (the newest captured value after the key's last delete) and `__dp_c<i>`
+    (whether any such change captured it). `target`: the state the changes apply to; `types`:
+    its column types. `several_deltas`: `changes` span more than one delta (the late rule then
+    looks at earlier deltas too). `per_delta`: one row per key and delta instead, each delta's
+    own fold (what that delta did to the key, applied one by one: resources/lake/stream_history.py)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -66,10 +69,12 @@ def fold_changes(changes, target, keys: Sequence[str], data: Sequence[str], type
     if several_deltas:
         fresh = fresh.where(F.col("__dp_before").isNull() | (F.col("_order") > F.col("__dp_before")))
     fresh = fresh.select(*[value(k).alias(k) for k in keys], *[value(c).alias(f"__dp_v{i}") for i, c in enumerate(data)],
-                         "_op", "_order", "_captured", "_event_time_us")
+                         "_op", "_order", "_captured", "_event_time_us",
+                         *[c for c in ("delta_num", "delta_date") if c in have])
     # 3. fold per key: the last change decides the op; after the key's last delete each column
     #    takes its latest captured value (max_by ignores rows whose order is NULL).
-    key_window = Window.partitionBy(*by_key)
+    group = [*by_key, *([F.col("delta_num")] if per_delta else [])]
+    key_window = Window.partitionBy(*group)
     fresh = fresh.withColumn("__dp_last_delete", F.max(F.when(F.col("_op") == DELETE, F.col("_order"))).over(key_window))
     live = (F.col("_op") == UPSERT) & (F.col("__dp_last_delete").isNull()
                                        | (F.col("_order") > F.col("__dp_last_delete")))
@@ -77,13 +82,17 @@ def fold_changes(changes, target, keys: Sequence[str], data: Sequence[str], type
             F.count(F.lit(1)).alias("__dp_events"),
             F.max(F.col("__dp_last_delete").isNotNull()).alias("__dp_reset"),
             F.max_by("_event_time_us", "_order").alias("_event_time_us")]
+    if "delta_num" in have:
+        aggs.append(F.max("delta_num").alias("__dp_from"))
+    if "delta_date" in have:
+        aggs.append(F.max_by("delta_date", "delta_num").alias("__dp_from_date"))
     for i, c in enumerate(data):
         if c in keys:
             continue
         captured = live & (F.col("_captured").isNull() | F.array_contains(F.col("_captured"), c))
         aggs.append(F.max_by(F.col(f"__dp_v{i}"), F.when(captured, F.col("_order"))).alias(f"__dp_v{i}"))
         aggs.append(F.coalesce(F.max(captured), F.lit(False)).alias(f"__dp_c{i}"))
-    return fresh.groupBy(*by_key).agg(*aggs)
+    return fresh.groupBy(*group).agg(*aggs)
 
 
 def merged_state(base, folded, keys: Sequence[str], data: Sequence[str]):

@@ -22,6 +22,7 @@ from resources.lake.history_forms import AsOfDelta, Form, history_where
 from resources.lake.prostore import LakeLayout, _c
 from resources.lake.prostore_history import history_ident, history_start
 from resources.spark.iceberg import table_exists
+from resources.spark.iceberg_reads import last_applied_deltas, state_as_of_delta
 
 
 class HistoryNotKeptError(DeltaportError):
@@ -39,13 +40,32 @@ def covers(start: int | None, form: Form) -> bool:
     return form.first >= start
 
 
+def state_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num: int, *,
+                current_filter: str | None = None):
+    """The snapshot table's rows as of `delta_num` (every column it has): where its history
+    answers that delta, without a tag (the table as it is for its last applied delta, the versions
+    current at N from the table and its history for an earlier N); else `state_as_of_delta` (its
+    tag, or an `InsideFold` for the caller to rebuild). `current_filter`: as `versions_frame` takes it."""
+    ident = layout.snapshot(source, table)
+    start = history_start(spark, ident)
+    last = last_applied_deltas(spark, [ident]).get(ident) if covers(start, AsOfDelta(delta_num)) else None
+    if last is not None and last == delta_num:  # the last applied delta: the table as it is
+        return spark.table(ident)
+    if last is None or delta_num > last:
+        return state_as_of_delta(spark, ident, delta_num)
+    columns = [f.name for f in spark.table(ident).schema.fields if f.name != "sys_from"]
+    return versions_frame(spark, layout, source, table, AsOfDelta(delta_num), columns, last=last, start=start,
+                          current_filter=current_filter).drop("sys_to", "sys_op")
+
+
 def versions_frame(spark, layout: LakeLayout, source: str, table: str, form: Form, columns: Sequence[str], *,
-                   last: int, start: int | None = None):
+                   last: int, start: int | None = None, current_filter: str | None = None):
     """The versions `form` selects, as a DataFrame of `columns` + sys_from, sys_to, sys_op.
 
     `last`: the snapshot's last applied delta (the history is read up to it). `start`: its
     `history_start`, when the caller has read it. Raises `HistoryNotKeptError` when the history
-    does not answer the form exactly."""
+    does not answer the form exactly. `current_filter`: a clause the snapshot table's rows must
+    also meet to be versions (a change stream's: not a tombstone)."""
     from pyspark.sql import functions as F
 
     snapshot = layout.snapshot(source, table)
@@ -64,7 +84,8 @@ def versions_frame(spark, layout: LakeLayout, source: str, table: str, form: For
 
     parts = []
     if form.needs_current():
-        parts.append(project(spark.table(snapshot).where(form.current_where()), F.lit(None), F.lit(0)))
+        current = form.current_where() if current_filter is None else f"({form.current_where()}) AND ({current_filter})"
+        parts.append(project(spark.table(snapshot).where(current), F.lit(None), F.lit(0)))
     closed = history_ident(layout, source, table)
     if table_exists(spark, closed):
         rows = spark.table(closed).where(f"{history_where(form)} AND delta_num <= {int(last)}")

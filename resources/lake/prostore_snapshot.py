@@ -14,13 +14,12 @@ from resources.codecs.ddl import ColumnTransition, EntitySchema, column_transiti
 from resources.failpoints import failpoint
 from resources.lake.prostore import (LakeLayout, MissingDeltasError, TableStats, _c,
                                      _struct, _table_columns, changelog_history, data_tables, landed_deltas)
-from resources.lake.history_forms import AsOfDelta
-from resources.lake.history_read import covers, versions_frame
-from resources.lake.prostore_history import (all_closed, history_start, mark_history_start, snapshot_properties,
+from resources.lake.history_read import state_as_of
+from resources.lake.prostore_history import (all_closed, mark_history_start, snapshot_properties,
                                              stamped, version_fields, write_closed_versions, write_history)
 from resources.lake.side_by_side import side_by_side
 from resources.spark.iceberg import ensure_table, table_exists, without_session_properties
-from resources.spark.iceberg_reads import InsideFold, last_applied_deltas, record_unchanged, state_as_of_delta
+from resources.spark.iceberg_reads import InsideFold, last_applied_deltas, record_unchanged
 from resources.spark.iceberg_merge import checkpoint_checked, latest_per_key, merge_upserts
 
 
@@ -227,17 +226,7 @@ def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_n
     Raises `DeltaNotFoundError` when none of them records N."""
     from pyspark.sql import functions as F
 
-    ident = layout.snapshot(datamart, table)
-    start = history_start(spark, ident)
-    if covers(start, AsOfDelta(delta_num)):
-        last = last_applied_deltas(spark, [ident]).get(ident)
-        if last == delta_num:  # the last landed delta: the table as it is
-            return spark.table(ident)
-        if last is not None and delta_num < last:
-            columns = [f.name for f in spark.table(ident).schema.fields if f.name != "sys_from"]
-            return versions_frame(spark, layout, datamart, table, AsOfDelta(delta_num), columns, last=last,
-                                  start=start).drop("sys_to", "sys_op")
-    state = state_as_of_delta(spark, ident, delta_num)
+    state = state_as_of(spark, layout, datamart, table, delta_num)
     if not isinstance(state, InsideFold):
         return state
     fold, schema, base = state.fold, state.schema, state.base

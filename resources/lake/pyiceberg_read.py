@@ -222,7 +222,8 @@ def read_delta(table: Table, delta: int, row_filter: str | BooleanExpression = "
     return table.scan(row_filter=row_filter, snapshot_id=delta_snapshot_id(table, delta)).to_arrow()
 
 
-def read_history(snapshot: Table, history: Table, form: Form, last: int | None = None) -> pa.Table:
+def read_history(snapshot: Table, history: Table, form: Form, last: int | None = None, *,
+                 current_filter: str | None = None) -> pa.Table:
     """The versions a Prostore FOR SYSTEM_TIME `form` selects, from the snapshot table (current
     versions: `sys_to` null, `sys_op` 0) and the history table (closed versions), as one Arrow
     table with the history's columns (`sys_close_date` and `delta_num` null for current rows).
@@ -230,14 +231,16 @@ def read_history(snapshot: Table, history: Table, form: Form, last: int | None =
     Each scan gets the form's own WHERE text (`current_where` on the snapshot table, which has no
     `sys_to` and `sys_op`), so PyIceberg prunes files with the clause Spark SQL runs. `last`: the
     snapshot's last applied delta; the history is read up to it (a delta whose history is written
-    and whose MERGE is not is never half-seen)."""
+    and whose MERGE is not is never half-seen). `current_filter`: a clause the snapshot table's rows
+    must also meet to be versions (a change stream's: `stream_history.LIVE`, not a tombstone)."""
     import pyarrow as pa
 
     bound = "" if last is None else f" AND delta_num <= {int(last)}"
     closed = history.scan(row_filter=history_where(form) + bound).to_arrow()
     if not form.needs_current():
         return closed
-    current = snapshot.scan(row_filter=form.current_where()).to_arrow()
+    where = form.current_where() if current_filter is None else f"({form.current_where()}) AND ({current_filter})"
+    current = snapshot.scan(row_filter=where).to_arrow()
     kinds = {f.name: f.type for f in closed.schema}
     for name, value in (("sys_to", None), ("sys_op", 0)):
         kind = kinds.get(name, pa.int64() if name == "sys_to" else pa.int32())

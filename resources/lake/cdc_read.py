@@ -1,0 +1,105 @@
+"""Reading a change stream's table back from the lake: its state as of any delta, and the row
+versions Prostore's STARTED IN / FINISHED IN forms select (resources/lake/cdc.py lands them).
+
+What flows through: a snapshot table `lake.<source>.<table>` (data columns, `_order`,
+`_tombstone`, `_event_time_us`, `sys_from`, `sys_from_date`) and its history table
+(resources/lake/stream_history.py) -> the state right after delta N, or the versions of a form.
+
+Guarantees: as of N reads the versions current at N from the two tables where the history
+answers N (its `deltaport.history-from` on: no tag needed, so maintenance may expire them), the
+table as it is for its last delta, else the `delta_<N>` tag, or for a delta inside a folded
+commit the state before the fold with the fold's deltas up to N applied by the same rules
+(resources/lake/cdc_fold.py). Tombstones are not versions: no history read returns one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from resources.errors import DeltaportError
+from resources.lake.cdc_columns import KEYS_PROPERTY, SNAPSHOT_COLUMNS
+from resources.lake.cdc_fold import fold_changes, merged_state
+from resources.lake.history_forms import FinishedIn, StartedIn
+from resources.lake.history_read import state_as_of, versions_frame
+from resources.lake.prostore import LakeLayout
+from resources.lake.prostore_history import history_start
+from resources.lake.stream_history import LIVE
+from resources.spark.iceberg import _col as _q
+from resources.spark.iceberg import table_exists
+from resources.spark.iceberg_reads import InsideFold, delta_tags, folded_commits, last_applied_deltas
+
+
+def cdc_recorded_deltas(spark, ident: str) -> set[int]:
+    """The deltas a snapshot table records: tagged `delta_<N>`, inside a folded commit, or, where
+    it keeps history, every delta from its history's start to its last applied (each is recorded
+    in the table, and answered by the history once maintenance has dropped its tag)."""
+    recorded = set(delta_tags(spark, ident)) | {n for c in folded_commits(spark, ident) for n in c.deltas}
+    start = history_start(spark, ident)
+    last = last_applied_deltas(spark, [ident]).get(ident) if start is not None else None
+    return recorded | (set(range(start, last + 1)) if last is not None else set())
+
+
+def cdc_snapshot_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num: int):
+    """The snapshot table (data columns, `_order`, `_tombstone`, `_event_time_us`) as it was
+    right after delta `delta_num` (module docstring: from the history where it answers N, with
+    `sys_from` and `sys_from_date` then and no tombstone; else by tag or fold). Raises
+    `DeltaNotFoundError` when nothing records N."""
+    from pyspark.sql import functions as F
+
+    state = state_as_of(spark, layout, source, table, delta_num, current_filter=LIVE)
+    if not isinstance(state, InsideFold):
+        return state
+    fold, schema, base = state.fold, state.schema, state.base
+    types = {f.name: f.dataType for f in schema.fields}
+    keys = json.loads(fold.summary[KEYS_PROPERTY])
+    data = [f.name for f in schema.fields if f.name not in SNAPSHOT_COLUMNS]
+    changes = spark.table(layout.increment(source, table)).where(
+        F.col("delta_num").between(fold.deltas[0], delta_num))
+    folded = fold_changes(changes, base, keys, data, types, several_deltas=True)
+    return merged_state(base, folded, keys, data)
+
+
+def cdc_columns_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num: int
+                      ) -> tuple[list[str], list[dict]]:
+    """(data column names in table order, live rows) of the table right after delta `delta_num`."""
+    ident = layout.snapshot(source, table)
+    if not table_exists(spark, ident):
+        raise DeltaportError(f"{ident} does not exist (no change of {source}.{table} has landed)")
+    names = [c for c in cdc_snapshot_as_of(spark, layout, source, table, delta_num).columns
+             if c not in SNAPSHOT_COLUMNS]
+    return names, cdc_rows_as_of(spark, layout, source, table, delta_num)
+
+
+def cdc_rows_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num: int) -> list[dict]:
+    """The table's live rows right after delta `delta_num` (tombstones and the lake's `_`
+    columns left out), data columns in table order, binary as bytes, sorted by their values."""
+    from pyspark.sql import functions as F
+
+    df = cdc_snapshot_as_of(spark, layout, source, table, delta_num)
+    names = [c for c in df.columns if c not in SNAPSHOT_COLUMNS]
+    live = df.where(~F.coalesce(F.col("_tombstone"), F.lit(False))).select(*[_q(n) for n in names])
+    return _sorted([_plain(dict(zip(names, r))) for r in live.collect()], names)
+
+
+def cdc_versions_in(spark, layout: LakeLayout, source: str, table: str, form: StartedIn | FinishedIn, *,
+                    last: int) -> tuple[list[str], list[dict]]:
+    """(data column names in table order, versions) that STARTED IN / FINISHED IN `form`
+    selects, each with `sys_from`, `sys_to`, `sys_op`, sorted by their values then `sys_from`.
+    `last`: the table's last applied delta. Raises `HistoryNotKeptError` when its history does
+    not answer the form."""
+    ident = layout.snapshot(source, table)
+    if not table_exists(spark, ident):
+        raise DeltaportError(f"{ident} does not exist (no change of {source}.{table} has landed)")
+    names = [f.name for f in spark.table(ident).schema.fields if f.name not in SNAPSHOT_COLUMNS]
+    df = versions_frame(spark, layout, source, table, form, names, last=last, current_filter=LIVE)
+    rows = [_plain(r.asDict()) for r in df.collect()]
+    return names, _sorted(rows, [*names, "sys_from", "sys_to"])
+
+
+def _plain(row: dict) -> dict:
+    return {n: bytes(v) if isinstance(v, bytearray) else v for n, v in row.items()}
+
+
+def _sorted(rows: list[dict], order: Sequence[str]) -> list[dict]:
+    return sorted(rows, key=lambda row: [(row[c] is not None, repr(row[c])) for c in order])
