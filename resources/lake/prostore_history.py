@@ -32,9 +32,8 @@ from resources.failpoints import failpoint
 from resources.lake.prostore import LakeLayout, _c
 from resources.spark.iceberg import ensure_table, replace_deltas
 
-# Columns the snapshot tables carry besides the DDL's: the delta that wrote each current version.
-VERSION_COLUMNS = ("sys_from", "sys_from_date")
-# Partition column of the history table: the delta that closed the version (sys_to + 1).
+# The history table's properties at creation (partitioned by delta_num: the delta that closed
+# the version, sys_to + 1).
 HISTORY_PROPERTIES = {"format-version": "2"}
 
 
