@@ -1,13 +1,14 @@
 """The assets of one Prostore datamart, all partitioned by delta.
 
 Lineage: kafka/<signal topic> -> signal_events[N]; kafka/<backup topic> -> changelog[N] ->
-increment[N] -> snapshot[N] (increment also reads the backup topic). A backup-only datamart (no
-signal topic) has no signal_events. Topic slices come in
+increment[N] -> snapshot[N] (increment also reads the backup topic), and increment[N] ->
+history[N] (the versions delta N closed; written by the snapshot's step: history_asset.py) when
+the datamart keeps history. A backup-only datamart (no signal topic) has no signal_events. Topic slices come in
 through the Kafka IO managers (the delta's offsets, from the delta index); the assets write
 their Iceberg tables themselves (resources/lake/prostore.py) and report what they wrote as
 metadata.
 
-The four assets are one multi-asset: a run lands them in one step (delta_step.py), their
+The assets are one multi-asset: a run lands them in one step (delta_step.py), their
 independent commits side by side, so a delta pays the engine's waits once and the snapshot
 does not read back what the step has just written. Each is still an asset of its own, with
 its lineage, checks and history; any subset can be materialized (`can_subset`).
@@ -27,6 +28,7 @@ order, never one twice, or fails naming the deltas whose increments have not lan
 import dagster as dg
 
 from platform_assets.config import DatamartConfig
+from platform_assets.history_asset import history_spec
 from platform_assets.prostore import checks
 from platform_assets.maintenance_step import maintain_after_landing
 from platform_assets.prostore.delta_step import DatamartKeys, land_delta_step
@@ -34,6 +36,7 @@ from resources.lake.maintenance import MaintenanceSettings
 from platform_assets.prostore.partitions import delta_partitions
 from resources.kafka.io_managers import INPUT_TAG_PREFIX, BackupSlice, SignalSlice
 from resources.lake.prostore import LakeLayout
+from resources.lake.prostore_history import history_ident
 from resources.prostore.resource import DeltaIndexResource
 from resources.spark.resource import SparkResource
 
@@ -68,6 +71,9 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
                      description=f"State of every table of {dm} as of each delta ({layout.snapshot(dm, '<table>')}): "
                                  "upsert on sys_op 0, delete on 1, by the DDL's primary key; tagged delta_<N>."),
     ]
+    if datamart.history:
+        specs.append(history_spec(dm, key=keys.history, deps=[keys.increment, keys.changelog],
+                                  tables=history_ident(layout, dm, "<table>")))
     if not datamart.backup_only:
         signal_topic = topic_key(datamart.signal_topic)
         ins["signal"] = dg.AssetIn(key=signal_topic)

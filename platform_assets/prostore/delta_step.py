@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from platform_assets.history_asset import history_reported, refuse_history_alone
 from platform_assets.prostore import checks
 from platform_assets.prostore.partitions import delta_span
 from platform_assets.prostore.signal_rows import signal_frame
@@ -50,6 +51,7 @@ from resources.lake.prostore import (
     landed_deltas,
     record_increments,
 )
+from resources.lake.prostore_history import history_ident
 from resources.lake.prostore_snapshot import apply_snapshots, snapshot_progress
 from resources.prostore.delta_index import DeltaIndex
 from resources.spark.iceberg import ensure_table, replace_deltas
@@ -64,10 +66,12 @@ class DatamartKeys:
     changelog: dg.AssetKey
     increment: dg.AssetKey
     snapshot: dg.AssetKey
+    history: dg.AssetKey
 
     @classmethod
     def of(cls, datamart: str) -> DatamartKeys:
-        return cls(*(dg.AssetKey([datamart, a]) for a in ("signal_events", "changelog", "increment", "snapshot")))
+        return cls(*(dg.AssetKey([datamart, a])
+                     for a in ("signal_events", "changelog", "increment", "snapshot", "history")))
 
 
 def changelog_records(backup: BackupSlice) -> list:
@@ -88,6 +92,8 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
     materializations and check results, then raises if any asset failed. `keep_history`: the
     snapshot's MERGEs write the versions they close to the history tables first."""
     chosen = context.selected_asset_keys
+    history_key = keys.history if keep_history else None
+    refuse_history_alone(chosen, history=history_key, snapshot=keys.snapshot)
     span, target = delta_span(backup), backup[-1].delta_num
     outcomes: list[Outcome] = []
     records: dict[int, list] = {}
@@ -157,6 +163,10 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
             yield from o.result
         else:
             yield _snapshot_materialized(keys.snapshot, o, before.seconds)
+            applied = o.result[0]
+            yield from history_reported(
+                context, key=history_key, applied_deltas=sorted({a.delta_num for a in applied}), deltas=span,
+                tables=sorted({history_ident(layout, datamart, a.table) for a in applied if a.upserts or a.deletes}))
     failed = [o for o in outcomes if o.error is not None]
     if failed:
         context.log.error("; ".join(f"{o.key.to_user_string()}: {o.error}" for o in failed))

@@ -1,7 +1,8 @@
 """The assets of one change-stream source (Qlik Replicate, DataWorks, Datastream), partitioned by delta.
 
 Lineage: kafka/<topic> -> changelog[N] -> increment[N] -> snapshot[N] (increment also reads the
-topic), the same shape as a Prostore datamart's group (which adds signal_events). Delta N is
+topic), and increment[N] -> history[N] when the source keeps history (platform_assets/history_asset.py),
+the same shape as a Prostore datamart's group (which adds signal_events). Delta N is
 the offset ranges the source's sealing sensor wrote in the ledger; the topic IO manager hands
 them over (`StreamSlice`) and each asset reads them itself.
 
@@ -33,6 +34,7 @@ makes N the same offsets forever); a snapshot already at N or later is left as i
 import dagster as dg
 
 from platform_assets.config import StreamConfig
+from platform_assets.history_asset import history_spec
 from platform_assets.prostore.assets import topic_key
 from platform_assets.prostore.partitions import delta_partitions
 from platform_assets.streams import checks
@@ -42,6 +44,7 @@ from resources.lake.maintenance import MaintenanceSettings
 from resources.kafka.io_managers import INPUT_TAG_PREFIX
 from resources.kafka.stream_io_manager import StreamSlice
 from resources.lake.prostore import LakeLayout
+from resources.lake.prostore_history import history_ident
 from resources.spark.resource import SparkResource
 
 STREAM_IO = "stream_topic_io"
@@ -66,6 +69,9 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_
                                  f"changes applied by {stream.format}'s own order, duplicates and late changes "
                                  "dropped, deletes kept as tombstones; tagged delta_<N>."),
     ]
+    if stream.history:
+        specs.append(history_spec(src, key=keys.history, deps=[keys.increment, keys.changelog],
+                                  tables=history_ident(layout, src, "<table>")))
 
     # The stream IO manager reads `source` and `format` from the op's tags.
     @dg.multi_asset(

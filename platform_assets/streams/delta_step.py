@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from platform_assets.history_asset import history_reported, refuse_history_alone
 from platform_assets.prostore.partitions import delta_span
 from platform_assets.step_outcomes import ChangelogNotLandedError, Outcome, step_failure, timed
 from platform_assets.streams import checks
@@ -35,6 +36,7 @@ from resources.kafka.stream_io_manager import StreamSlice
 from resources.lake.cdc import CdcDelta, apply_cdc_through, changes_frame, increment_columns, infer_columns, \
     land_cdc_increments
 from resources.lake.prostore import LakeLayout
+from resources.lake.prostore_history import history_ident
 from resources.lake.stream_changelog import changelog_entries, changes_by_table, land_stream_changelogs
 from resources.lake.stream_keys import current_keys
 
@@ -48,10 +50,11 @@ class StreamKeys:
     changelog: dg.AssetKey
     increment: dg.AssetKey
     snapshot: dg.AssetKey
+    history: dg.AssetKey
 
     @classmethod
     def of(cls, source: str) -> StreamKeys:
-        return cls(*(dg.AssetKey([source, a]) for a in ("changelog", "increment", "snapshot")))
+        return cls(*(dg.AssetKey([source, a]) for a in ("changelog", "increment", "snapshot", "history")))
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,8 @@ def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: 
     materializations and check results, then raises if any asset failed. `keep_history`: the
     snapshot's MERGEs write the versions they close to the history tables first."""
     chosen = context.selected_asset_keys
+    history_key = keys.history if keep_history else None
+    refuse_history_alone(chosen, history=history_key, snapshot=keys.snapshot)
     span, target = delta_span(topic), topic[-1].delta_num
     reads = [_read(context, d) for d in topic] if chosen & {keys.changelog, keys.increment} else []
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="deltaport-asset") as pool:
@@ -118,6 +123,10 @@ def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: 
         outcomes.append(snap)
         if snap.error is None:
             yield _snapshot_materialized(snap)
+            applied = [a for a in snap.result[0] if not a.skipped]
+            yield from history_reported(
+                context, key=history_key, applied_deltas=sorted({a.delta_num for a in applied}), deltas=span,
+                tables=sorted({history_ident(layout, source, a.table) for a in applied if a.events}))
     failed = [o for o in outcomes if o.error is not None]
     if failed:
         context.log.error("; ".join(f"{o.key.to_user_string()}: {o.error}" for o in failed))

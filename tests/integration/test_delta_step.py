@@ -32,7 +32,7 @@ from resources.lake.read import rows_as_of
 pytestmark = pytest.mark.integration
 
 DM = "marketing"
-ALL = {"signal_events", "changelog", "increment", "snapshot"}
+ALL = {"signal_events", "changelog", "increment", "snapshot", "history"}
 
 
 def ticks(defs, instance, sensor_name: str, count: int) -> None:
@@ -132,7 +132,7 @@ def test_signal_events_that_fail_do_not_stop_the_snapshot_and_fail_the_step(plat
     monkeypatch.setattr(delta_step, "_land_signal_events", broken)
     result = run(defs, instance, 1)
     assert not result.success and f"{DM}/signal_events[1]: signal events refused" in failure_text(result)
-    assert materialized(result) == {"changelog", "increment", "snapshot"}
+    assert materialized(result) == {"changelog", "increment", "snapshot", "history"}
     assert equal_to_truth(sc, spark, layout, 1)
 
 
@@ -142,10 +142,25 @@ def test_a_subset_lands_only_its_assets_and_the_snapshot_alone_reads_the_lake(pl
     first = run(defs, instance, 2, {"changelog", "increment"})
     assert first.success and materialized(first) == {"changelog", "increment"}
     assert 2 in landed_deltas(spark, layout, DM)
+    refused = run(defs, instance, 2, {"history"})  # its writer is the snapshot's step
+    assert not refused.success
+    assert "marketing/history is written by marketing/snapshot's step" in failure_text(refused)
     alone = run(defs, instance, 2, {"snapshot"})
-    assert alone.success and materialized(alone) == {"snapshot"}
+    # The snapshot's step wrote the versions delta 2 closed, so history[2] is reported too,
+    # though the run did not select it.
+    assert alone.success and materialized(alone) == {"snapshot", "history"}
+    assert partition_key(2) in instance.get_materialized_partitions(dg.AssetKey([DM, "history"]))
     assert equal_to_truth(sc, spark, layout, 2)
     assert checks_of(alone) == {"primary_key_unique"}
+
+
+def test_history_is_an_asset_after_increment_in_the_lineage(platform):
+    _, defs, _, layout, _ = platform
+    graph = defs.resolve_asset_graph()
+    node = graph.get(dg.AssetKey([DM, "history"]))
+    assert dg.AssetKey([DM, "increment"]) in node.parent_keys
+    assert node.partitions_def == graph.get(dg.AssetKey([DM, "snapshot"])).partitions_def
+    assert "marketing_history" in node.description
 
 
 # --- a change-stream source's step (platform_assets/streams/delta_step.py) ------------------
@@ -174,7 +189,7 @@ def qlik_platform(kafka_bootstrap, spark_remote, tmp_path_factory):
         yield story, cfg, defs, instance
 
 
-def stream_run(defs, instance, n: int, assets=("changelog", "increment", "snapshot")):
+def stream_run(defs, instance, n: int, assets=("changelog", "increment", "snapshot", "history")):
     job = defs.resolve_job_def("src_delta_job")
     return job.execute_in_process(partition_key=partition_key(n), instance=instance, raise_on_error=False,
                                   asset_selection=[dg.AssetKey(["src", a]) for a in assets])
@@ -226,7 +241,7 @@ def test_a_stream_changelog_that_fails_keeps_its_delta_unlanded_then_lands(kafka
     assert 0 not in cdc_landed_deltas(spark, LakeLayout(cfg.lake.catalog), "src")
     monkeypatch.undo()
     again = stream_run(defs, instance, 0)
-    assert again.success and materialized(again) == {"changelog", "increment", "snapshot"}
+    assert again.success and materialized(again) == {"changelog", "increment", "snapshot", "history"}
     assert stream_equal_to_truth(kafka_bootstrap, story, cfg, defs, instance, 0)
 
 
@@ -242,8 +257,9 @@ def test_a_stream_subset_lands_only_its_assets_and_the_snapshot_alone_reads_the_
     assert first.success and materialized(first) == {"changelog", "increment"}
     assert checks_of(first) == {"increment_complete"}
     alone = stream_run(defs, instance, n, ("snapshot",))
-    assert alone.success and materialized(alone) == {"snapshot"}
+    assert alone.success and materialized(alone) == {"snapshot", "history"}
     assert checks_of(alone) == {"key_unique"}
-    applied = alone.get_asset_materialization_events()[0].materialization.metadata["applied_deltas"].value
+    applied = next(e for e in alone.get_asset_materialization_events() if e.asset_key.path[-1] == "snapshot"
+                   ).materialization.metadata["applied_deltas"].value
     assert applied == [n], applied
     assert stream_equal_to_truth(kafka_bootstrap, story, cfg, defs, instance, n)

@@ -102,7 +102,7 @@ def test_ui_shows_lineage_and_partitions(tmp_path: Path) -> None:
         assert {f"{source}/changelog", f"kafka/{topic}"} <= lineage[f"{source}/increment"], source
     assert "all equal to the truth" in (tmp_path / "demo.log").read_text(encoding="utf-8")
     assert result.partition_keys == keys
-    for asset in ("signal_events", "changelog", "increment", "snapshot"):
+    for asset in ("signal_events", "changelog", "increment", "snapshot", "history"):
         assert sorted(result.materialized_partitions[f"{DATAMART}/{asset}"]) == keys, asset
     assert "marketing/snapshot" in lineage["marketing/sales_by_store"]
     assert [p.name for p in result.pages] == ["lineage", "asset-group", "partitions", "mart-lineage"]

@@ -384,7 +384,7 @@ def check_partitions(ws: Webserver, datamart: str, expected: list[str] | None) -
     """Every asset of the datamart is partitioned by `<datamart>_deltas`, with materialized partitions
     (all of `expected`, when given); returns the snapshot's partition keys and the materialized keys."""
     problems, materialized, snapshot_keys = [], {}, []
-    for name in ("signal_events", "changelog", "increment", "snapshot"):
+    for name in ("signal_events", "changelog", "increment", "snapshot", "history"):
         asset = f"{datamart}/{name}"
         node = ws.graphql(PARTITIONS_QUERY, {"path": [datamart, name]})["assetNodeOrError"]
         if node["__typename"] != "AssetNode":
@@ -486,7 +486,7 @@ def run_ui_check(*, dagster_home: str | os.PathLike, workspace: str | os.PathLik
         keys, materialized = check_partitions(ws, datamart, expected_partitions)
         dismiss_community_dialog(ws)
         base = ws.base_url
-        group_assets = ["signal_events", "changelog", "increment", "snapshot",
+        group_assets = ["signal_events", "changelog", "increment", "snapshot", "history",
                         *(k.split("/", 1)[1] for k in users if k.startswith(f"{datamart}/"))]
         last = (expected_partitions or keys)[-1]
         pages = [

@@ -53,8 +53,8 @@ def test_every_asset_backfills_in_ranges_of_the_configured_size():
     defs = build_definitions(cfg)
     policies = {node.key.to_user_string(): node.backfill_policy
                 for node in defs.resolve_asset_graph().asset_nodes if node.is_partitioned}
-    assert set(policies) == {"dm/signal_events", "dm/changelog", "dm/increment", "dm/snapshot",
-                             "q/changelog", "q/increment", "q/snapshot"}
+    assert set(policies) == {"dm/signal_events", "dm/changelog", "dm/increment", "dm/snapshot", "dm/history",
+                             "q/changelog", "q/increment", "q/snapshot", "q/history"}
     assert all(p == dg.BackfillPolicy.multi_run(7) for p in policies.values()), policies
 
 
