@@ -68,6 +68,7 @@ bench: jars
 	$(PY) bench/dagster_stream_bench.py $(DAGSTER_STREAM_BENCH_ARGS)
 	$(PY) bench/maintenance_bench.py $(MAINTENANCE_BENCH_ARGS)
 	$(PY) bench/history_bench.py $(HISTORY_BENCH_ARGS)
+	$(PY) bench/size_bench.py $(SIZE_BENCH_ARGS)
 
 # The fault suite at full size (issue 11; its quick cases are in `make test`): `sync` killed at six
 # points of a range run, then recovered and compared with the truth; the embedded Spark server

@@ -9,12 +9,13 @@
   previous close). WRITE_* events can be switched off in Prostore: then the check passes and
   says it had nothing to compare.
 - schema_matches_changelog: every increment table has every DDL column with the DDL's type.
-- primary_key_unique: no primary key occurs twice in any snapshot table.
+- primary_key_unique: no primary key occurs twice in any snapshot table (checked at the keys the
+  run changed: `resources/lake/key_check.py`).
 """
 
 from __future__ import annotations
 
-from functools import reduce
+from collections.abc import Sequence
 
 import dagster as dg
 
@@ -22,7 +23,8 @@ from resources.codecs.ddl import replay_changelog
 from resources.codecs.types import spark_type
 from resources.prostore.delta_index import DeltaIndex
 from resources.lake.prostore import LakeLayout, TableStats, changelog_history, data_tables
-from resources.spark.iceberg import table_exists
+from resources.lake.key_check import KeyCheckInput, commit_deltas, key_check
+from resources.spark.iceberg import _ranges_text, table_exists
 
 COMPLETE, RECONCILED, SCHEMA, PK_UNIQUE = (
     "increment_complete", "rows_reconciled_with_write_ok", "schema_matches_changelog", "primary_key_unique")
@@ -96,28 +98,28 @@ def _bare(entity: str) -> str:
 
 
 def snapshot_checks(spark, layout: LakeLayout, dm: str, n: int, history=None, *,
-                    key: dg.AssetKey | None = None) -> tuple[dict[str, int], list[dg.AssetCheckResult]]:
+                    key: dg.AssetKey | None = None,
+                    deltas: Sequence[int] | None = None) -> tuple[dict[str, int], list[dg.AssetCheckResult]]:
     """Rows per snapshot table as of delta n, and the primary-key check: one job for every
     table (`history`: the datamart's changelog history when the caller has it already; `key`:
-    the snapshot's asset key)."""
+    the snapshot's asset key).
+
+    The check looks at the keys the run changed (`resources/lake/key_check.py` says why that is
+    exact): those of the increments of `deltas`, the deltas the run applied; by default those
+    that each table's commit of delta n applied (one delta, or a fold's range), so what it
+    shuffles is O(delta), not O(table)."""
     from pyspark.sql import functions as F
 
     history = changelog_history(spark, layout, dm) if history is None else history
     entities = data_tables(replay_changelog(history.get(n, [])))
-    per_table = []
+    frames, checked = [], {}
     for name, entity in sorted(entities.items()):
         ident = layout.snapshot(dm, name)
         if table_exists(spark, ident):
-            per_key = spark.table(ident).groupBy(*[f"`{k}`" for k in entity.primary_key]).count()
-            per_table.append((name, per_key.select(F.lit(name).alias("t"), "count")))
-    counts = {name: 0 for name, _ in per_table}  # an empty table has no group below
-    duplicated = {}
-    if per_table:  # rows, and keys held by more than one row, of every table at once
-        union = reduce(lambda a, b: a.unionByName(b), [frame for _, frame in per_table])
-        for r in union.groupBy("t").agg(F.sum("count").alias("rows"),
-                                        F.count(F.when(F.col("count") > 1, 1)).alias("dups")).collect():
-            counts[r["t"]] = int(r["rows"] or 0)
-            if r["dups"]:
-                duplicated[r["t"]] = int(r["dups"])
+            run = sorted(deltas) if deltas is not None else commit_deltas(spark, ident, n)
+            checked[name] = _ranges_text(run)
+            touched = spark.table(layout.increment(dm, name)).where(F.col("delta_num").isin(run))
+            frames.append(KeyCheckInput(name, spark.table(ident), touched, entity.primary_key))
+    counts, duplicated = key_check(frames)
     return counts, [dg.AssetCheckResult(asset_key=key, check_name=PK_UNIQUE, passed=not duplicated,
-                                        metadata={"duplicated_keys": duplicated})]
+                                        metadata={"duplicated_keys": duplicated, "keys_of_deltas": checked})]

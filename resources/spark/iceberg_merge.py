@@ -26,6 +26,7 @@ from resources.spark.iceberg import (
     _table_schema,
     _tag_commit,
 )
+from resources.spark.merge_keys import target_key_filter
 from resources.spark.session import local_checkpoint
 
 if TYPE_CHECKING:
@@ -94,6 +95,11 @@ def merge_upserts(
         changes.createOrReplaceTempView(view)
         op = f"s.{_col(source[op_column.lower()])}"
         on = " AND ".join(f"t.{_col(k)} = s.{_col(source[k.lower()])}" for k in keys)
+        # The target's rows of other keys dropped as they are scanned, not shuffled (merge_keys.py).
+        narrowed = target_key_filter(changes_df.select(*[source[k.lower()] for k in keys])
+                                     .toDF(*keys), keys)
+        if narrowed:
+            on = f"{on} AND {narrowed}"
         assign = ", ".join(f"t.{_col(c)} = s.{_col(source[c.lower()])}" for c in target)
         cols = ", ".join(_col(c) for c in target)
         vals = ", ".join(f"s.{_col(source[c.lower()])}" for c in target)
