@@ -10,8 +10,10 @@ state as of the last delta landed in the table, named on stderr in a comment lin
 (`# ... as of delta 7 ...`). One row per line, data columns (and the system columns above); dates, times and timestamps in ISO 8601 with microseconds (timestamps in UTC, marked Z);
 numbers as numbers, decimals with their exact digits (12.50); binary as lower-case hex; null as
 null (an empty field in CSV). The encodings: platform_assets/cli/read_format.py.
-`--engine pyiceberg` reads a state (as of a delta with its own tag, or the last) without Spark (no
-server, no JVM): PyIceberg on the lake's catalog (resources/lake/pyiceberg_rows.py)."""
+`--engine pyiceberg` answers every form without Spark (no server, no JVM): PyIceberg on the lake's
+catalog, the same rows as the Spark engine (platform_assets/cli/read_engines.py); only a delta
+inside a range run's commit of a table without history needs Spark (it is rebuilt from the
+increments)."""
 
 from __future__ import annotations
 
@@ -21,16 +23,11 @@ import sys
 import datetime as dt
 
 from platform_assets.cli.common import add_config_option
+from platform_assets.cli.read_engines import READERS
 from platform_assets.cli.read_format import csv_value, jsonl_line
 from platform_assets.config import load_config
-from platform_assets.engine import engine_for, pyiceberg_tables
 from resources.errors import DeltaportError
-from resources.lake.prostore import LakeLayout
-from resources.lake.cdc import cdc_columns_as_of
-from resources.lake.cdc_read import cdc_versions_in
-from resources.lake.history_forms import SYSTEM_COLUMNS, FinishedIn, StartedIn, delta_at, parse_range
-from resources.spark.iceberg import table_exists
-from resources.lake.read import entity_as_of, last_landed_delta, rows_as_of, versions_in
+from resources.lake.history_forms import FinishedIn, StartedIn, delta_at, parse_range
 
 
 def register(sub) -> None:
@@ -47,7 +44,7 @@ def register(sub) -> None:
                       help="the row versions deleted in deltas A..B (Prostore's FINISHED IN)")
     p.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
     p.add_argument("--engine", choices=["spark", "pyiceberg"], default="spark",
-                   help="spark (default: every form) or pyiceberg (no JVM: a delta with its own tag, or the last)")
+                   help="spark (default) or pyiceberg (no JVM): every form, from the history where it is kept")
     add_config_option(p)
     p.set_defaults(run=run)
 
@@ -59,7 +56,6 @@ def run(args) -> int:
     cfg = load_config(args.config)
     if source not in cfg.source_names:
         raise DeltaportError(f"source {source!r} is not in {cfg.source_file} (sources: {', '.join(cfg.source_names)})")
-    is_datamart = source in {d.name for d in cfg.datamarts}
     ranged = [(flag, cls, text) for flag, cls, text in (("--started-in", StartedIn, args.started_in),
                                                        ("--finished-in", FinishedIn, args.finished_in)) if text]
     try:
@@ -69,60 +65,24 @@ def run(args) -> int:
         raise DeltaportError(str(exc) if ranged else f"--as-of takes 'YYYY-MM-DD HH:MM:SS', got {args.as_of!r}")
     if when is not None and when.tzinfo is not None:
         when = when.astimezone(dt.timezone.utc).replace(tzinfo=None)
-    if args.engine == "pyiceberg":
-        if forms or when is not None:
-            raise DeltaportError("--engine pyiceberg reads --as-of-delta N or the last delta; the history forms "
-                                 "read with Spark, or with PyIceberg from Python (docs/using.md)")
-        delta, columns, rows = _pyiceberg_read(cfg, source, table, args.as_of_delta)
-        if args.as_of_delta is None:
-            print(f"# {source}.{table} as of delta {delta}, the last delta landed in it "
-                  "(--as-of-delta N reads an earlier one)", file=sys.stderr, flush=True)
-        _write(args.format, columns, rows)
-        return 0
-    spark = engine_for(cfg).session()  # no Dagster import: a read costs the query, not the imports
-    layout = LakeLayout(cfg.lake.catalog)
-    if forms and not is_datamart:
-        last = last_landed_delta(spark, layout, source, table)
-        if forms[0].last > last:
-            raise DeltaportError(f"{source}.{table}: delta {forms[0].last} has not landed (last landed: {last})")
-        columns, rows = cdc_versions_in(spark, layout, source, table, forms[0], last=last)
-        _write(args.format, columns + list(SYSTEM_COLUMNS), rows)
-        return 0
+    reader = READERS[args.engine](cfg)
     if forms:
-        entity = entity_as_of(spark, layout, source, table, forms[0].last)
-        _write(args.format, [c.name for c in entity.columns] + list(SYSTEM_COLUMNS),
-               versions_in(spark, layout, source, table, forms[0]))
+        columns, rows = reader.versions(source, table, forms[0])
+        _write(args.format, columns, rows)
         return 0
     delta = args.as_of_delta
     if when is not None:
-        delta = delta_at(_close_times(spark, layout, source), when)
+        delta = delta_at(reader.close_times(source), when)
         if delta is None:
             raise DeltaportError(f"no delta of {source} closed at or before {when.isoformat(sep=' ')} (UTC)")
         print(f"# {source}.{table} as of delta {delta}, the last closed at or before {when.isoformat(sep=' ')}",
               file=sys.stderr, flush=True)
     if delta is None:
-        delta = last_landed_delta(spark, layout, source, table)
+        delta = reader.last_landed(source, table)
         print(f"# {source}.{table} as of delta {delta}, the last delta landed in it "
               "(--as-of-delta N reads an earlier one)", file=sys.stderr, flush=True)
-    if is_datamart:
-        columns = [c.name for c in entity_as_of(spark, layout, source, table, delta).columns]
-        rows = rows_as_of(spark, layout, source, table, delta)
-    else:
-        columns, rows = cdc_columns_as_of(spark, layout, source, table, delta)
-    _write(args.format, columns, rows)
+    _write(args.format, *reader.state(source, table, delta))
     return 0
-
-
-def _close_times(spark, layout: LakeLayout, source: str) -> dict:
-    """{delta: its close time, naive UTC} of the source's landed deltas, from its manifest (a change
-    stream's delta time is its watermark; a delta without one is left out)."""
-    from pyspark.sql import functions as F
-
-    if not table_exists(spark, layout.meta(source, "manifest")):
-        return {}
-    rows = (spark.table(layout.meta(source, "manifest")).groupBy("delta_num")
-            .agg(F.max("delta_date_us").alias("us")).collect())
-    return {r.delta_num: dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=r.us) for r in rows if r.us is not None}
 
 
 def _write(fmt: str, columns: list[str], rows: list[dict]) -> None:
@@ -134,13 +94,3 @@ def _write(fmt: str, columns: list[str], rows: list[dict]) -> None:
         writer.writerow(columns)
         for row in rows:
             writer.writerow([csv_value(c, row[c]) for c in columns])
-
-
-def _pyiceberg_read(cfg, source: str, table: str, delta: int | None):
-    from resources.lake import pyiceberg_rows
-
-    open_table = pyiceberg_tables(cfg)
-    if delta is None:
-        delta = pyiceberg_rows.last_landed(open_table, source, table)
-    read = pyiceberg_rows.datamart_rows if source in {d.name for d in cfg.datamarts} else pyiceberg_rows.stream_rows
-    return delta, *read(open_table, source, table, delta)

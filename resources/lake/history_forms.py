@@ -28,7 +28,14 @@ from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from resources.errors import DeltaportError
+
 SYSTEM_COLUMNS = ("sys_from", "sys_to", "sys_op")
+# A snapshot table's property: the first delta whose closed versions its history holds (set by
+# resources/lake/prostore_history.py `mark_history_start`; absent when no history is kept).
+HISTORY_FROM_PROPERTY = "deltaport.history-from"
+# A change stream's snapshot row that is a version (not a tombstone; the history holds none).
+LIVE = "_tombstone IS NULL OR _tombstone = false"
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,31 @@ class FinishedIn:
 
 
 Form = AsOfDelta | StartedIn | FinishedIn
+
+
+def covers(start: int | None, form: Form) -> bool:
+    """Whether a history complete from delta `start` (None: not kept) answers `form` exactly: as
+    of n needs every version closed after n (n >= start - 1); STARTED / FINISHED IN (a, b) needs
+    every version begun or closed from a on (a >= start)."""
+    if start is None:
+        return False
+    if isinstance(form, AsOfDelta):
+        return form.delta >= start - 1
+    return form.first >= start
+
+
+class HistoryNotKeptError(DeltaportError):
+    """The lake holds no exact history for the deltas a form asks about."""
+
+
+def check_covered(source: str, table: str, start: int | None, form: Form) -> None:
+    """`HistoryNotKeptError` unless a history complete from `start` answers `form` exactly: a
+    reader answers exactly or not at all, never with fewer versions than the form selects."""
+    if not covers(start, form):
+        raise HistoryNotKeptError(
+            f"{source}.{table}: the lake keeps its history from delta {start} on; {form} asks about earlier "
+            f"deltas" if start is not None else
+            f"{source}.{table}: the lake keeps no history for this table (history: false, or not landed since)")
 
 
 def history_where(form: Form) -> str:

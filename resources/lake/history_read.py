@@ -17,27 +17,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import reduce
 
-from resources.errors import DeltaportError
-from resources.lake.history_forms import AsOfDelta, Form, history_where
+from resources.lake.history_forms import AsOfDelta, Form, check_covered, covers, history_where
 from resources.lake.prostore import LakeLayout, _c
 from resources.lake.prostore_history import history_ident, history_start
 from resources.spark.iceberg import table_exists
 from resources.spark.iceberg_reads import last_applied_deltas, state_as_of_delta
-
-
-class HistoryNotKeptError(DeltaportError):
-    """The lake holds no exact history for the deltas a form asks about."""
-
-
-def covers(start: int | None, form: Form) -> bool:
-    """Whether a history complete from delta `start` (None: not kept) answers `form` exactly: as
-    of n needs every version closed after n (n >= start - 1); STARTED / FINISHED IN (a, b) needs
-    every version begun or closed from a on (a >= start)."""
-    if start is None:
-        return False
-    if isinstance(form, AsOfDelta):
-        return form.delta >= start - 1
-    return form.first >= start
 
 
 def state_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num: int, *,
@@ -70,11 +54,7 @@ def versions_frame(spark, layout: LakeLayout, source: str, table: str, form: For
 
     snapshot = layout.snapshot(source, table)
     start = history_start(spark, snapshot) if start is None else start
-    if not covers(start, form):
-        raise HistoryNotKeptError(
-            f"{source}.{table}: the lake keeps its history from delta {start} on; {form} asks about earlier "
-            f"deltas" if start is not None else
-            f"{source}.{table}: the lake keeps no history for this table (history: false, or not landed since)")
+    check_covered(source, table, start, form)
 
     def project(frame, sys_to, sys_op):
         have = {c.lower(): c for c in frame.columns}

@@ -29,15 +29,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from resources.failpoints import failpoint
+from resources.lake.history_forms import HISTORY_FROM_PROPERTY
 from resources.lake.prostore import LakeLayout, _c
 from resources.spark.iceberg import ensure_table, replace_deltas
 
 # The history table's properties at creation (partitioned by delta_num: the delta that closed
 # the version, sys_to + 1).
 HISTORY_PROPERTIES = {"format-version": "2"}
-
-
-HISTORY_FROM_PROPERTY = "deltaport.history-from"
 
 
 def snapshot_properties(keep_history: bool) -> dict[str, str]:

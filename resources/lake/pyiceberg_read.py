@@ -51,6 +51,10 @@ class PyIcebergReadError(DeltaportError):
     """A lake table could not be opened or read with PyIceberg as asked."""
 
 
+class NoSuchLakeTableError(PyIcebergReadError):
+    """The catalog holds no such table (a history table before any version closed, say)."""
+
+
 def load_table(ident: str, *, type: str, catalog: str = "lake", warehouse: str | None = None,
                uri: str | None = None, properties: Mapping[str, str] | None = None) -> Table:
     """The Iceberg table `ident` (``ns.table``, or ``<catalog>.ns.table``) of the catalog
@@ -73,8 +77,8 @@ def load_from(catalog, ident: str) -> Table:
     try:
         return catalog.load_table(".".join(parts))
     except NoSuchTableError as exc:
-        raise PyIcebergReadError(f"{catalog.name}.{'.'.join(parts)} does not exist in the "
-                                 f"{type(catalog).__name__}: {exc}") from exc
+        raise NoSuchLakeTableError(f"{catalog.name}.{'.'.join(parts)} does not exist in the "
+                                   f"{type(catalog).__name__}: {exc}") from exc
 
 
 def _parts(ident: str, catalog: str) -> list[str]:
@@ -141,8 +145,8 @@ def _hadoop_table(warehouse: str, parts: list[str], properties: Mapping[str, str
     io = load_file_io(dict(properties), metadata)
     version = _hinted_version(io, metadata)
     if version is None:
-        raise PyIcebergReadError(f"{'.'.join(parts)} does not exist in the hadoop warehouse {warehouse} "
-                                 f"(no metadata in {metadata})")
+        raise NoSuchLakeTableError(f"{'.'.join(parts)} does not exist in the hadoop warehouse {warehouse} "
+                                   f"(no metadata in {metadata})")
     while _metadata_file(io, metadata, version + 1):
         version += 1
     location = _metadata_file(io, metadata, version)
@@ -222,7 +226,7 @@ def read_delta(table: Table, delta: int, row_filter: str | BooleanExpression = "
     return table.scan(row_filter=row_filter, snapshot_id=delta_snapshot_id(table, delta)).to_arrow()
 
 
-def read_history(snapshot: Table, history: Table, form: Form, last: int | None = None, *,
+def read_history(snapshot: Table, history: Table | None, form: Form, last: int | None = None, *,
                  current_filter: str | None = None) -> pa.Table:
     """The versions a Prostore FOR SYSTEM_TIME `form` selects, from the snapshot table (current
     versions: `sys_to` null, `sys_op` 0) and the history table (closed versions), as one Arrow
@@ -232,11 +236,16 @@ def read_history(snapshot: Table, history: Table, form: Form, last: int | None =
     `sys_to` and `sys_op`), so PyIceberg prunes files with the clause Spark SQL runs. `last`: the
     snapshot's last applied delta; the history is read up to it (a delta whose history is written
     and whose MERGE is not is never half-seen). `current_filter`: a clause the snapshot table's rows
-    must also meet to be versions (a change stream's: `stream_history.LIVE`, not a tombstone)."""
+    must also meet to be versions (a change stream's: `history_forms.LIVE`, not a tombstone).
+    `history` None: the table has no history table yet (no version has closed)."""
     import pyarrow as pa
 
     bound = "" if last is None else f" AND delta_num <= {int(last)}"
-    closed = history.scan(row_filter=history_where(form) + bound).to_arrow()
+    if history is None:  # no version closed yet: none to read
+        closed = pa.table({name: pa.array([], kind) for name, kind in (
+            ("sys_from", pa.int64()), ("sys_to", pa.int64()), ("sys_op", pa.int32()))})
+    else:
+        closed = history.scan(row_filter=history_where(form) + bound).to_arrow()
     if not form.needs_current():
         return closed
     where = form.current_where() if current_filter is None else f"({form.current_where()}) AND ({current_filter})"

@@ -13,54 +13,96 @@ canonical Python values).
   `_event_time_us`), live rows only, binary as bytes, sorted by their values.
 Timestamps are naive UTC datetimes, decimals keep their scale, as from Spark.
 
-Only a delta with its own tag `delta_<N>` is read here: a delta a range run folded into a later
-commit is rebuilt from the increments by the Spark read; here it is a `PyIcebergReadError`
-saying so.
+A delta is read as the Spark read reads it: from the table and its history where the history
+answers it (resources/lake/pyiceberg_history.py; so a delta inside a range run's commit, or one
+whose tag maintenance dropped), else by its own tag `delta_<N>`. The one the Spark read answers
+and this does not: a delta folded into a later commit where no history is kept (the Spark read
+rebuilds it from the increments); here it is a `PyIcebergReadError` saying so. STARTED IN /
+FINISHED IN (`datamart_versions`, `stream_versions`) read the history as
+`resources.lake.read.versions_in` and `resources.lake.cdc_read.cdc_versions_in` do.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
 
 from resources.codecs.ddl import EntitySchema, replay_changelog
 from resources.codecs.types import micros_to_time
 from resources.lake.cdc_columns import SNAPSHOT_COLUMNS
-from resources.lake.pyiceberg_read import PyIcebergReadError, delta_snapshot_id, last_delta
-
-OpenTable = Callable[[str], object]  # "ns.table" -> a pyiceberg Table
+from resources.lake.history_forms import LIVE, SYSTEM_COLUMNS, FinishedIn, StartedIn
+from resources.lake.pyiceberg_history import OpenTable, last_applied, state_at, versions
+from resources.lake.pyiceberg_read import PyIcebergReadError, delta_snapshot_id
 
 
 def last_landed(open_table: OpenTable, source: str, table: str) -> int:
     """The last delta landed in `source.table` (as `resources.lake.read.last_landed_delta`)."""
-    found = last_delta(open_table(f"{source}.{table}"))
-    if found is None:
-        raise PyIcebergReadError(f"no delta of {source}.{table} has landed yet")
-    return found
+    return last_applied(open_table(f"{source}.{table}"), source, table)
 
 
 def datamart_rows(open_table: OpenTable, datamart: str, table: str, delta: int) -> tuple[list[str], list[dict]]:
-    """(columns, rows) of a datamart's table right after `delta`."""
+    """(columns, rows) of a datamart's table right after `delta`: from the table and its history
+    where the history answers `delta`, else its tag."""
     entity = _entity(open_table(f"{datamart}_meta.changelog"), datamart, table, delta)
     names = [c.name for c in entity.columns]
-    rows = _tag_rows(open_table(f"{datamart}.{table}"), delta, names)
+    state = state_at(open_table, datamart, table, delta)
+    rows = _tag_rows(open_table(f"{datamart}.{table}"), delta, names) if state is None else _rows(state, names)
+    return names, _datamart_sorted(entity, rows, entity.primary_key)
+
+
+def datamart_versions(open_table: OpenTable, datamart: str, table: str, form: StartedIn | FinishedIn
+                      ) -> tuple[list[str], list[dict]]:
+    """(columns, versions) a STARTED IN / FINISHED IN form selects, as `resources.lake.read.versions_in`:
+    the columns of the DDL as of the range's last delta, then sys_from, sys_to, sys_op; sorted by
+    primary key, then sys_from."""
+    entity = _entity(open_table(f"{datamart}_meta.changelog"), datamart, table, form.last)
+    names = [*(c.name for c in entity.columns), *SYSTEM_COLUMNS]
+    rows = _rows(versions(open_table, datamart, table, form), names)
+    return names, _datamart_sorted(entity, rows, [*entity.primary_key, "sys_from"])
+
+
+def stream_rows(open_table: OpenTable, source: str, table: str, delta: int) -> tuple[list[str], list[dict]]:
+    """(columns, live rows) of a change stream's table right after `delta`: from the table and its
+    history where the history answers `delta` (the table's columns now), else its tag (the
+    columns then)."""
+    state = state_at(open_table, source, table, delta, current_filter=LIVE)
+    if state is not None:
+        names = _data_columns(open_table(f"{source}.{table}").schema())
+        return names, _stream_sorted(_rows(state, names), names)
+    lake_table = open_table(f"{source}.{table}")
+    snapshot = lake_table.metadata.snapshot_by_id(delta_snapshot_id(lake_table, delta))
+    schema = next((s for s in lake_table.metadata.schemas if s.schema_id == snapshot.schema_id),
+                  lake_table.schema())
+    names = _data_columns(schema)
+    rows = [r for r in _tag_rows(lake_table, delta, [*names, "_tombstone"]) if not r.pop("_tombstone")]
+    return names, _stream_sorted(rows, names)
+
+
+def stream_versions(open_table: OpenTable, source: str, table: str, form: StartedIn | FinishedIn
+                    ) -> tuple[list[str], list[dict]]:
+    """(columns, versions) a STARTED IN / FINISHED IN form selects, as
+    `resources.lake.cdc_read.cdc_versions_in`: the table's data columns, then sys_from, sys_to,
+    sys_op; sorted by their values, then sys_from, sys_to."""
+    names = _data_columns(open_table(f"{source}.{table}").schema())
+    rows = _rows(versions(open_table, source, table, form, current_filter=LIVE), [*names, *SYSTEM_COLUMNS])
+    return [*names, *SYSTEM_COLUMNS], _stream_sorted(rows, [*names, "sys_from", "sys_to"])
+
+
+def _data_columns(schema) -> list[str]:
+    return [f.name for f in schema.fields if f.name not in SNAPSHOT_COLUMNS]
+
+
+def _datamart_sorted(entity: EntitySchema, rows: list[dict], order) -> list[dict]:
+    """TIME columns back from microseconds, rows sorted by `order` (as the Spark read sorts)."""
     times = [c.name for c in entity.columns if c.type == "time"]
     for row in rows:
         for name in times:
             if row[name] is not None:
                 row[name] = micros_to_time(row[name])
-    return names, sorted(rows, key=lambda row: tuple(_sortable(row[k]) for k in entity.primary_key))
+    return sorted(rows, key=lambda row: tuple(_sortable(row[k]) for k in order))
 
 
-def stream_rows(open_table: OpenTable, source: str, table: str, delta: int) -> tuple[list[str], list[dict]]:
-    """(columns, live rows) of a change stream's table right after `delta`."""
-    lake_table = open_table(f"{source}.{table}")
-    snapshot = lake_table.metadata.snapshot_by_id(delta_snapshot_id(lake_table, delta))
-    schema = next((s for s in lake_table.metadata.schemas if s.schema_id == snapshot.schema_id),
-                  lake_table.schema())
-    names = [f.name for f in schema.fields if f.name not in SNAPSHOT_COLUMNS]
-    rows = [r for r in _tag_rows(lake_table, delta, [*names, "_tombstone"]) if not r.pop("_tombstone")]
-    return names, sorted(rows, key=lambda row: [(v is not None, repr(v)) for v in row.values()])
+def _stream_sorted(rows: list[dict], order) -> list[dict]:
+    return sorted(rows, key=lambda row: [(row[c] is not None, repr(row[c])) for c in order])
 
 
 def _entity(changelog, datamart: str, table: str, delta: int) -> EntitySchema:
@@ -82,12 +124,20 @@ def _entity(changelog, datamart: str, table: str, delta: int) -> EntitySchema:
 
 
 def _tag_rows(lake_table, delta: int, names: list[str]) -> list[dict]:
-    """The rows of the `delta_<N>` snapshot, `names` only (matched case-insensitively, as Spark
-    resolves them), under those names; timestamps with a zone as naive UTC."""
-    arrow = lake_table.scan(snapshot_id=delta_snapshot_id(lake_table, delta), selected_fields=tuple(names),
-                            case_sensitive=False).to_arrow()
+    """The rows of the `delta_<N>` snapshot, `names` only."""
+    return _rows(lake_table.scan(snapshot_id=delta_snapshot_id(lake_table, delta), selected_fields=tuple(names),
+                                 case_sensitive=False).to_arrow(), names)
+
+
+def _rows(arrow, names: list[str]) -> list[dict]:
+    """The rows of an Arrow table, `names` only (matched case-insensitively, as Spark resolves
+    them; a column the table lacks reads None, as the Spark read's union gives it), under those
+    names; timestamps with a zone as naive UTC."""
+    import pyarrow as pa
+
     by_lower = {n.lower(): n for n in arrow.column_names}
-    arrow = arrow.select([by_lower[n.lower()] for n in names]).rename_columns(names)
+    arrow = pa.table({n: arrow.column(by_lower[n.lower()]) if n.lower() in by_lower else pa.nulls(arrow.num_rows)
+                      for n in names})
     rows = arrow.to_pylist()
     zoned = [f.name for f in arrow.schema if getattr(f.type, "tz", None)]
     for row in rows:

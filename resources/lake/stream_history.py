@@ -30,12 +30,11 @@ from collections.abc import Mapping, Sequence
 
 from resources.codecs.cdc import DELETE
 from resources.lake.cdc_fold import fold_changes
+from resources.lake.history_forms import LIVE
 from resources.lake.prostore import LakeLayout
 from resources.lake.prostore_history import HISTORY_FROM_PROPERTY, write_history
 from resources.spark.iceberg import _col as _q
 
-# A snapshot row that is a version (the clause on the snapshot table; the history holds no tombstone).
-LIVE = "_tombstone IS NULL OR _tombstone = false"
 # What the MERGE sets on every row it writes (`s`: the fold, `fold_changes`).
 VERSION_SET = ("t.sys_from = s.__dp_from", "t.sys_from_date = s.__dp_from_date")
 VERSION_VALUES = (("sys_from", "s.__dp_from"), ("sys_from_date", "s.__dp_from_date"))

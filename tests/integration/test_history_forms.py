@@ -15,7 +15,9 @@ it was last current. Then, at every delta and for every pair (a, b):
 - `STARTED IN (a, b)` and `FINISHED IN (a, b)` (`versions_in`) equal the oracle's versions, in the
   columns of delta b's DDL (a column a version never had reads None);
 - the same rows come back from plain Spark SQL on the two tables, with the WHERE text the docs show,
-  and from PyIceberg (no JVM) with the same text.
+  and from PyIceberg (no JVM) with the same text;
+- `deltaport read --engine pyiceberg` prints what the Spark engine prints for every form, at every
+  delta (those inside a fold, and one whose tag was dropped, read from the history).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from resources.lake.read import rows_as_of, versions_in
 from resources.spark.kafka_reader import output_spark_schema
 from resources.spark.session import CatalogConfig, connect
 from tests.support.landing import land_delta, published_backup
+from tests.support.read_engines import read_with_both_engines
 
 pytestmark = pytest.mark.integration
 
@@ -222,6 +225,18 @@ def test_deletes_and_reinserts_in_a_fold(lake, monkeypatch, tmp_path, capsys):
         assert printed == versions_in(session, layout, dm, "t", form) != [], flag
     printed, err = read("--as-of", "2026-01-03 12:00:00")  # delta 2 closed on 2026-01-03 at 00:00
     assert printed == sorted(states[2].values(), key=lambda r: r["id"]) and "as of delta 2" in err
+
+    # `--engine pyiceberg` (no JVM) answers every form as the Spark engine does: every delta (those
+    # inside the folds 0-1 and 2-6 have no tag of their own), delta 1 once its tag is dropped too.
+    assert session.sql(f"SELECT name FROM {layout.snapshot(dm, 't')}.refs WHERE type = 'TAG'").count() > 1
+    for n in deltas[:-1]:
+        session.sql(f"ALTER TABLE {layout.snapshot(dm, 't')} DROP TAG IF EXISTS delta_{n}")
+    printed = []
+    ranges = [[flag, pair] for flag in ("--started-in", "--finished-in") for pair in ("0,6", "2,4", "1,1", "6,6")]
+    for flags in ([["--as-of-delta", str(n)] for n in deltas] + [["--as-of", f"2026-01-0{d} 12:00:00"] for d in (1, 5)]
+                  + ranges + [[]]):
+        printed.append(read_with_both_engines(config, f"{dm}.t", flags, capsys))
+    assert sum(map(bool, printed)) > len(printed) - 4, "most forms answer rows"
 
 
 def close_at(n: int) -> dt.datetime:

@@ -18,7 +18,8 @@ sys_op 1 when that change leaves the key deleted. Then, for every delta and pair
   tag but the last is dropped (no tag needed);
 - STARTED IN / FINISHED IN (`cdc_versions_in`) equal the oracle's versions, and so do the docs'
   WHERE clauses in plain Spark SQL and with PyIceberg (no JVM), for every pair;
-- `deltaport read --started-in/--finished-in/--as-of-delta` prints what the library returns.
+- `deltaport read --started-in/--finished-in/--as-of-delta` prints what the library returns, and
+  `--engine pyiceberg` prints what the Spark engine prints for every form (no tag but the last).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from resources.lake.prostore_history import history_ident, history_start
 from resources.lake.pyiceberg_read import load_table, read_history
 from resources.lake.stream_history import LIVE
 from resources.spark.session import CatalogConfig, connect
+from tests.support.read_engines import read_with_both_engines
 from tests.integration.test_cdc_lake import (KEY, T, change, changes_by_table, decoded, focused_deltas, full,
                                              spark_columns, transaction_cuts)
 
@@ -250,6 +252,14 @@ def test_every_form_on_hand_made_changes(lake, monkeypatch, tmp_path, capsys):
         assert printed == want != [], flag
         assert list(printed[0]) == ["id", "a", "b", "c", *SYS], flag
     assert sorted(r["id"] for r in read("--as-of-delta", "6")) == sorted(states[6])
+    # `--engine pyiceberg` (no JVM) answers every form as the Spark engine does, every tag but the
+    # last dropped: each delta (the fold 2-4's too) from the history, a time, the ranges.
+    printed = []
+    ranges = [[flag, pair] for flag in ("--started-in", "--finished-in") for pair in ("0,8", "2,4", "3,3", "7,8")]
+    for flags in ([["--as-of-delta", str(n)] for n in range(len(story))] + [["--as-of", "2026-01-04 12:00:00"]]
+                  + ranges + [[]]):
+        printed.append(read_with_both_engines(config, f"{src}.{T}", flags, capsys))
+    assert sum(map(bool, printed)) > len(printed) - 4, "most forms answer rows"
 
 
 def test_every_form_on_the_qlik_emulators_story(lake, tmp_path):
