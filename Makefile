@@ -60,7 +60,8 @@ dev: jars
 # each change stream through Dagster the same way (DAGSTER_STREAM_BENCH_ARGS="--rows 20000"), then
 # what table maintenance buys an aged table (MAINTENANCE_BENCH_ARGS="--deltas 500"), then what keeping
 # history costs, a datamart's (HISTORY_BENCH_ARGS) and a Qlik stream's (STREAM_HISTORY_BENCH_ARGS="--format
-# dataworks"): history on against off, same traffic, one warm server.
+# dataworks"): history on against off, same traffic, one warm server; last, a steady delta of 10k
+# changes on a table of 200k rows and of 20M (SIZE_BENCH_ARGS="--large 4000000").
 # Results: bench-results/*.json.
 bench: jars
 	$(PY) bench/avro_decode.py

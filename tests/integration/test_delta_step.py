@@ -152,6 +152,8 @@ def test_a_subset_lands_only_its_assets_and_the_snapshot_alone_reads_the_lake(pl
     assert partition_key(2) in instance.get_materialized_partitions(dg.AssetKey([DM, "history"]))
     assert equal_to_truth(sc, spark, layout, 2)
     assert checks_of(alone) == {"primary_key_unique"}
+    pk = next(c for c in alone.get_asset_check_evaluations() if c.check_name == "primary_key_unique")
+    assert set(pk.metadata["keys_of_deltas"].value.values()) == {"2"}  # the keys of the delta it applied
 
 
 def test_history_is_an_asset_after_increment_in_the_lineage(platform):
