@@ -54,6 +54,7 @@ import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import reduce
 from typing import TYPE_CHECKING, Literal
 
 from resources.errors import BadInputError, DeltaportError
@@ -84,6 +85,7 @@ __all__ = [
     "committed_records",
     "delta_tag",
     "ensure_table",
+    "metadata_table",
     "replace_deltas",
     "spark_schema",
     "table_exists",
@@ -338,12 +340,21 @@ def _summary(delta_num: int, commit_id: str, extra: Mapping[str, str] | None) ->
     return props
 
 
+def metadata_table(spark: SparkSession, ident: str, name: str) -> DataFrame:
+    """Iceberg's metadata table `name` (``snapshots``, ``refs``, ...) of `ident`, as a DataFrame.
+
+    Why not SQL text: over Spark Connect, ``spark.sql(query).collect()`` is two round trips, each
+    parsing and analysing the query on the server (`spark.sql` runs it as a command to get a
+    relation back; `collect` sends the query again), where a DataFrame is sent once. Queries of
+    metadata tables sit on every delta's path (last applied deltas, a commit's rows, its tag)."""
+    return spark.table(f"{_quote(ident)}.`{name}`")
+
+
 def _tag_commit(spark: SparkSession, ident: str, delta_num: int, commit_id: str) -> DeltaCommit:
     quoted = _quote(ident)
-    rows = spark.sql(
-        f"SELECT snapshot_id, operation, summary FROM {quoted}.`snapshots` "
-        f"WHERE summary[{_sql_str(COMMIT_ID_PROPERTY)}] = {_sql_str(commit_id)}"
-    ).collect()
+    rows = (metadata_table(spark, ident, "snapshots")
+            .where(f"summary[{_sql_str(COMMIT_ID_PROPERTY)}] = {_sql_str(commit_id)}")
+            .select("snapshot_id", "operation", "summary").collect())
     if not rows:
         raise IcebergTableError(f"{ident}: the write of delta {delta_num} left no snapshot (commit {commit_id})")
     snapshot_id, operation, summary = rows[0]
@@ -409,11 +420,12 @@ def committed_records(spark: SparkSession, commits: Mapping[str, str]) -> dict[s
     metadata, however large the data. A commit not found is left out."""
     if not commits:
         return {}
-    parts = [f"SELECT {_sql_str(ident)} AS ident, CAST(summary['added-records'] AS BIGINT) AS added "
-             f"FROM {_quote(ident)}.`snapshots` WHERE summary[{_sql_str(COMMIT_ID_PROPERTY)}] = {_sql_str(commit)}"
+    parts = [metadata_table(spark, ident, "snapshots")
+             .where(f"summary[{_sql_str(COMMIT_ID_PROPERTY)}] = {_sql_str(commit)}")
+             .selectExpr(f"{_sql_str(ident)} AS ident", "CAST(summary['added-records'] AS BIGINT) AS added")
              for ident, commit in commits.items()]
     # No refresh: the writing session's catalog already holds its own commit (as `_tag_commit`).
-    rows = spark.sql(" UNION ALL ".join(parts)).collect()
+    rows = reduce(lambda x, y: x.unionAll(y), parts).collect()
     return {r["ident"]: int(r["added"] or 0) for r in rows}
 
 

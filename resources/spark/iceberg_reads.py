@@ -10,6 +10,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import TYPE_CHECKING
 
 from resources.spark import existence
@@ -23,6 +24,7 @@ from resources.spark.iceberg import (
     _sql_str,
     commit_delta,
     delta_tag,
+    metadata_table,
 )
 
 if TYPE_CHECKING:
@@ -64,15 +66,16 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *,
     delta = _sql_str(DELTA_PROPERTY)
     parts = []
     for ident in existing:
-        q, name = _quote(ident), _sql_str(ident)
+        name = _sql_str(ident)
         parts += [
-            f"SELECT {name} AS ident, type AS kind, snapshot_id, "
-            "CASE WHEN type = 'TAG' THEN CAST(substring(name, 7) AS BIGINT) END AS delta "
-            f"FROM {q}.`refs` WHERE (type = 'BRANCH' AND name = 'main') OR "
-            "(type = 'TAG' AND name RLIKE '^delta_[0-9]+$')",
-            f"SELECT {name} AS ident, 'COMMIT' AS kind, snapshot_id, CAST(summary[{delta}] AS BIGINT) AS delta "
-            f"FROM {q}.`snapshots` WHERE summary[{delta}] IS NOT NULL"]
-    rows = spark.sql(" UNION ALL ".join(parts)).collect()
+            metadata_table(spark, ident, "refs")
+            .where("(type = 'BRANCH' AND name = 'main') OR (type = 'TAG' AND name RLIKE '^delta_[0-9]+$')")
+            .selectExpr(f"{name} AS ident", "type AS kind", "snapshot_id",
+                        "CASE WHEN type = 'TAG' THEN CAST(substring(name, 7) AS BIGINT) END AS delta"),
+            metadata_table(spark, ident, "snapshots").where(f"summary[{delta}] IS NOT NULL")
+            .selectExpr(f"{name} AS ident", "'COMMIT' AS kind", "snapshot_id",
+                        f"CAST(summary[{delta}] AS BIGINT) AS delta")]
+    rows = reduce(lambda x, y: x.unionAll(y), parts).collect()
     current = {r["ident"]: r["snapshot_id"] for r in rows if r["kind"] == "BRANCH"}
     # A delta's tag is written right after its commit and deltas apply in order, so the newest
     # tag is the last applied delta even when maintenance committed since and expired the
