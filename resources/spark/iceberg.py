@@ -148,6 +148,11 @@ class EnsuredTable:
     added_columns: tuple[str, ...] = ()
     widened_columns: tuple[str, ...] = ()
 
+    @property
+    def changed(self) -> bool:
+        """The table was created or its schema changed: a schema read before is stale."""
+        return self.created or bool(self.added_columns or self.widened_columns)
+
 
 def delta_tag(delta_num: int) -> str:
     return f"delta_{int(delta_num)}"
@@ -273,6 +278,7 @@ def ensure_table(
     partition_by: Sequence[str] | None = None,
     *,
     properties: Mapping[str, str] | None = None,
+    current: StructType | None = None,
 ) -> EnsuredTable:
     """Create `ident` (and its namespace) if missing, else evolve it towards `schema`.
 
@@ -280,14 +286,15 @@ def ensure_table(
     (used at creation only). `properties`: table properties at creation, over `TABLE_PROPERTIES`.
     Evolution only adds columns (at the end, nullable) or widens int→bigint / float→double /
     decimal precision; columns missing from `schema` are kept. Anything else raises
-    `SchemaEvolutionError`.
+    `SchemaEvolutionError`. `current`: the table's schema as the caller has just read it (one
+    round trip saved); None: read here.
     """
     quoted = _quote(ident)
     wanted = spark_schema(schema)
     names = [f.name.lower() for f in wanted.fields]
     if len(set(names)) != len(names):
         raise SchemaEvolutionError(f"{ident}: duplicate column names (case-insensitive) in {names}")
-    current = _schema_or_none(spark, ident)
+    current = _schema_or_none(spark, ident) if current is None else current
     if current is None:
         namespace = ".".join(quoted.split(".")[:-1])
         # Tables created side by side share a namespace: IF NOT EXISTS is check-then-insert in

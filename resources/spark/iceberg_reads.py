@@ -130,14 +130,17 @@ def _newest_committed_delta(spark: SparkSession, ident: str) -> int | None:
     return int(rows[0]["delta"]) if rows else None
 
 
-def tag_unchanged(spark: SparkSession, ident: str, delta_num: int) -> bool:
+def tag_unchanged(spark: SparkSession, ident: str, delta_num: int, *, refresh: bool = True) -> bool:
     """Record delta N for a table it leaves as it is: the tag ``delta_<N>`` on the current
     snapshot, one metadata commit and no data commit (`last_applied_delta` reads it back).
-    False, with nothing done, when the table has no snapshot yet (the caller commits instead)."""
+    False, with nothing done, when the table has no snapshot yet (the caller commits instead).
+    `refresh=False`: the caller refreshed the table since anyone else could have committed to it
+    (a run that holds its source and read the table's progress): one round trip saved."""
     from pyspark.errors import PySparkException
 
     quoted = _quote(ident)
-    spark.catalog.refreshTable(ident)
+    if refresh:
+        spark.catalog.refreshTable(ident)
     try:  # without AS OF VERSION, Iceberg tags the current snapshot: no query to find it
         spark.sql(f"ALTER TABLE {quoted} CREATE OR REPLACE TAG `{delta_tag(delta_num)}`")
     except PySparkException as exc:
@@ -147,11 +150,13 @@ def tag_unchanged(spark: SparkSession, ident: str, delta_num: int) -> bool:
     return True
 
 
-def record_unchanged(spark: SparkSession, ident: str, schema: StructType, delta_num: int, *, new: bool = False) -> None:
+def record_unchanged(spark: SparkSession, ident: str, schema: StructType, delta_num: int, *, new: bool = False,
+                     refresh: bool = True) -> None:
     """Record delta N in a table it leaves as it is: `tag_unchanged`, or, when the table has no
     snapshot yet, an empty commit (summary and tag, as `commit_delta` makes them). `new`: just
-    created, so that commit at once (a tag on no snapshot is a failed call, logged at ERROR)."""
-    if new or not tag_unchanged(spark, ident, delta_num):
+    created, so that commit at once (a tag on no snapshot is a failed call, logged at ERROR).
+    `refresh`: as `tag_unchanged`'s."""
+    if new or not tag_unchanged(spark, ident, delta_num, refresh=refresh):
         commit_delta(spark, ident, spark.createDataFrame([], schema), delta_num=delta_num, mode="append")
 
 

@@ -46,3 +46,35 @@ def test_each_metadata_query_of_a_steady_delta_is_one_round_trip(spark, lake_ns)
     assert _executes(trips, "committed_records") == 1, trips.to_dict(top=30)
     # the commit's snapshot found by its id (one query), then the tag (one command)
     assert _executes(trips, "_tag_commit") == 2, trips.to_dict(top=30)
+
+
+def test_a_steady_delta_reads_each_snapshot_tables_schema_once_and_tags_an_unchanged_one_at_once(spark, lake_ns):
+    from resources.codecs.backup import ChangelogRecord
+    from resources.lake.prostore import IncrementDelta, LakeLayout, land_changelogs, land_increments
+    from resources.lake.prostore_snapshot import apply_snapshots
+    from resources.lake.read import rows_as_of
+    from resources.spark.kafka_reader import output_spark_schema
+
+    layout, dm = LakeLayout("lake"), lake_ns.split(".", 1)[1]
+    log = [ChangelogRecord(0, "t", "CREATE TABLE dm.t (id BIGINT NOT NULL, a VARCHAR, PRIMARY KEY (id))"),
+           ChangelogRecord(1, "u", "CREATE TABLE dm.u (id BIGINT NOT NULL, b VARCHAR, PRIMARY KEY (id))")]
+
+    def land(n: int, changes: dict[str, list]) -> None:
+        entities = land_changelogs(spark, layout, dm, [(n, f"inc-{n}", log)])[n]
+        frames = {t: spark.createDataFrame([(*r, 0, k) for k, r in enumerate(rows)],
+                                           output_spark_schema(entities[t].columns)) for t, rows in changes.items()}
+        land_increments(spark, layout, dm, [IncrementDelta(n, 1_700_000_000_000_000 + n, f"inc-{n}", entities, frames)])
+
+    land(0, {"t": [(1, "x", 0), (2, "y", 0)], "u": [(1, "p", 0)]})
+    apply_snapshots(spark, layout, dm, 0)
+    land(1, {"t": [(2, "y1", 0), (1, None, 1)]})  # u unchanged: its tag alone records delta 1
+    with counting_round_trips() as trips:
+        apply_snapshots(spark, layout, dm, 1)
+    assert [(r["id"], r["a"]) for r in rows_as_of(spark, layout, dm, "t", 1)] == [(2, "y1")]
+    assert [(r["id"], r["b"]) for r in rows_as_of(spark, layout, dm, "u", 1)] == [(1, "p")]
+    analyzed = sum(calls for site, (calls, _) in trips.sites.items()
+                   if site.startswith("analyze ") and site.endswith((" _apply_delta", " schema_or_none")))
+    # t: its schema once, the history table's in its write, the MERGE's target; u: its schema once
+    assert analyzed == 5, trips.to_dict(top=40)
+    # the run refreshed u when it read its progress: its tag is the one call
+    assert _executes(trips, "tag_unchanged") == 1, trips.to_dict(top=40)
