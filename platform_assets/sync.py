@@ -91,8 +91,19 @@ def sync(cfg: PlatformConfig, instance: dg.DagsterInstance, *, max_ticks: int = 
                 echo(f"{name}: {out.waiting[name]}")
                 continue
             fail_orphaned_runs(instance, name, echo)
-            _sync_source(instance, defs, name, sensor_name, cursors, out, max_ticks, echo)
+            _sync_source(instance, defs, name, sensor_name, cursors, out, max_ticks, echo,
+                         idle_ticks=idle_ticks_to_stop(sensor_name))
     return out
+
+
+def idle_ticks_to_stop(sensor_name: str) -> int:
+    """Ticks in a row with nothing to run and nothing left unread that end a source's pass.
+
+    Each tick reads the source's topics and records its lag (two events in the instance): on
+    every `sync`, after every delta. A Prostore tick says how many messages it left unread (its
+    cursor's `unread`), so one tick with none has read the topics to their end, and a second
+    would read the same end again. A change stream's seal sensor does not say: two ticks."""
+    return 1 if sensor_name.endswith("_delta_close_sensor") else 2
 
 
 def fail_orphaned_runs(instance: dg.DagsterInstance, source: str, echo=print) -> list[str]:
@@ -123,7 +134,8 @@ def fail_orphaned_runs(instance: dg.DagsterInstance, source: str, echo=print) ->
 
 
 def _sync_source(instance: dg.DagsterInstance, defs: dg.Definitions, name: str,
-                 sensor_name: str, cursors: SyncCursors, out: SyncResult, max_ticks: int, echo) -> None:
+                 sensor_name: str, cursors: SyncCursors, out: SyncResult, max_ticks: int, echo, *,
+                 idle_ticks: int = 2) -> None:
     cursor = cursors.get(name)
     sensor = defs.resolve_sensor_def(sensor_name)
     job = defs.resolve_job_def(f"{name}_delta_job")
@@ -166,7 +178,7 @@ def _sync_source(instance: dg.DagsterInstance, defs: dg.Definitions, name: str,
             cursors.put(name, cursor)
         unread = json.loads(result.cursor or "{}").get("unread", 0)
         idle = 0 if result.run_requests or unread else idle + 1
-        if idle >= 2:  # two ticks with nothing to run and nothing left unread
+        if idle >= idle_ticks:  # nothing to run and nothing left unread (`idle_ticks_to_stop`)
             break
 
 

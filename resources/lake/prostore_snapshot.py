@@ -252,15 +252,17 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
 
     ident = layout.snapshot(datamart, entity.name)
     existed = table_exists(spark, ident)
-    had = {f.name.lower() for f in spark.table(ident).schema.fields} if existed else set()
+    before = spark.table(ident).schema if existed else None  # read once: each read is a round trip
+    had = {f.name.lower() for f in before.fields} if before is not None else set()
     if existed and transition is not None and transition.recreated:
         # A new table of the same name: the old one's rows go, closed in the history as deleted.
         if keep_history:
             _close_all(spark, layout, datamart, entity.name, ident, n)
         with without_session_properties(spark):  # other tables' MERGEs may be running beside
             spark.sql(f"DELETE FROM {'.'.join(f'`{p}`' for p in ident.split('.'))}")
-    created = ensure_table(spark, ident, _struct(entity.columns, version_fields()),
-                           properties=snapshot_properties(keep_history)).created
+    ensured = ensure_table(spark, ident, _struct(entity.columns, version_fields()),
+                           properties=snapshot_properties(keep_history), current=before)
+    created = ensured.created
     # Rows the delta does not write still change when a column was renamed (the new name takes
     # the old name's value) or added again after a drop (the stale value must not come back).
     carry: dict[str, str | None] = {}
@@ -268,10 +270,11 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         carry = dict(transition.renamed)
         carry.update({c: None for c in transition.added if c.lower() in had})
     table = spark.table(ident)
-    schema = table.schema
+    schema = table.schema if before is None or ensured.changed else before
     if stats.rows == 0 and not carry:
-        # Nothing changed: the tag alone records delta n, cheaply.
-        record_unchanged(spark, ident, schema, n, new=not existed)
+        # Nothing changed: the tag alone records delta n, cheaply. The table was refreshed when
+        # this run read its progress (`snapshot_progress`), and the run holds the datamart.
+        record_unchanged(spark, ident, schema, n, new=not existed, refresh=False)
         return
     keys = list(entity.primary_key)
     if prepared is not None and _plain(transition):

@@ -54,6 +54,7 @@ import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import reduce
 from typing import TYPE_CHECKING, Literal
 
 from resources.errors import BadInputError, DeltaportError
@@ -84,6 +85,7 @@ __all__ = [
     "committed_records",
     "delta_tag",
     "ensure_table",
+    "metadata_table",
     "replace_deltas",
     "spark_schema",
     "table_exists",
@@ -145,6 +147,11 @@ class EnsuredTable:
     created: bool
     added_columns: tuple[str, ...] = ()
     widened_columns: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        """The table was created or its schema changed: a schema read before is stale."""
+        return self.created or bool(self.added_columns or self.widened_columns)
 
 
 def delta_tag(delta_num: int) -> str:
@@ -271,6 +278,7 @@ def ensure_table(
     partition_by: Sequence[str] | None = None,
     *,
     properties: Mapping[str, str] | None = None,
+    current: StructType | None = None,
 ) -> EnsuredTable:
     """Create `ident` (and its namespace) if missing, else evolve it towards `schema`.
 
@@ -278,14 +286,15 @@ def ensure_table(
     (used at creation only). `properties`: table properties at creation, over `TABLE_PROPERTIES`.
     Evolution only adds columns (at the end, nullable) or widens int→bigint / float→double /
     decimal precision; columns missing from `schema` are kept. Anything else raises
-    `SchemaEvolutionError`.
+    `SchemaEvolutionError`. `current`: the table's schema as the caller has just read it (one
+    round trip saved); None: read here.
     """
     quoted = _quote(ident)
     wanted = spark_schema(schema)
     names = [f.name.lower() for f in wanted.fields]
     if len(set(names)) != len(names):
         raise SchemaEvolutionError(f"{ident}: duplicate column names (case-insensitive) in {names}")
-    current = _schema_or_none(spark, ident)
+    current = _schema_or_none(spark, ident) if current is None else current
     if current is None:
         namespace = ".".join(quoted.split(".")[:-1])
         # Tables created side by side share a namespace: IF NOT EXISTS is check-then-insert in
@@ -338,12 +347,21 @@ def _summary(delta_num: int, commit_id: str, extra: Mapping[str, str] | None) ->
     return props
 
 
+def metadata_table(spark: SparkSession, ident: str, name: str) -> DataFrame:
+    """Iceberg's metadata table `name` (``snapshots``, ``refs``, ...) of `ident`, as a DataFrame.
+
+    Why not SQL text: over Spark Connect, ``spark.sql(query).collect()`` is two round trips, each
+    parsing and analysing the query on the server (`spark.sql` runs it as a command to get a
+    relation back; `collect` sends the query again), where a DataFrame is sent once. Queries of
+    metadata tables sit on every delta's path (last applied deltas, a commit's rows, its tag)."""
+    return spark.table(f"{_quote(ident)}.`{name}`")
+
+
 def _tag_commit(spark: SparkSession, ident: str, delta_num: int, commit_id: str) -> DeltaCommit:
     quoted = _quote(ident)
-    rows = spark.sql(
-        f"SELECT snapshot_id, operation, summary FROM {quoted}.`snapshots` "
-        f"WHERE summary[{_sql_str(COMMIT_ID_PROPERTY)}] = {_sql_str(commit_id)}"
-    ).collect()
+    rows = (metadata_table(spark, ident, "snapshots")
+            .where(f"summary[{_sql_str(COMMIT_ID_PROPERTY)}] = {_sql_str(commit_id)}")
+            .select("snapshot_id", "operation", "summary").collect())
     if not rows:
         raise IcebergTableError(f"{ident}: the write of delta {delta_num} left no snapshot (commit {commit_id})")
     snapshot_id, operation, summary = rows[0]
@@ -409,11 +427,12 @@ def committed_records(spark: SparkSession, commits: Mapping[str, str]) -> dict[s
     metadata, however large the data. A commit not found is left out."""
     if not commits:
         return {}
-    parts = [f"SELECT {_sql_str(ident)} AS ident, CAST(summary['added-records'] AS BIGINT) AS added "
-             f"FROM {_quote(ident)}.`snapshots` WHERE summary[{_sql_str(COMMIT_ID_PROPERTY)}] = {_sql_str(commit)}"
+    parts = [metadata_table(spark, ident, "snapshots")
+             .where(f"summary[{_sql_str(COMMIT_ID_PROPERTY)}] = {_sql_str(commit)}")
+             .selectExpr(f"{_sql_str(ident)} AS ident", "CAST(summary['added-records'] AS BIGINT) AS added")
              for ident, commit in commits.items()]
     # No refresh: the writing session's catalog already holds its own commit (as `_tag_commit`).
-    rows = spark.sql(" UNION ALL ".join(parts)).collect()
+    rows = reduce(lambda x, y: x.unionAll(y), parts).collect()
     return {r["ident"]: int(r["added"] or 0) for r in rows}
 
 

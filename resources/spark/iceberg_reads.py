@@ -10,6 +10,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import TYPE_CHECKING
 
 from resources.spark import existence
@@ -23,6 +24,7 @@ from resources.spark.iceberg import (
     _sql_str,
     commit_delta,
     delta_tag,
+    metadata_table,
 )
 
 if TYPE_CHECKING:
@@ -64,15 +66,16 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *,
     delta = _sql_str(DELTA_PROPERTY)
     parts = []
     for ident in existing:
-        q, name = _quote(ident), _sql_str(ident)
+        name = _sql_str(ident)
         parts += [
-            f"SELECT {name} AS ident, type AS kind, snapshot_id, "
-            "CASE WHEN type = 'TAG' THEN CAST(substring(name, 7) AS BIGINT) END AS delta "
-            f"FROM {q}.`refs` WHERE (type = 'BRANCH' AND name = 'main') OR "
-            "(type = 'TAG' AND name RLIKE '^delta_[0-9]+$')",
-            f"SELECT {name} AS ident, 'COMMIT' AS kind, snapshot_id, CAST(summary[{delta}] AS BIGINT) AS delta "
-            f"FROM {q}.`snapshots` WHERE summary[{delta}] IS NOT NULL"]
-    rows = spark.sql(" UNION ALL ".join(parts)).collect()
+            metadata_table(spark, ident, "refs")
+            .where("(type = 'BRANCH' AND name = 'main') OR (type = 'TAG' AND name RLIKE '^delta_[0-9]+$')")
+            .selectExpr(f"{name} AS ident", "type AS kind", "snapshot_id",
+                        "CASE WHEN type = 'TAG' THEN CAST(substring(name, 7) AS BIGINT) END AS delta"),
+            metadata_table(spark, ident, "snapshots").where(f"summary[{delta}] IS NOT NULL")
+            .selectExpr(f"{name} AS ident", "'COMMIT' AS kind", "snapshot_id",
+                        f"CAST(summary[{delta}] AS BIGINT) AS delta")]
+    rows = reduce(lambda x, y: x.unionAll(y), parts).collect()
     current = {r["ident"]: r["snapshot_id"] for r in rows if r["kind"] == "BRANCH"}
     # A delta's tag is written right after its commit and deltas apply in order, so the newest
     # tag is the last applied delta even when maintenance committed since and expired the
@@ -127,14 +130,17 @@ def _newest_committed_delta(spark: SparkSession, ident: str) -> int | None:
     return int(rows[0]["delta"]) if rows else None
 
 
-def tag_unchanged(spark: SparkSession, ident: str, delta_num: int) -> bool:
+def tag_unchanged(spark: SparkSession, ident: str, delta_num: int, *, refresh: bool = True) -> bool:
     """Record delta N for a table it leaves as it is: the tag ``delta_<N>`` on the current
     snapshot, one metadata commit and no data commit (`last_applied_delta` reads it back).
-    False, with nothing done, when the table has no snapshot yet (the caller commits instead)."""
+    False, with nothing done, when the table has no snapshot yet (the caller commits instead).
+    `refresh=False`: the caller refreshed the table since anyone else could have committed to it
+    (a run that holds its source and read the table's progress): one round trip saved."""
     from pyspark.errors import PySparkException
 
     quoted = _quote(ident)
-    spark.catalog.refreshTable(ident)
+    if refresh:
+        spark.catalog.refreshTable(ident)
     try:  # without AS OF VERSION, Iceberg tags the current snapshot: no query to find it
         spark.sql(f"ALTER TABLE {quoted} CREATE OR REPLACE TAG `{delta_tag(delta_num)}`")
     except PySparkException as exc:
@@ -144,11 +150,13 @@ def tag_unchanged(spark: SparkSession, ident: str, delta_num: int) -> bool:
     return True
 
 
-def record_unchanged(spark: SparkSession, ident: str, schema: StructType, delta_num: int, *, new: bool = False) -> None:
+def record_unchanged(spark: SparkSession, ident: str, schema: StructType, delta_num: int, *, new: bool = False,
+                     refresh: bool = True) -> None:
     """Record delta N in a table it leaves as it is: `tag_unchanged`, or, when the table has no
     snapshot yet, an empty commit (summary and tag, as `commit_delta` makes them). `new`: just
-    created, so that commit at once (a tag on no snapshot is a failed call, logged at ERROR)."""
-    if new or not tag_unchanged(spark, ident, delta_num):
+    created, so that commit at once (a tag on no snapshot is a failed call, logged at ERROR).
+    `refresh`: as `tag_unchanged`'s."""
+    if new or not tag_unchanged(spark, ident, delta_num, refresh=refresh):
         commit_delta(spark, ident, spark.createDataFrame([], schema), delta_num=delta_num, mode="append")
 
 
