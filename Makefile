@@ -58,7 +58,9 @@ dev: jars
 # DataWorks, Datastream; STREAM_BENCH_ARGS="--size 1000"), then a datamart through Dagster (sync
 # -> run -> assets; seconds and Iceberg commits per delta; DAGSTER_BENCH_ARGS="--rows 20000"), then
 # each change stream through Dagster the same way (DAGSTER_STREAM_BENCH_ARGS="--rows 20000"), then
-# what table maintenance buys an aged table (MAINTENANCE_BENCH_ARGS="--deltas 500").
+# what table maintenance buys an aged table (MAINTENANCE_BENCH_ARGS="--deltas 500"), what history
+# costs (HISTORY_BENCH_ARGS), then a steady delta and `deltaport read` at age ~100 and on the same
+# lake aged to 20,000 deltas by a generator (AGE_BENCH_ARGS="--age 5000").
 # Results: bench-results/*.json.
 bench: jars
 	$(PY) bench/avro_decode.py
@@ -68,6 +70,7 @@ bench: jars
 	$(PY) bench/dagster_stream_bench.py $(DAGSTER_STREAM_BENCH_ARGS)
 	$(PY) bench/maintenance_bench.py $(MAINTENANCE_BENCH_ARGS)
 	$(PY) bench/history_bench.py $(HISTORY_BENCH_ARGS)
+	$(PY) bench/age_bench.py $(AGE_BENCH_ARGS)
 
 # The fault suite at full size (issue 11; its quick cases are in `make test`): `sync` killed at six
 # points of a range run, then recovered and compared with the truth; the embedded Spark server
