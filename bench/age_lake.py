@@ -127,7 +127,7 @@ def age_lake(spark, cfg, instance: dg.DagsterInstance, datamart: str, *, first: 
             extra = {"sys_op": F.lit(0), "_kafka_partition": F.lit(-1), "_kafka_offset": F.lit(-1)}
             cols = [(extra[f.name] if f.name in extra else F.col(f"`{f.name}`") if f.name in have
                      else F.lit(None)).cast(f.dataType).alias(f.name) for f in target.fields]
-            write(layout.increment(datamart, name), picked.select(*cols).localCheckpoint())
+            write(layout.increment(datamart, name), picked.select(*cols))
 
     def meta():
         from pyspark.sql.types import LongType, StringType, StructField, StructType
