@@ -98,6 +98,36 @@ def cli_read(config: Path, table: str, delta: int | None, env: dict) -> tuple[fl
     return seconds, len(done.stdout.splitlines())
 
 
+def timed_calls(spark, layout: LakeLayout, table: str, old: int, last: int) -> dict:
+    """Seconds of the reads a steady delta and `deltaport read` make of the lake, one by one, in
+    this process: which of them grows with the lake's age."""
+    from resources.lake.history_read import versions_frame
+    from resources.lake.history_forms import AsOfDelta
+    from resources.lake.prostore import changelog_history, landed_deltas
+    from resources.lake.read import entity_as_of
+    from resources.spark.iceberg_reads import last_applied_deltas
+
+    ident = layout.snapshot(DM, table)
+    columns = [f.name for f in spark.table(ident).schema.fields if f.name != "sys_from"]
+    calls = {
+        "changelog, every delta": lambda: changelog_history(spark, layout, DM),
+        "changelog since the last delta": lambda: changelog_history(spark, layout, DM, since=last),
+        "manifest since the last delta": lambda: landed_deltas(spark, layout, DM, since=last),
+        "schema as of the old delta": lambda: entity_as_of(spark, layout, DM, table, old),
+        "last applied delta": lambda: last_applied_deltas(spark, [ident]),
+        "versions as of the old delta (count)": lambda: versions_frame(
+            spark, layout, DM, table, AsOfDelta(old), columns, last=last).count(),
+        "increment of the last delta (count)": lambda: spark.table(layout.increment(DM, table)).where(
+            f"delta_num = {last}").count(),
+    }
+    out = {}
+    for name, call in calls.items():
+        began = time.perf_counter()
+        call()
+        out[name] = round(time.perf_counter() - began, 2)
+    return out
+
+
 def measure(label: str, *, cfg, instance, bootstrap, topics, batches, spark, sc, config_file: Path, env: dict,
             table: str, old: int, truth_old: int, repeat: int, warehouse: Path) -> dict:
     """Land the steady `batches` one sync each, then read the table as of `old` and now."""
@@ -121,6 +151,8 @@ def measure(label: str, *, cfg, instance, bootstrap, topics, batches, spark, sc,
         out[name] = times
         print(f"{label}: deltaport read {DM}.{table}{'' if delta is None else f' --as-of-delta {delta}'}: "
               f"{times} s ({want} rows)", flush=True)
+    out["calls"] = timed_calls(spark, LakeLayout(cfg.lake.catalog), table, old, last)
+    print(f"{label}: calls {out['calls']}", flush=True)
     out["metadata"] = lake_metadata(spark, warehouse, cfg.lake.catalog)
     out["last_delta"] = last
     return out
@@ -195,6 +227,8 @@ def summary(res: dict) -> dict:
     for key in ("steady", "read_old", "read_current"):
         young, aged = med("young", key), med("aged", key)
         out[key] = {"age_100_s": young, "aged_s": aged, "ratio": round(aged / young, 2)}
+    out["calls"] = {name: {"age_100_s": res["young"]["calls"][name], "aged_s": res["aged"]["calls"][name]}
+                    for name in res["aged"]["calls"]}
     out["metadata"] = {kind: {"age_100_max_metadata_bytes": max(t["metadata_bytes"] for t in res["young"]["metadata"][kind].values()),
                               "aged_max_metadata_bytes": max(t["metadata_bytes"] for t in res["aged"]["metadata"][kind].values()),
                               "age_100_max_manifests": max(t["manifests"] for t in res["young"]["metadata"][kind].values()),
@@ -231,6 +265,8 @@ def report(res: dict) -> int:
         print(f"age: {kind} tables: newest metadata file <= {m['age_100_max_metadata_bytes']} -> "
               f"{m['aged_max_metadata_bytes']} bytes, manifests <= {m['age_100_max_manifests']} -> "
               f"{m['aged_max_manifests']} ({m['aged_max_manifest_bytes']} bytes)")
+    for name, c in s["calls"].items():
+        print(f"age: {name}: {c['age_100_s']} s at ~100 deltas, {c['aged_s']} s at {args.age}")
     print(f"age: lake equal to the truth: {res['equal']}")
     return 0 if res["equal"] else 1
 
