@@ -14,8 +14,8 @@ What it writes, per generated delta d (the same tables, rows and partitions a re
 - `lake.<dm>_meta.manifest`: one row per table (1 row, 1 upsert); `changelog`: the DDL records
   of delta first-1, under delta d (each delta's backup carries the whole changelog);
   `signal_events`: delta first-1's events under delta d (their close time d's);
-- `lake.<dm>_history.<t>` and the snapshot table: written by the platform's own range fold
-  (`apply_snapshots`, the path a range run takes): the history partition d holds the version
+- `lake.<dm>_history.<t>` and the snapshot table: written by the platform's own range folds
+  (`apply_snapshots`, the path a range run takes, `FOLD` deltas each): the history partition d holds the version
   d closed, the snapshot row carries its last `sys_from`;
 - the snapshot tables' `delta_<N>` tags of the last `keep_tags` generated deltas, then one
   maintenance pass (`maintain_source`, expiry as for commits older than an hour), as a run
@@ -28,9 +28,9 @@ How it differs from a real run: increment, manifest, changelog and signal_events
 `chunk` deltas each (a real lake: one commit per delta or per range run), so before expiry
 their metadata logs are shorter, and their manifests hold `chunk` files each where a real
 lake's merged ones hold up to Iceberg's merge target; the snapshot and history of the
-generated deltas are one fold commit, so the tags of the generated deltas all point at that
-commit (a real lake's point at one commit each: its metadata file then lists keep_tags
-snapshots, this one fewer); the delta index has no backup messages or signal events for the
+generated deltas are one fold commit per `FOLD` deltas, so the tags of the last generated deltas
+point at one commit (a real lake's point at one commit each: its metadata file then lists
+keep_tags snapshots, this one fewer); the delta index has no backup messages or signal events for the
 generated deltas (the sensor and the lag read `deltas` and those tables by delta, from their
 cursor); Dagster has no runs, no events for the other assets, and materializations of the
 snapshot for the last `events` generated partitions only.
@@ -59,6 +59,7 @@ from resources.state.store import state_store
 
 
 _FANOUT = "write.spark.fanout.enabled"
+FOLD = 500  # deltas per range fold of the snapshot and history (a real lake's: sensor.max_deltas_per_run, 100)
 
 
 @dataclass
@@ -149,7 +150,13 @@ def age_lake(spark, cfg, instance: dg.DagsterInstance, datamart: str, *, first: 
 
     timed("increment tables", increments)
     timed("manifest, changelog, signal_events", meta)
-    timed("history and snapshot (one range fold)", lambda: apply_snapshots(spark, layout, datamart, last - 1))
+    def folds():
+        # Range folds of FOLD deltas: one fold of 4,900 ran the server (-Xmx4g) out of heap writing
+        # the history (no ordering: Iceberg's fanout writer holds a file open per delta partition).
+        for target in [*range(first + FOLD - 1, last - 1, FOLD), last - 1]:
+            apply_snapshots(spark, layout, datamart, target)
+
+    timed(f"history and snapshot (range folds of {FOLD} deltas)", folds)
     settings = maintenance_settings(cfg) or MaintenanceSettings()
 
     def tags():
