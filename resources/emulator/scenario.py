@@ -78,6 +78,14 @@ class EmulatorConfig:
     column_changes_at_delta: int | None = None
     start: dt.datetime = dt.datetime(2024, 2, 28, 8, 0, 0)
     faults: Faults = field(default_factory=Faults)
+    # (at, skip): the story's deltas from the at-th on are numbered skip higher, as if `skip`
+    # deltas had closed in between (bench/age_bench.py writes those into the lake itself).
+    number_gap: tuple[int, int] | None = None
+
+    def number(self, story_delta: int) -> int:
+        """The delta number Prostore gives the story's `story_delta`-th delta."""
+        gap = self.number_gap
+        return story_delta + (gap[1] if gap is not None and story_delta >= gap[0] else 0)
 
 
 @dataclass
@@ -197,39 +205,40 @@ def build_scenario(config: EmulatorConfig) -> Scenario:
                         w.signal(name, tick(name), SchemaChanged(name, entity, definition, clock[name].replace(tzinfo=dt.timezone.utc)))
             if rng.random() < config.outside_write_rate:
                 st["outside"] += _write_op(w, db, st, tick(name), config)
+            number = config.number(delta)
             before = db.state()
             touched_before = set(st["touched"])
-            w.signal(name, tick(name), DeltaOpen(delta))
+            w.signal(name, tick(name), DeltaOpen(number))
             changes: list[Change] = []
             for _ in range(rng.randint(1, 3)):
                 changes += _write_op(w, db, st, tick(name), config)
             if rng.random() < config.cancel_rate:
                 db.restore(before)
                 st["touched"] = touched_before
-                w.signal(name, tick(name), DeltaCancel(delta))
-                sc.cancelled[name].append(delta)
+                w.signal(name, tick(name), DeltaCancel(number))
+                sc.cancelled[name].append(number)
                 continue
             # Fractions of every length the seed shows: none, milliseconds, microseconds.
             # (tick adds >= 1 s, so dropping the fraction never goes back in time.)
             date = tick(name, 1.0).replace(microsecond=rng.choice([0, rng.randrange(1000) * 1000, rng.randrange(10**6)]))
             clock[name] = date
-            w.signal(name, date, DeltaClose(delta, date.replace(tzinfo=dt.timezone.utc)))
+            w.signal(name, date, DeltaClose(number, date.replace(tzinfo=dt.timezone.utc)))
             increment = st["outside"] + changes
             st["outside"], st["touched"] = [], set()
-            sc.truth[name][delta] = db.state()
-            sc.ddl_versions[name][delta] = len(db.changelog)
-            sc.delta_dates[name][delta] = date
-            sc.increments[name][delta] = increment
+            sc.truth[name][number] = db.state()
+            sc.ddl_versions[name][number] = len(db.changelog)
+            sc.delta_dates[name][number] = date
+            sc.increments[name][number] = increment
             faults = config.faults
-            msgs = w.export(db, delta, date, increment, lose_one=delta in faults.lost_chunk_deltas)
-            if delta in faults.lagging_deltas:
+            msgs = w.export(db, number, date, increment, lose_one=number in faults.lost_chunk_deltas)
+            if number in faults.lagging_deltas:
                 pending.append((step + faults.lag, msgs))
-                sc.record("lagging", name, delta)
+                sc.record("lagging", name, number)
             else:
                 for m in msgs:
                     w.emit(m)
-            if delta in faults.reexport_deltas:
-                reexports.append((step + 1, name, delta))
+            if number in faults.reexport_deltas:
+                reexports.append((step + 1, name, number))
             st["delta"] += 1
         _release(sc, w, pending, reexports, step)
     _release(sc, w, pending, reexports, None)  # what is still held back goes out at the end

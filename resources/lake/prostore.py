@@ -176,16 +176,20 @@ def land_changelogs(spark, layout: LakeLayout, datamart: str,
     return out
 
 
-def changelog_history(spark, layout: LakeLayout, datamart: str,
-                      since: int | None = None) -> dict[int, list[ChangelogRecord]]:
+def changelog_history(spark, layout: LakeLayout, datamart: str, since: int | None = None,
+                      until: int | None = None) -> dict[int, list[ChangelogRecord]]:
     """Every landed delta's changelog records, {delta: records} (small: DDL only); with `since`,
-    only those of deltas >= since (the table is partitioned by delta: the files of older ones
-    are not read, so the cost does not grow with the lake's age)."""
+    only those of deltas >= since, with `until` those <= until (the table is partitioned by
+    delta: the files of other deltas are not read, so the cost does not grow with the lake's age)."""
+    from pyspark.sql import functions as F
+
     ident = layout.meta(datamart, "changelog")
     if not table_exists(spark, ident):
         return {}
     out: dict[int, list[ChangelogRecord]] = {}
-    for r in _since(spark.table(ident), since).select("delta_num", "change_num", "entity_name",
+    frame = _since(spark.table(ident), since)
+    frame = frame if until is None else frame.where(F.col("delta_num") <= until)
+    for r in frame.select("delta_num", "change_num", "entity_name",
                                                        "change_query").collect():
         out.setdefault(r.delta_num, []).append(ChangelogRecord(r.change_num, r.entity_name, r.change_query))
     return out

@@ -46,7 +46,11 @@ def last_landed_delta(spark, layout: LakeLayout, source: str, table: str) -> int
 
 
 def entity_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: int) -> EntitySchema:
-    history = changelog_history(spark, layout, datamart)
+    """The table's schema as delta `delta_num`'s changelog (or the last landed before it) declares it.
+    Each delta's changelog holds the whole DDL, so delta N's own partition answers; only an N
+    that has none (not landed) costs the read of every delta's up to N, which grows with the lake."""
+    history = (changelog_history(spark, layout, datamart, since=delta_num, until=delta_num)
+               or changelog_history(spark, layout, datamart, until=delta_num))
     landed = sorted(n for n in history if n <= delta_num)
     if not landed:
         raise UnknownTableError(f"datamart {datamart!r} has no delta landed up to {delta_num}")

@@ -117,3 +117,17 @@ def test_snapshot_backup_starts_at_delta_zero_with_the_full_state():
 def test_malformed_faults_are_deterministic_too():
     cfg = EmulatorConfig(seed=7, deltas=4, faults=ALL_FAULTS)
     assert build_scenario(cfg).messages == build_scenario(cfg).messages
+
+
+def test_number_gap_numbers_later_deltas_higher_and_tells_the_same_story():
+    """A lake aged by a generator (bench/age_bench.py) takes the story's later deltas under
+    numbers that leave room for the generated ones; the story itself is unchanged."""
+    plain = build_scenario(EmulatorConfig(seed=5, deltas=5, datamarts=("marketing",), cancel_rate=0.0))
+    gapped = build_scenario(EmulatorConfig(seed=5, deltas=5, datamarts=("marketing",), cancel_rate=0.0,
+                                           number_gap=(3, 1000)))
+    assert sorted(gapped.truth["marketing"]) == [0, 1, 2, 1003, 1004]
+    for n in range(5):
+        assert gapped.truth["marketing"][gapped.config.number(n)] == plain.truth["marketing"][n]
+    closed = [decode_signal(m.key, m.value).value.delta_num for m in gapped.messages if m.role == SIGNAL
+              and isinstance(decode_signal(m.key, m.value).value, DeltaClose)]
+    assert closed == [0, 1, 2, 1003, 1004]

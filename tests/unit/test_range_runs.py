@@ -89,6 +89,20 @@ def test_due_deltas_wait_while_a_run_of_their_source_is_in_flight_then_go_in_ran
         assert json.loads(free.cursor) == {"next": 10}
 
 
+def test_the_sensor_asks_for_the_due_deltas_partitions_not_every_partition(monkeypatch):
+    """A lake's partitions grow with its age (one per delta: 20,000 at 20,000 deltas); a tick
+    asks whether each due delta has its partition, never lists them all."""
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(delta_partitions("sales").name, [f"{n:08d}" for n in range(5)])
+
+        def every_partition(*_args, **_kwargs):
+            raise AssertionError("a tick listed every partition of the source")
+
+        monkeypatch.setattr(type(instance), "get_dynamic_partitions", every_partition)
+        answer = _sensor_answer(instance, [4, 5])
+        assert [p.partition_keys for p in answer.dynamic_partitions_requests] == [["00000005"]]
+
+
 def _step_failure(make_error):
     """The step-failure event of a real (in-process) run whose one step raises `make_error()`."""
     @dg.op
