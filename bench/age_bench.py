@@ -229,11 +229,14 @@ def summary(res: dict) -> dict:
         out[key] = {"age_100_s": young, "aged_s": aged, "ratio": round(aged / young, 2)}
     out["calls"] = {name: {"age_100_s": res["young"]["calls"][name], "aged_s": res["aged"]["calls"][name]}
                     for name in res["aged"]["calls"]}
-    out["metadata"] = {kind: {"age_100_max_metadata_bytes": max(t["metadata_bytes"] for t in res["young"]["metadata"][kind].values()),
-                              "aged_max_metadata_bytes": max(t["metadata_bytes"] for t in res["aged"]["metadata"][kind].values()),
-                              "age_100_max_manifests": max(t["manifests"] for t in res["young"]["metadata"][kind].values()),
-                              "aged_max_manifests": max(t["manifests"] for t in res["aged"]["metadata"][kind].values()),
-                              "aged_max_manifest_bytes": max(t["manifest_bytes"] for t in res["aged"]["metadata"][kind].values())}
+    def largest(age: str, kind: str, field: str) -> int:
+        return max(t[field] for t in res[age]["metadata"][kind].values())
+
+    out["metadata"] = {kind: {"age_100_max_metadata_bytes": largest("young", kind, "metadata_bytes"),
+                              "aged_max_metadata_bytes": largest("aged", kind, "metadata_bytes"),
+                              "age_100_max_manifests": largest("young", kind, "manifests"),
+                              "aged_max_manifests": largest("aged", kind, "manifests"),
+                              "aged_max_manifest_bytes": largest("aged", kind, "manifest_bytes")}
                        for kind in res["aged"]["metadata"]}
     return out
 
