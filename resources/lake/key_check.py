@@ -38,11 +38,13 @@ def commit_deltas(spark, ident: str, n: int) -> list[int]:
     """The deltas that the commit of state table `ident` recording delta `n` applied: [n], or a
     fold's range. [n] when no commit records n (a delta that changed nothing in the table: its
     tag points at an older commit, and its increment holds no row of the table)."""
-    from resources.spark.iceberg import DELTA_PROPERTY, DELTAS_PROPERTY, _quote
+    from pyspark.sql import functions as F
+
+    from resources.spark.iceberg import DELTA_PROPERTY, DELTAS_PROPERTY, metadata_table
     from resources.spark.iceberg_reads import _ranges_parse
 
-    row = spark.sql(f"SELECT summary['{DELTAS_PROPERTY}'] AS deltas FROM {_quote(ident)}.snapshots "
-                    f"WHERE summary['{DELTA_PROPERTY}'] = '{int(n)}' ORDER BY committed_at DESC LIMIT 1").first()
+    row = (metadata_table(spark, ident, "snapshots").where(F.col("summary")[DELTA_PROPERTY] == str(int(n)))
+           .orderBy(F.col("committed_at").desc()).select(F.col("summary")[DELTAS_PROPERTY].alias("deltas")).first())
     return _ranges_parse(row["deltas"]) if row is not None and row["deltas"] else [int(n)]
 
 
