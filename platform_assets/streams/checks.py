@@ -3,19 +3,20 @@
 - increment_complete: for every delta of the run, every offset of the sealed delta was read
   (none deleted by retention in the meantime) and the row changes landed for it are exactly
   those decoded, which are as many as the ledger counted when it sealed the delta.
-- key_unique: no key occurs twice in any snapshot table (live rows and tombstones alike).
+- key_unique: no key occurs twice in any snapshot table (live rows and tombstones alike; NULL is a
+  key value): checked at the keys the run changed, O(delta) (`snapshot_checks`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import reduce
-
 import dagster as dg
 
 from resources.lake.cdc import CdcLandStats, cdc_snapshot_as_of
+from resources.lake.key_check import KeyCheckInput, key_check
 from resources.lake.prostore import LakeLayout
-from resources.spark.iceberg import table_exists
+from resources.lake.stream_keys import keys_before
+from resources.spark.iceberg import _ranges_text, table_exists
 
 COMPLETE, KEY_UNIQUE = "increment_complete", "key_unique"
 
@@ -59,29 +60,31 @@ def increment_checks(landed_deltas: Sequence[tuple[object, int, Mapping[str, int
 
 
 def snapshot_checks(spark, layout: LakeLayout, source: str, n: int, keys: Mapping[str, Sequence[str]], *,
-                    asset_key: dg.AssetKey | None = None) -> tuple[dict[str, int], list[dg.AssetCheckResult]]:
-    """Live rows per snapshot table as of delta n, and the key check: one job for every table
-    (per key: its rows and whether it is live; then per table the live rows and the keys held by
-    more than one row). `asset_key`: the snapshot's asset key."""
+                    asset_key: dg.AssetKey | None = None, deltas: Mapping[str, Sequence[int]] | None = None,
+                    ) -> tuple[dict[str, int], list[dg.AssetCheckResult]]:
+    """Live rows per snapshot table as of delta n, and the key check, in one job for every table
+    (`resources/lake/key_check.py`). `asset_key`: the snapshot's asset key.
+
+    `deltas`: {table: the deltas the run applied to it}. A table's check then looks at the keys
+    of those deltas' increments only (O(delta) shuffled, exact by the induction key_check.py
+    gives), unless its key columns changed since its commit before the run (or that commit does
+    not say): every key is checked then. A table not in `deltas`, or without it, is checked whole."""
     from pyspark.sql import functions as F
 
-    per_table = []
-    for table, key in sorted(keys.items()):
-        if not table_exists(spark, layout.snapshot(source, table)):
-            continue
-        df = cdc_snapshot_as_of(spark, layout, source, table, n)
+    present = {t: k for t, k in sorted(keys.items()) if table_exists(spark, layout.snapshot(source, t))}
+    runs = {t: sorted(deltas[t]) for t in present if deltas is not None and deltas.get(t)}
+    before = keys_before(spark, {layout.snapshot(source, t): run[0] for t, run in runs.items()})
+    frames, checked = [], {}
+    for table, key in present.items():
+        run = runs.get(table)
+        same_key = run is not None and before.get(layout.snapshot(source, table)) == tuple(key)
+        touched = None
+        if same_key:
+            checked[table] = _ranges_text(run)
+            touched = spark.table(layout.increment(source, table)).where(F.col("delta_num").isin(run))
         live = F.when(~F.coalesce(F.col("_tombstone"), F.lit(False)), 1).otherwise(0)
-        per_key = df.groupBy(*[F.col(f"`{k}`") for k in key]).agg(F.count(F.lit(1)).alias("n"),
-                                                                    F.sum(live).alias("live"))
-        per_table.append((table, per_key.select(F.lit(table).alias("t"), "n", "live")))
-    counts = {table: 0 for table, _ in per_table}  # an empty table has no group below
-    duplicated = {}
-    if per_table:
-        union = reduce(lambda a, b: a.unionByName(b), [frame for _, frame in per_table])
-        for r in union.groupBy("t").agg(F.sum("live").alias("live"),
-                                        F.count(F.when(F.col("n") > 1, 1)).alias("dups")).collect():
-            counts[r["t"]] = int(r["live"] or 0)
-            if r["dups"]:
-                duplicated[r["t"]] = int(r["dups"])
+        frames.append(KeyCheckInput(table, cdc_snapshot_as_of(spark, layout, source, table, n), touched, list(key),
+                                    null_safe=True, live=live))
+    counts, duplicated = key_check(frames)
     return counts, [dg.AssetCheckResult(asset_key=asset_key, check_name=KEY_UNIQUE, passed=not duplicated,
-                                        metadata={"duplicated_keys": duplicated})]
+                                        metadata={"duplicated_keys": duplicated, "keys_of_deltas": checked})]

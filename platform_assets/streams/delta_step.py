@@ -171,7 +171,12 @@ def _land_increment(context, session, layout: LakeLayout, source: str, reads: li
 def _apply_snapshot(session, layout: LakeLayout, source: str, target: int, key: dg.AssetKey, keep_history: bool):
     keys, progress = current_keys(session, layout, source, target)
     applied = apply_cdc_through(session, layout, source, target, keys, progress=progress, keep_history=keep_history)
-    counts, results = checks.snapshot_checks(session, layout, source, target, keys, asset_key=key)
+    # The key check looks at the keys of the deltas this run applied to each table.
+    ran: dict[str, list[int]] = {}
+    for a in applied:
+        if not a.skipped:
+            ran.setdefault(a.table, []).append(a.delta_num)
+    counts, results = checks.snapshot_checks(session, layout, source, target, keys, asset_key=key, deltas=ran)
     return applied, counts, results
 
 

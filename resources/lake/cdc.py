@@ -84,7 +84,7 @@ from resources.lake.cdc_columns import (  # shaped there; landed and applied her
 )
 from resources.lake.cdc_fold import fold_changes
 from resources.lake.cdc_read import cdc_columns_as_of, cdc_recorded_deltas, cdc_rows_as_of, cdc_snapshot_as_of
-from resources.lake.prostore import LakeLayout, MissingDeltasError, _since, verify_committed
+from resources.lake.prostore import SNAPSHOT_TABLE_PROPERTIES, LakeLayout, MissingDeltasError, _since, verify_committed
 from resources.lake.prostore_history import mark_history_start, version_fields
 from resources.lake.side_by_side import side_by_side
 from resources.lake.stream_history import VERSION_SET, VERSION_VALUES, stream_table_properties, write_stream_history
@@ -107,6 +107,8 @@ from resources.spark.iceberg_reads import (
 # time, tag by commit id). Shared, not copied: a second lock would not serialise against it.
 from resources.spark.iceberg import _quote, _ranges_text, _session_snapshot_properties, _summary, _tag_commit
 from resources.spark.session import local_checkpoint
+from resources.spark.merge_keys import target_key_filter
+from resources.spark.table_properties import ensure_properties
 
 __all__ = [
     "CdcApplied",
@@ -428,6 +430,8 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
     schema = _plain_schema([*columns, ("_order", T.StringType()), ("_tombstone", T.BooleanType()),
                             ("_event_time_us", T.LongType()), *version_fields()])
     created = ensure_table(spark, ident, schema, properties=stream_table_properties(keep_history, first)).created
+    if not created:  # a table from before stream snapshots were merge-on-read
+        ensure_properties(spark, ident, SNAPSHOT_TABLE_PROPERTIES)
     spark.catalog.refreshTable(ident)
     target = spark.table(ident)
     types = {f.name: f.dataType for f in target.schema.fields}
@@ -522,6 +526,10 @@ def _merge(spark, ident: str, folded, keys: list[str], data: list[str], deltas: 
     view = f"deltaport_cdc_{uuid.uuid4().hex}"
     index = {c: i for i, c in enumerate(data)}
     on = " AND ".join(f"t.{_q(k)} <=> s.{_q(k)}" for k in keys)
+    # The target's rows of other keys dropped as they are scanned, not shuffled (merge_keys.py).
+    narrowed = target_key_filter(folded.select(*[_q(k) for k in keys]), keys, null_safe=True)
+    if narrowed:
+        on = f"{on} AND {narrowed}"
     non_key = [c for c in data if c not in keys]
     deleted = ", ".join([*(f"t.{_q(c)} = NULL" for c in non_key),
                          "t._order = s._order", "t._tombstone = true", "t._event_time_us = s._event_time_us",

@@ -28,10 +28,12 @@ BROADCAST_KEYS = 1_000_000
 @dataclass(frozen=True)
 class KeyCheckInput:
     name: str  # the table's name in the result
-    rows: object  # DataFrame: the table's rows (live rows only), with the key columns
-    touched: object  # DataFrame: the keys to check (any columns, the key columns among them)
+    rows: object  # DataFrame: the table's rows (deletes applied), with the key columns
+    touched: object | None  # DataFrame: the keys to check (the key columns among others); None: every key
     keys: Sequence[str]
     touched_rows: int | None = None  # how many rows `touched` has, when known (for the broadcast)
+    null_safe: bool = False  # NULL is a key value like any other (a change stream's keys: `<=>`)
+    live: object | None = None  # Column: 1 for a row to count, 0 for one not to (default: every row counts)
 
 
 def commit_deltas(spark, ident: str, n: int) -> list[int]:
@@ -67,14 +69,31 @@ def key_check_frame(frames: Sequence[KeyCheckInput]):
     per_table = []
     for f in frames:
         cols = [F.col(f"`{k}`") for k in f.keys]
-        hits = f.touched.select(*cols).distinct().withColumn("_deltaport_hit", F.lit(True))
-        small = f.touched_rows is None or f.touched_rows <= BROADCAST_KEYS
-        joined = f.rows.select(*cols).join(F.broadcast(hits) if small else hits, on=list(f.keys), how="left")
+        rows = f.rows.select(*cols, (F.lit(1) if f.live is None else f.live).alias("_deltaport_live"))
+        if f.touched is None:  # every key is a group of its own: O(table) shuffled
+            keyed, hit = rows, F.lit(True)
+        else:
+            keyed, hit = _touched_only(f, rows), F.col("_deltaport_hit")
         # Every untouched row falls in the one group NULL: the partial aggregation of each task
-        # folds them into a single row before the shuffle.
-        group = F.when(F.col("_deltaport_hit"), F.struct(*cols))
-        per_key = joined.groupBy(group.alias("_deltaport_key")).agg(F.count(F.lit(1)).alias("n"))
-        per_table.append(per_key.select(F.lit(f.name).alias("t"), "n",
+        # folds them into a single row before the shuffle. (A NULL key is inside the struct, so
+        # it is a group of its own.)
+        group = F.when(hit, F.struct(*[F.col(f"`{k}`") for k in f.keys]))
+        per_key = keyed.groupBy(group.alias("_deltaport_key")).agg(F.count(F.lit(1)).alias("n"),
+                                                                    F.sum("_deltaport_live").alias("live"))
+        per_table.append(per_key.select(F.lit(f.name).alias("t"), "n", "live",
                                         (F.col("_deltaport_key").isNotNull() & (F.col("n") > 1)).alias("dup")))
     union = reduce(lambda a, b: a.unionByName(b), per_table)
-    return union.groupBy("t").agg(F.sum("n").alias("rows"), F.count(F.when(F.col("dup"), 1)).alias("dups"))
+    return union.groupBy("t").agg(F.sum("live").alias("rows"), F.count(F.when(F.col("dup"), 1)).alias("dups"))
+
+
+def _touched_only(f: KeyCheckInput, rows):
+    """`rows` with `_deltaport_hit` true where the row's key is one of `f.touched`'s (NULL else)."""
+    from pyspark.sql import functions as F
+
+    hits = (f.touched.select(*[F.col(f"`{k}`").alias(f"_deltaport_k{i}") for i, k in enumerate(f.keys)])
+            .distinct().withColumn("_deltaport_hit", F.lit(True)))
+    small = f.touched_rows is None or f.touched_rows <= BROADCAST_KEYS
+    same = [(F.col(f"`{k}`").eqNullSafe(F.col(f"_deltaport_k{i}")) if f.null_safe
+             else F.col(f"`{k}`") == F.col(f"_deltaport_k{i}")) for i, k in enumerate(f.keys)]
+    joined = rows.join(F.broadcast(hits) if small else hits, on=reduce(lambda a, b: a & b, same), how="left")
+    return joined.drop(*[f"_deltaport_k{i}" for i in range(len(f.keys))])

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from resources.codecs.cdc import DELETE
 from resources.lake.cdc_fold import fold_changes
 from resources.lake.history_forms import LIVE
-from resources.lake.prostore import LakeLayout
+from resources.lake.prostore import SNAPSHOT_TABLE_PROPERTIES, LakeLayout
 from resources.lake.prostore_history import HISTORY_FROM_PROPERTY, write_history
 from resources.spark.iceberg import _col as _q
 
@@ -42,10 +42,14 @@ _SYSTEM = ("_order", "_tombstone", "_event_time_us", "sys_from", "sys_from_date"
 
 
 def stream_table_properties(keep_history: bool, first: int) -> dict[str, str]:
-    """A new stream snapshot table's properties: its history, when kept, is complete from its
-    first delta, `first` (so every delta from the mark to the last applied is one the table
-    records, tag or no tag: `cdc_read.cdc_recorded_deltas`)."""
-    return {HISTORY_FROM_PROPERTY: str(int(first))} if keep_history else {}
+    """A new stream snapshot table's properties: merge-on-read, as a datamart's snapshot (a MERGE
+    writes the changed rows and a delete file instead of rewriting every data file holding a
+    changed key: with a delta's keys spread over the table, copy-on-write rewrote all of it,
+    bench/size_stream_bench.py); its history, when kept, is complete from its first delta, `first`
+    (so every delta from the mark to the last applied is one the table records, tag or no tag:
+    `cdc_read.cdc_recorded_deltas`)."""
+    mark = {HISTORY_FROM_PROPERTY: str(int(first))} if keep_history else {}
+    return {**SNAPSHOT_TABLE_PROPERTIES, **mark}
 
 
 def _same_key(keys: Sequence[str], left: Mapping[str, str], right: Mapping[str, str]):

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from functools import reduce
 
 from resources.lake.cdc import KEYS_PROPERTY
 from resources.lake.prostore import LakeLayout
 from resources.lake.stream_changelog import key_rows, keys_as_of, table_keys
 from resources.spark.existence import namespace_exists
-from resources.spark.iceberg import _quote, _sql_str
+from resources.spark.iceberg import DELTA_PROPERTY, _quote, _sql_str, metadata_table
 from resources.spark.iceberg_reads import last_applied_deltas
 
 _log = logging.getLogger(__name__)
@@ -46,6 +47,25 @@ def recorded_keys(spark, idents: Sequence[str]) -> dict[str, tuple[str, ...]]:
     parts = [f"SELECT {_sql_str(ident)} AS ident, max_by(summary[{prop}], committed_at) AS keys "
              f"FROM {_quote(ident)}.`snapshots` WHERE summary[{prop}] IS NOT NULL" for ident in idents]
     rows = spark.sql(" UNION ALL ".join(parts)).collect()
+    return {r["ident"]: tuple(json.loads(r["keys"])) for r in rows if r["keys"] is not None}
+
+
+def keys_before(spark, firsts: Mapping[str, int]) -> dict[str, tuple[str, ...]]:
+    """{ident: the key columns its newest commit of a delta before `firsts[ident]` records}: the
+    key a table had before a run whose first delta is that one. A table none of whose such
+    commits says (new in the run, expired, made before keys were recorded) is left out. One
+    round trip for every table (the snapshots metadata tables: no data file is read)."""
+    from pyspark.sql import functions as F
+
+    if not firsts:
+        return {}
+    parts = [metadata_table(spark, ident, "snapshots")
+             .where(F.col("summary")[KEYS_PROPERTY].isNotNull()
+                    & (F.col("summary")[DELTA_PROPERTY].cast("bigint") < int(first)))
+             .agg(F.max_by(F.col("summary")[KEYS_PROPERTY], F.col("committed_at")).alias("keys"))
+             .select(F.lit(ident).alias("ident"), "keys")
+             for ident, first in firsts.items()]
+    rows = reduce(lambda a, b: a.unionByName(b), parts).collect()
     return {r["ident"]: tuple(json.loads(r["keys"])) for r in rows if r["keys"] is not None}
 
 

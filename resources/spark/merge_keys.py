@@ -27,23 +27,39 @@ from resources.spark.iceberg import _col, _sql_str
 # of SQL); above, the MERGE runs without it (a delta that big is a good part of the table anyway).
 MAX_FILTER_KEYS = 50_000
 
+# Key types whose values go into the filter's text: those Spark casts to text and back exactly,
+# and those sent as hex (`X'..'`, cast back).
+_AS_TEXT = {"ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType",
+            "BooleanType", "DateType", "TimestampType", "TimestampNTZType"}
+_AS_HEX = {"StringType", "BinaryType", "VarcharType", "CharType"}
+
 
 def target_key_filter(changes, key_columns: Sequence[str], *, alias: str = "t",
-                      limit: int = MAX_FILTER_KEYS) -> str | None:
+                      limit: int = MAX_FILTER_KEYS, null_safe: bool = False) -> str | None:
     """SQL text restricting the MERGE target `alias` to the keys of `changes`, or None (more than
-    `limit` keys, or none). Values travel as Spark's own text of them and are cast back to the
-    key's type, so every type Spark casts from text round-trips exactly."""
+    `limit` keys, none, or a key of a type not in `_AS_TEXT`). Values travel as Spark's own text of
+    them and are cast back to the key's type, so they round-trip exactly; strings and binary travel
+    as hex (any bytes, valid UTF-8 or not). `null_safe`: the MERGE matches keys with `<=>` (a change
+    stream's), so a NULL key matches a NULL key; an IN list cannot say that, so a change with a NULL
+    in its key means no filter."""
     from pyspark.sql import functions as F
 
     keys = list(key_columns)
     types = {f.name: f.dataType for f in changes.schema.fields}
-    rows = (changes.select(*[F.col(_col(k)).cast("string").alias(f"k{i}") for i, k in enumerate(keys)])
-            .where(" AND ".join(f"k{i} IS NOT NULL" for i in range(len(keys))))  # NULL keys fail the MERGE
-            .distinct().limit(limit + 1).collect())
-    if not rows or len(rows) > limit:
+    kinds = [type(types[k]).__name__ for k in keys]
+    if any(kind not in _AS_TEXT and kind not in _AS_HEX for kind in kinds):
+        return None
+    as_text = [F.hex(F.col(_col(k))) if kind in _AS_HEX else F.col(_col(k)).cast("string") for k, kind in zip(keys, kinds)]
+    texts = changes.select(*[c.alias(f"k{i}") for i, c in enumerate(as_text)])
+    if not null_safe:  # NULL keys fail the MERGE
+        texts = texts.where(" AND ".join(f"k{i} IS NOT NULL" for i in range(len(keys))))
+    rows = texts.distinct().limit(limit + 1).collect()
+    if not rows or len(rows) > limit or any(v is None for r in rows for v in r):
         return None
 
     def literal(i: int, value: str) -> str:
+        if kinds[i] in _AS_HEX:
+            return f"CAST(X{_sql_str(value)} AS {types[keys[i]].simpleString()})"
         return f"CAST({_sql_str(value)} AS {types[keys[i]].simpleString()})"
 
     if len(keys) == 1:

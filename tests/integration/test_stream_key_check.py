@@ -1,0 +1,131 @@
+"""A change stream's snapshot check and MERGE at O(delta) (issue 30, item 3, for change streams).
+
+A stream table of 2,000 keys, then a delta of 50 changes: `snapshot_checks` given the deltas the
+run applied counts live rows exactly, says which deltas' keys it checked, finds a key held twice
+among them (NULL too: a stream's keys compare with `<=>`), and shuffles a row per touched key,
+not per key of the table. When the table's key columns changed since its commit before the run,
+untouched rows may clash under the new key: every key is checked then.
+
+Hand-made changes (no Kafka), real Spark Connect and real Iceberg tables.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from platform_assets.streams.checks import snapshot_checks
+from resources.codecs.cdc import UPSERT, Change
+from resources.lake.cdc import KEYS_PROPERTY, apply_cdc_through, changes_frame, land_cdc_increment
+from resources.lake.key_check import KeyCheckInput, key_check_frame
+from resources.lake.prostore import LakeLayout
+from tests.integration.test_key_check import _shuffled
+
+pytestmark = pytest.mark.integration
+
+LAYOUT = LakeLayout()
+T, KEY, ROWS = "things", ("id",), 2000
+
+
+def upsert(key, order, a) -> Change:
+    return Change(source="test", namespace="ns", table=T, operation=UPSERT, key_columns=KEY,
+                  values={"id": key, "a": a}, order_key=order)
+
+
+def columns():
+    from pyspark.sql import types as Ty
+
+    return [("id", Ty.LongType()), ("a", Ty.StringType())]
+
+
+@pytest.fixture
+def source(spark, lake_ns: str) -> str:
+    """A source whose table holds keys 1..ROWS (delta 0) and NULL, then 50 of them changed (delta 1)."""
+    src = lake_ns.split(".", 1)[1]
+    first = [upsert(k, (k,), "v") for k in range(1, ROWS + 1)] + [upsert(None, (1,), "null key")]
+    land_cdc_increment(spark, LAYOUT, src, 0, {T: changes_frame(spark, first, columns())})
+    apply_cdc_through(spark, LAYOUT, src, 0, {T: KEY})
+    second = [upsert(k, (ROWS + k,), "u") for k in range(1, 50)] + [upsert(None, (ROWS,), "null again")]
+    land_cdc_increment(spark, LAYOUT, src, 1, {T: changes_frame(spark, second, columns())})
+    apply_cdc_through(spark, LAYOUT, src, 1, {T: KEY})
+    return src
+
+
+def test_the_stream_check_looks_at_the_run_keys_and_finds_a_key_held_twice(spark, source):
+    counts, (result,) = snapshot_checks(spark, LAYOUT, source, 1, {T: KEY}, deltas={T: [1]})
+    assert counts == {T: ROWS + 1} and result.passed
+    assert result.metadata["keys_of_deltas"].value == {T: "1"}
+
+    ident = LAYOUT.snapshot(source, T)
+    spark.sql(f"INSERT INTO {ident} SELECT * FROM {ident} WHERE id = 7 OR id IS NULL")  # touched keys, twice
+    counts, (result,) = snapshot_checks(spark, LAYOUT, source, 1, {T: KEY}, deltas={T: [1]})
+    assert counts == {T: ROWS + 3}
+    assert not result.passed and result.metadata["duplicated_keys"].value == {T: 2}
+
+
+def test_the_stream_check_shuffles_rows_of_the_touched_keys_not_of_the_table(spark, source):
+    table = spark.table(LAYOUT.snapshot(source, T))
+    touched = spark.table(LAYOUT.increment(source, T)).where("delta_num = 1")
+    frame = key_check_frame([KeyCheckInput(T, table, touched, list(KEY), null_safe=True)])
+    assert {r["t"]: r["rows"] for r in frame.collect()} == {T: ROWS + 1}
+    shuffled = _shuffled(frame)
+    assert 0 < shuffled <= 2 * (50 + 16), shuffled
+
+
+def test_a_key_changed_since_the_last_commit_checks_every_key(spark, source):
+    """Rows the run did not touch are unique under the old key, not necessarily under the new one."""
+    ident = LAYOUT.snapshot(source, T)
+    # A commit saying the key was `a` before delta 1, holding a second row of the untouched key
+    # 100: the run's keys alone would not see it.
+    spark.conf.set("spark.sql.iceberg.snapshot-property." + KEYS_PROPERTY, json.dumps(["a"]))
+    spark.conf.set("spark.sql.iceberg.snapshot-property.deltaport.delta", "0")
+    try:
+        spark.sql(f"INSERT INTO {ident} SELECT * FROM {ident} WHERE id = 100")  # id 100 twice, untouched
+    finally:
+        spark.conf.unset("spark.sql.iceberg.snapshot-property." + KEYS_PROPERTY)
+        spark.conf.unset("spark.sql.iceberg.snapshot-property.deltaport.delta")
+    _, (result,) = snapshot_checks(spark, LAYOUT, source, 1, {T: KEY}, deltas={T: [1]})
+    assert result.metadata["keys_of_deltas"].value == {}  # the run's keys were not enough: all checked
+    assert not result.passed and result.metadata["duplicated_keys"].value == {T: 1}
+
+
+def test_the_stream_merge_names_the_changes_keys_unless_one_is_null(spark, source, monkeypatch):
+    """resources/lake/cdc.py's MERGE narrows its target to the changes' keys (merge_keys.py); its
+    keys match with `<=>`, which an IN list cannot say for NULL: a NULL key means no filter."""
+    from resources.lake import cdc
+    from resources.spark.merge_keys import target_key_filter
+
+    said = []
+    monkeypatch.setattr(cdc, "target_key_filter", lambda *a, **kw: said.append(target_key_filter(*a, **kw)) or said[-1])
+    third = [upsert(k, (3 * ROWS + k,), "w") for k in (3, 4)]
+    land_cdc_increment(spark, LAYOUT, source, 2, {T: changes_frame(spark, third, columns())})
+    apply_cdc_through(spark, LAYOUT, source, 2, {T: KEY})
+    assert said == ["t.`id` IN (CAST('3' AS bigint), CAST('4' AS bigint))"] or said == [
+        "t.`id` IN (CAST('4' AS bigint), CAST('3' AS bigint))"]
+    fourth = [upsert(None, (3 * ROWS,), "null three"), upsert(5, (3 * ROWS + 5,), "x")]
+    land_cdc_increment(spark, LAYOUT, source, 3, {T: changes_frame(spark, fourth, columns())})
+    apply_cdc_through(spark, LAYOUT, source, 3, {T: KEY})
+    assert said[-1] is None
+    rows = {r["id"]: r["a"] for r in spark.table(LAYOUT.snapshot(source, T)).collect()}
+    assert len(rows) == ROWS + 1 and rows[None] == "null three" and (rows[3], rows[4], rows[5]) == ("w", "w", "x")
+    assert rows[60] == "v" and rows[1] == "u"
+
+
+def test_stream_snapshots_are_merge_on_read_and_older_tables_become_so(spark, source):
+    """A copy-on-write MERGE rewrote every data file holding a changed key (all of them, for keys
+    spread over the table); merge-on-read writes the changed rows and a delete file."""
+    from resources.spark import table_properties
+
+    ident = LAYOUT.snapshot(source, T)
+
+    def merge_mode():
+        return {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {ident}").collect()}.get("write.merge.mode")
+
+    assert merge_mode() == "merge-on-read"
+    assert 1 in {r["content"] for r in spark.table(f"{ident}.files").select("content").collect()}  # position deletes
+    spark.sql(f"ALTER TABLE {ident} UNSET TBLPROPERTIES ('write.merge.mode', 'write.update.mode', 'write.delete.mode')")
+    table_properties._seen.clear()  # as a new process meets a table made before
+    land_cdc_increment(spark, LAYOUT, source, 2, {T: changes_frame(spark, [upsert(9, (4 * ROWS,), "z")], columns())})
+    apply_cdc_through(spark, LAYOUT, source, 2, {T: KEY})
+    assert merge_mode() == "merge-on-read"
