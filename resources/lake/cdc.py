@@ -442,7 +442,8 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
             record_unchanged(spark, ident, target.schema, n, new=created and n == first)
         return unchanged
     changes = spark.table(inc_ident).where(F.col("delta_num").between(first, delta_num))
-    folded = fold_changes(changes, target, keys, data, types, several_deltas=len(deltas) > 1)
+    rows = sum(landed[n][table].rows for n in deltas if landed[n].get(table) is not None)
+    folded = fold_changes(changes, target, keys, data, types, several_deltas=len(deltas) > 1, changes_rows=rows)
     # localCheckpoint: Spark 4.1 cannot plan a MERGE whose source still reads another Iceberg
     # table ("No plan for TableReference"); the deltas' net changes are small.
     folded = local_checkpoint(folded)

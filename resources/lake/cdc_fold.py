@@ -27,9 +27,21 @@ from resources.spark.iceberg import _col as _q
 
 __all__ = ["fold_changes", "merged_state"]
 
+# Up to this many changes, their keys go to every task that scans the stored rows (broadcast).
+BROADCAST_ROWS = 1_000_000
+
+
+def _same(keys: Sequence[str], left: str, right: str):
+    """Key i of columns `<left>i` equal (NULL-safe) to `<right>i`, for every key."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    return reduce(lambda a, b: a & b, [F.col(f"{left}{i}").eqNullSafe(F.col(f"{right}{i}")) for i in range(len(keys))])
+
 
 def fold_changes(changes, target, keys: Sequence[str], data: Sequence[str], types: Mapping[str, object], *,
-                 several_deltas: bool, per_delta: bool = False):
+                 several_deltas: bool, per_delta: bool = False, changes_rows: int | None = None):
     """Per key of `changes`: `_order` (the newest applied), `_op` (of the newest), `__dp_events`
     (changes applied), `__dp_reset` (a delete among them: columns no later change captured
     start empty), `_event_time_us`, `__dp_from` and `__dp_from_date` (the newest delta with a
@@ -38,7 +50,8 @@ def fold_changes(changes, target, keys: Sequence[str], data: Sequence[str], type
     (whether any such change captured it). `target`: the state the changes apply to; `types`:
     its column types. `several_deltas`: `changes` span more than one delta (the late rule then
     looks at earlier deltas too). `per_delta`: one row per key and delta instead, each delta's
-    own fold (what that delta did to the key, applied one by one: resources/lake/stream_history.py)."""
+    own fold (what that delta did to the key, applied one by one: resources/lake/stream_history.py).
+    `changes_rows`: how many rows `changes` has, when known (their keys are then broadcast)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -60,6 +73,13 @@ def fold_changes(changes, target, keys: Sequence[str], data: Sequence[str], type
     #    DataWorks keys tables without a primary key by the whole row.)
     stored = target.select(*[F.col(_q(k)).alias(f"__dp_t{i}") for i, k in enumerate(keys)],
                            F.col("_order").alias("__dp_t_order"))
+    # Only the stored rows of the changes' keys: a semi join with the changes' keys broadcast
+    # (up to BROADCAST_ROWS changes, when the caller says how many), so each task drops other
+    # keys' rows as it scans; the left join below then shuffles O(changes) rows, not the table
+    # (a left join cannot broadcast its left side, the changes: it shuffled every stored row).
+    touched = changes.select(*[value(k).alias(f"__dp_s{i}") for i, k in enumerate(keys)])
+    small = changes_rows is not None and changes_rows <= BROADCAST_ROWS
+    stored = stored.join(F.broadcast(touched) if small else touched, _same(keys, "__dp_t", "__dp_s"), "left_semi")
     cond = None
     for i, k in enumerate(keys):
         c = value(k).eqNullSafe(F.col(f"__dp_t{i}"))

@@ -129,3 +129,31 @@ def test_stream_snapshots_are_merge_on_read_and_older_tables_become_so(spark, so
     land_cdc_increment(spark, LAYOUT, source, 2, {T: changes_frame(spark, [upsert(9, (4 * ROWS,), "z")], columns())})
     apply_cdc_through(spark, LAYOUT, source, 2, {T: KEY})
     assert merge_mode() == "merge-on-read"
+
+
+def test_the_fold_reads_the_stored_rows_of_the_changes_keys_only(spark, source):
+    """resources/lake/cdc_fold.py joins the changes with the stored order of their keys: the
+    table's other rows are dropped as it is scanned, not shuffled (a left join of the changes with
+    the whole table shuffled every row of it: 2,001 here)."""
+    from resources.lake.cdc_fold import fold_changes
+
+    third = [upsert(k, (5 * ROWS + k,), "w") for k in range(100, 150)]
+    land_cdc_increment(spark, LAYOUT, source, 2, {T: changes_frame(spark, third, columns())})
+    target = spark.table(LAYOUT.snapshot(source, T))
+    changes = spark.table(LAYOUT.increment(source, T)).where("delta_num = 2")
+    types = {f.name: f.dataType for f in target.schema.fields}
+    told = fold_changes(changes, target, KEY, ["id", "a"], types, several_deltas=False, changes_rows=50)
+    untold = fold_changes(changes, target, KEY, ["id", "a"], types, several_deltas=False)
+    # As on a big table: no side broadcast unless asked (every table here is under the threshold),
+    # and the plan as planned (no adaptive re-planning).
+    settings = {"spark.sql.autoBroadcastJoinThreshold": "-1", "spark.sql.adaptive.enabled": "false"}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    try:
+        got, base = told.collect(), untold.collect()
+    finally:
+        for k in settings:
+            spark.conf.unset(k)
+    assert sorted(got) == sorted(base) and len(got) == 50
+    assert _shuffled(told) <= 4 * (50 + 16), _shuffled(told)
+    assert _shuffled(untold) >= ROWS  # how many changes is not known: the stored rows are shuffled
