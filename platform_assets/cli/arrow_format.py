@@ -89,6 +89,7 @@ def _json_text(name: str, column):
     """The column's values as JSON text (null where null)."""
     import pyarrow as pa
 
+    column = _decoded(column)
     t = column.type
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return _quoted(column)
@@ -105,6 +106,7 @@ def _csv_text(name: str, column):
     """The column's values as CSV fields, quoted where `csv` quotes them (null where null)."""
     import pyarrow as pa
 
+    column = _decoded(column)
     t = column.type
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         column = column.cast(pa.string())
@@ -117,6 +119,13 @@ def _csv_text(name: str, column):
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
         return _hex(column)
     return _common_text(name, column, "CSV")
+
+
+def _decoded(column):
+    """A dictionary-encoded column as its values."""
+    import pyarrow as pa
+
+    return column.dictionary_decode() if pa.types.is_dictionary(column.type) else column
 
 
 def _common_text(name: str, column, form: str):
@@ -142,8 +151,6 @@ def _common_text(name: str, column, form: str):
         return column.cast(pa.string())
     if pa.types.is_timestamp(t):
         return _timestamp_text(column)
-    if pa.types.is_dictionary(t):
-        return _common_text(name, column.dictionary_decode(), form)
     raise DeltaportError(f"column {name!r}: no {form} form for the Arrow type {t}")
 
 
@@ -154,8 +161,8 @@ def _timestamp_text(column):
     import pyarrow as pa
 
     day_us = 86_400_000_000
-    us = _pc().fill_null(column.cast(pa.int64()) if not column.type.tz else column.view(pa.timestamp(column.type.unit))
-                         .cast(pa.timestamp("us")).cast(pa.int64()), 0).to_numpy()
+    naive = column.view(pa.timestamp(column.type.unit)) if column.type.tz else column
+    us = _pc().fill_null(naive.cast(pa.timestamp("us")).cast(pa.int64()), 0).to_numpy()
     days = us // day_us  # floor: before 1970 the time of day is still from midnight
     text = _join([pa.array(days.astype(np.int32), pa.date32()).cast(pa.string()), pa.scalar("T"),
                   pa.array(us - days * day_us, pa.int64()).view(pa.time64("us")).cast(pa.string()), pa.scalar("Z")])

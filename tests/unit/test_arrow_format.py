@@ -51,6 +51,9 @@ def _every_type(n: int) -> pa.Table:
                        dt.datetime(9999, 12, 31, 23, 59, 59, 999999)], pa.timestamp("us"), n),
         "at_utc": _column([AT, dt.datetime(1970, 1, 1)], pa.timestamp("us", tz="UTC"), n),
         "at_msk": _column([AT, dt.datetime(1970, 1, 1, 5)], pa.timestamp("us", tz="+03:00"), n),
+        "at_ms": _column([AT.replace(microsecond=123000), dt.datetime(1969, 12, 31, 23, 59, 59, 1000)],
+                         pa.timestamp("ms"), n),
+        "label": _column(["a,b", 'q"', "plain"], pa.string(), n).dictionary_encode(),
         "nothing": pa.nulls(n),
         "a,b \"q\" ünï": _column(["x"], pa.string(), n),
     })
