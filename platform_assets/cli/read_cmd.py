@@ -66,8 +66,7 @@ def run(args) -> int:
         when = when.astimezone(dt.timezone.utc).replace(tzinfo=None)
     reader = READERS[args.engine](cfg)
     if forms:
-        columns, rows = reader.versions(source, table, forms[0])
-        _write(args.format, columns, rows)
+        _write(args.format, *reader.versions(source, table, forms[0]))
         return 0
     delta = args.as_of_delta
     if when is not None:
@@ -84,10 +83,12 @@ def run(args) -> int:
     return 0
 
 
-def _write(fmt: str, columns: list[str], table) -> None:
+def _write(fmt: str, columns: list[str], rows) -> None:
+    """`rows` (a pyarrow.Table, in print order) as text on stdout, `columns` in that order."""
     from platform_assets.cli.arrow_format import write_csv, write_jsonl
 
-    (write_jsonl if fmt == "jsonl" else write_csv)(table, _stdout_bytes())
+    rows = rows if rows.column_names == list(columns) else rows.select(list(columns))
+    (write_jsonl if fmt == "jsonl" else write_csv)(rows, _stdout_bytes())
 
 
 def _stdout_bytes():
