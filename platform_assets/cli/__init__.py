@@ -3,20 +3,37 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 
-from platform_assets.cli import (broker_cmd, demo_cmd, emulate_cmd, export_cmd, inspect_cmd, read_cmd, spark_cmd,
-                                 status_cmd, sync_cmd)
 from resources.errors import DeltaportError
 
-COMMANDS = (broker_cmd, spark_cmd, emulate_cmd, inspect_cmd, sync_cmd, status_cmd, read_cmd, export_cmd, demo_cmd)
+# Command -> the module that registers and runs it. Only the module of the command being run is
+# imported: each brings its own libraries (demo the emulator and the Kafka client, sync Dagster),
+# and a `deltaport read` that imported them all spent longer importing than reading.
+COMMAND_MODULES = {"broker": "broker_cmd", "spark": "spark_cmd", "emulate": "emulate_cmd", "inspect": "inspect_cmd",
+                   "sync": "sync_cmd", "status": "status_cmd", "read": "read_cmd", "export": "export_cmd",
+                   "demo": "demo_cmd"}
+
+
+def _modules(names) -> tuple:
+    return tuple(importlib.import_module(f"{__name__}.{COMMAND_MODULES[n]}") for n in names)
+
+
+def __getattr__(name: str):
+    if name == "COMMANDS":  # every command's module, in COMMAND_MODULES' order (the docs' tests read them all)
+        return _modules(COMMAND_MODULES)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    command = next((a for a in argv if not a.startswith("-")), None)
     parser = argparse.ArgumentParser(prog="deltaport", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in COMMANDS:
+    # `deltaport --help`, no command or an unknown one: every command, for the help and the error
+    for module in _modules([command] if command in COMMAND_MODULES else COMMAND_MODULES):
         module.register(sub)
     args = parser.parse_args(argv)
     try:

@@ -9,7 +9,8 @@ otherwise (as-of forms only). With no form, the
 state as of the last delta landed in the table, named on stderr in a comment line
 (`# ... as of delta 7 ...`). One row per line, data columns (and the system columns above); dates, times and timestamps in ISO 8601 with microseconds (timestamps in UTC, marked Z);
 numbers as numbers, decimals with their exact digits (12.50); binary as lower-case hex; null as
-null (an empty field in CSV). The encodings: platform_assets/cli/read_format.py.
+null (an empty field in CSV). The encodings: platform_assets/cli/read_format.py (made from Arrow
+columns, batch by batch: platform_assets/cli/arrow_format.py).
 `--engine pyiceberg` answers every form without Spark (no server, no JVM): PyIceberg on the lake's
 catalog, the same rows as the Spark engine (platform_assets/cli/read_engines.py); only a delta
 inside a range run's commit of a table without history needs Spark (it is rebuilt from the
@@ -17,14 +18,12 @@ increments)."""
 
 from __future__ import annotations
 
-import csv
 import sys
 
 import datetime as dt
 
 from platform_assets.cli.common import add_config_option
 from platform_assets.cli.read_engines import READERS
-from platform_assets.cli.read_format import csv_value, jsonl_line
 from platform_assets.config import load_config
 from resources.errors import DeltaportError
 from resources.lake.history_forms import FinishedIn, StartedIn, delta_at, parse_range
@@ -67,8 +66,7 @@ def run(args) -> int:
         when = when.astimezone(dt.timezone.utc).replace(tzinfo=None)
     reader = READERS[args.engine](cfg)
     if forms:
-        columns, rows = reader.versions(source, table, forms[0])
-        _write(args.format, columns, rows)
+        _write(args.format, *reader.versions(source, table, forms[0]))
         return 0
     delta = args.as_of_delta
     if when is not None:
@@ -85,12 +83,28 @@ def run(args) -> int:
     return 0
 
 
-def _write(fmt: str, columns: list[str], rows: list[dict]) -> None:
-    if fmt == "jsonl":
-        for row in rows:
-            sys.stdout.write(jsonl_line(columns, row))
-    else:
-        writer = csv.writer(sys.stdout)
-        writer.writerow(columns)
-        for row in rows:
-            writer.writerow([csv_value(c, row[c]) for c in columns])
+def _write(fmt: str, columns: list[str], rows) -> None:
+    """`rows` (a pyarrow.Table, in print order) as text on stdout, `columns` in that order."""
+    from platform_assets.cli.arrow_format import write_csv, write_jsonl
+
+    rows = rows if rows.column_names == list(columns) else rows.select(list(columns))
+    (write_jsonl if fmt == "jsonl" else write_csv)(rows, _stdout_bytes())
+
+
+def _stdout_bytes():
+    """stdout as a binary stream taking UTF-8 (the text as `print` would encode it)."""
+    sys.stdout.flush()
+    encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+    if encoding == "utf8" and hasattr(sys.stdout, "buffer"):
+        return sys.stdout.buffer
+    return _Decoded(sys.stdout)
+
+
+class _Decoded:
+    """A text stream taking UTF-8 bytes (stdout in another encoding: it encodes them as it would text)."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def write(self, data) -> None:
+        self.text.write(bytes(data).decode("utf-8"))

@@ -1,8 +1,9 @@
 """The two engines `deltaport read` reads the lake with, behind one interface: Spark (through the
 deployment's Spark Connect server) and PyIceberg (no server, no JVM, no pyspark import).
 
-In: the config, a source and a table. Out: what `deltaport read` prints, (columns, rows of
-canonical Python values), for each of Prostore's FOR SYSTEM_TIME forms:
+In: the config, a source and a table. Out: what `deltaport read` prints, (columns, a
+`pyarrow.Table` of the canonical lake values in print order: resources/lake/arrow_order.py), for
+each of Prostore's FOR SYSTEM_TIME forms:
 - `close_times(source)`: each landed delta's close time (AS OF a time picks a delta from them);
 - `last_landed(source, table)`: the last delta landed in the table;
 - `state(source, table, delta)`: the table right after `delta` (AS OF DELTA_NUM);
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 from platform_assets.config import PlatformConfig
 from resources.errors import DeltaportError
-from resources.lake.history_forms import SYSTEM_COLUMNS, FinishedIn, StartedIn
+from resources.lake.history_forms import FinishedIn, StartedIn
 
 
 @dataclass
@@ -34,6 +35,7 @@ class SparkReader:
         self.spark = engine_for(self.cfg).session()  # no Dagster import: a read costs the query, not the imports
         self.layout = LakeLayout(self.cfg.lake.catalog)
         self.datamarts = {d.name for d in self.cfg.datamarts}
+        self.landed: dict[tuple[str, str], int] = {}  # what last_landed read: a read of it need not ask again
 
     def close_times(self, source: str) -> dict:
         """{delta: its close time, naive UTC} from the source's manifest (a change stream's delta
@@ -54,30 +56,24 @@ class SparkReader:
     def last_landed(self, source: str, table: str) -> int:
         from resources.lake.read import last_landed_delta
 
-        return last_landed_delta(self.spark, self.layout, source, table)
+        self.landed[source, table] = last_landed_delta(self.spark, self.layout, source, table)
+        return self.landed[source, table]
 
-    def state(self, source: str, table: str, delta: int) -> tuple[list[str], list[dict]]:
-        from resources.lake.cdc import cdc_columns_as_of
-        from resources.lake.read import entity_as_of, rows_as_of
+    def state(self, source: str, table: str, delta: int):
+        from resources.lake import arrow_read
 
-        if source not in self.datamarts:
-            return cdc_columns_as_of(self.spark, self.layout, source, table, delta)
-        columns = [c.name for c in entity_as_of(self.spark, self.layout, source, table, delta).columns]
-        return columns, rows_as_of(self.spark, self.layout, source, table, delta)
+        read = arrow_read.datamart_table if source in self.datamarts else arrow_read.stream_table
+        return read(self.spark, self.layout, source, table, delta, last=self.landed.get((source, table)))
 
-    def versions(self, source: str, table: str, form: StartedIn | FinishedIn) -> tuple[list[str], list[dict]]:
-        from resources.lake.cdc_read import cdc_versions_in
-        from resources.lake.read import entity_as_of, versions_in
+    def versions(self, source: str, table: str, form: StartedIn | FinishedIn):
+        from resources.lake import arrow_read
 
-        if source not in self.datamarts:
-            last = self.last_landed(source, table)
-            if form.last > last:
-                raise DeltaportError(f"{source}.{table}: delta {form.last} has not landed (last landed: {last})")
-            columns, rows = cdc_versions_in(self.spark, self.layout, source, table, form, last=last)
-            return columns + list(SYSTEM_COLUMNS), rows
-        entity = entity_as_of(self.spark, self.layout, source, table, form.last)
-        return ([c.name for c in entity.columns] + list(SYSTEM_COLUMNS),
-                versions_in(self.spark, self.layout, source, table, form))
+        if source in self.datamarts:
+            return arrow_read.datamart_versions(self.spark, self.layout, source, table, form)
+        last = self.last_landed(source, table)
+        if form.last > last:
+            raise DeltaportError(f"{source}.{table}: delta {form.last} has not landed (last landed: {last})")
+        return arrow_read.stream_versions(self.spark, self.layout, source, table, form, last=last)
 
 
 @dataclass
@@ -100,13 +96,13 @@ class PyIcebergReader:
 
         return last_landed(self.open_table, source, table)
 
-    def state(self, source: str, table: str, delta: int) -> tuple[list[str], list[dict]]:
+    def state(self, source: str, table: str, delta: int):
         from resources.lake import pyiceberg_rows
 
-        read = pyiceberg_rows.datamart_rows if source in self.datamarts else pyiceberg_rows.stream_rows
+        read = pyiceberg_rows.datamart_table if source in self.datamarts else pyiceberg_rows.stream_table
         return read(self.open_table, source, table, delta)
 
-    def versions(self, source: str, table: str, form: StartedIn | FinishedIn) -> tuple[list[str], list[dict]]:
+    def versions(self, source: str, table: str, form: StartedIn | FinishedIn):
         from resources.lake import pyiceberg_rows
 
         read = pyiceberg_rows.datamart_versions if source in self.datamarts else pyiceberg_rows.stream_versions

@@ -40,14 +40,15 @@ def cdc_recorded_deltas(spark, ident: str) -> set[int]:
     return recorded | (set(range(start, last + 1)) if last is not None else set())
 
 
-def cdc_snapshot_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num: int):
+def cdc_snapshot_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num: int, *,
+                       last: int | None = None):
     """The snapshot table (data columns, `_order`, `_tombstone`, `_event_time_us`) as it was
     right after delta `delta_num` (module docstring: from the history where it answers N, with
     `sys_from` and `sys_from_date` then and no tombstone; else by tag or fold). Raises
-    `DeltaNotFoundError` when nothing records N."""
+    `DeltaNotFoundError` when nothing records N. `last`: as `state_as_of` takes it."""
     from pyspark.sql import functions as F
 
-    state = state_as_of(spark, layout, source, table, delta_num, current_filter=LIVE)
+    state = state_as_of(spark, layout, source, table, delta_num, current_filter=LIVE, last=last)
     if not isinstance(state, InsideFold):
         return state
     fold, schema, base = state.fold, state.schema, state.base
@@ -63,9 +64,7 @@ def cdc_snapshot_as_of(spark, layout: LakeLayout, source: str, table: str, delta
 def cdc_columns_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num: int
                       ) -> tuple[list[str], list[dict]]:
     """(data column names in table order, live rows) of the table right after delta `delta_num`."""
-    ident = layout.snapshot(source, table)
-    if not table_exists(spark, ident):
-        raise DeltaportError(f"{ident} does not exist (no change of {source}.{table} has landed)")
+    require_table(spark, layout, source, table)
     names = [c for c in cdc_snapshot_as_of(spark, layout, source, table, delta_num).columns
              if c not in SNAPSHOT_COLUMNS]
     return names, cdc_rows_as_of(spark, layout, source, table, delta_num)
@@ -74,12 +73,19 @@ def cdc_columns_as_of(spark, layout: LakeLayout, source: str, table: str, delta_
 def cdc_rows_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num: int) -> list[dict]:
     """The table's live rows right after delta `delta_num` (tombstones and the lake's `_`
     columns left out), data columns in table order, binary as bytes, sorted by their values."""
+    names, live = cdc_live_frame(spark, layout, source, table, delta_num)
+    return _sorted([_plain(dict(zip(names, r))) for r in live.collect()], names)
+
+
+def cdc_live_frame(spark, layout: LakeLayout, source: str, table: str, delta_num: int, *,
+                   last: int | None = None):
+    """(data column names in table order, a DataFrame of the table's live rows right after delta
+    `delta_num` in those columns, unsorted). `last`: as `state_as_of` takes it."""
     from pyspark.sql import functions as F
 
-    df = cdc_snapshot_as_of(spark, layout, source, table, delta_num)
+    df = cdc_snapshot_as_of(spark, layout, source, table, delta_num, last=last)
     names = [c for c in df.columns if c not in SNAPSHOT_COLUMNS]
-    live = df.where(~F.coalesce(F.col("_tombstone"), F.lit(False))).select(*[_q(n) for n in names])
-    return _sorted([_plain(dict(zip(names, r))) for r in live.collect()], names)
+    return names, df.where(~F.coalesce(F.col("_tombstone"), F.lit(False))).select(*[_q(n) for n in names])
 
 
 def cdc_versions_in(spark, layout: LakeLayout, source: str, table: str, form: StartedIn | FinishedIn, *,
@@ -88,13 +94,23 @@ def cdc_versions_in(spark, layout: LakeLayout, source: str, table: str, form: St
     selects, each with `sys_from`, `sys_to`, `sys_op`, sorted by their values then `sys_from`.
     `last`: the table's last applied delta. Raises `HistoryNotKeptError` when its history does
     not answer the form."""
+    names, df = cdc_versions_frame(spark, layout, source, table, form, last=last)
+    rows = [_plain(r.asDict()) for r in df.collect()]
+    return names, _sorted(rows, [*names, "sys_from", "sys_to"])
+
+
+def cdc_versions_frame(spark, layout: LakeLayout, source: str, table: str, form: StartedIn | FinishedIn, *,
+                       last: int):
+    """(data column names in table order, a DataFrame of the versions `cdc_versions_in` gives, unsorted)."""
+    require_table(spark, layout, source, table)
+    names = [f.name for f in spark.table(layout.snapshot(source, table)).schema.fields if f.name not in SNAPSHOT_COLUMNS]
+    return names, versions_frame(spark, layout, source, table, form, names, last=last, current_filter=LIVE)
+
+
+def require_table(spark, layout: LakeLayout, source: str, table: str) -> None:
     ident = layout.snapshot(source, table)
     if not table_exists(spark, ident):
         raise DeltaportError(f"{ident} does not exist (no change of {source}.{table} has landed)")
-    names = [f.name for f in spark.table(ident).schema.fields if f.name not in SNAPSHOT_COLUMNS]
-    df = versions_frame(spark, layout, source, table, form, names, last=last, current_filter=LIVE)
-    rows = [_plain(r.asDict()) for r in df.collect()]
-    return names, _sorted(rows, [*names, "sys_from", "sys_to"])
 
 
 def _plain(row: dict) -> dict:

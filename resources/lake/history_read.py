@@ -25,12 +25,16 @@ from resources.spark.iceberg_reads import last_applied_deltas, state_as_of_delta
 
 
 def state_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num: int, *,
-                current_filter: str | None = None):
+                current_filter: str | None = None, last: int | None = None):
     """The snapshot table's rows as of `delta_num` (every column it has): where its history
     answers that delta, without a tag (the table as it is for its last applied delta, the versions
     current at N from the table and its history for an earlier N); else `state_as_of_delta` (its
-    tag, or an `InsideFold` for the caller to rebuild). `current_filter`: as `versions_frame` takes it."""
+    tag, or an `InsideFold` for the caller to rebuild). `current_filter`: as `versions_frame` takes it.
+    `last`: the table's last applied delta, when the caller has just read it (a read of the current
+    state): `delta_num` == `last` is then the table as it is, with no metadata read again."""
     ident = layout.snapshot(source, table)
+    if last is not None and last == delta_num:
+        return spark.table(ident)
     start = history_start(spark, ident)
     last = last_applied_deltas(spark, [ident]).get(ident) if covers(start, AsOfDelta(delta_num)) else None
     if last is not None and last == delta_num:  # the last applied delta: the table as it is

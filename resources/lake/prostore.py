@@ -57,7 +57,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 
-from resources.codecs.arrow_rows import SYS_OP
 from resources.codecs.backup import ChangelogRecord
 from resources.codecs.ddl import EntitySchema, replay_changelog
 from resources.codecs.types import Column, spark_type
@@ -70,7 +69,6 @@ from resources.spark.iceberg import (
     replace_deltas,
     table_exists,
 )
-from resources.spark.kafka_reader import local_frame, output_spark_schema
 
 
 # Snapshot tables take row-level changes: merge-on-read writes the delta's changed rows and
@@ -321,6 +319,11 @@ def _range_parts(spark, name: str, seen: Sequence[IncrementDelta], table_schema)
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StructField, StructType, TimestampNTZType
+
+    # Imported here: the Kafka reader brings polars and confluent-kafka, which a read of the lake
+    # (`deltaport read`, which imports this module for its layout) never uses.
+    from resources.codecs.arrow_rows import SYS_OP
+    from resources.spark.kafka_reader import local_frame, output_spark_schema
 
     parts, local, counted = [], {}, {}  # local: {arrow schema: (spark schema, [tables])}
     for d in seen:

@@ -217,16 +217,16 @@ def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int],
 
 
 def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: int,
-                   primary_key: Sequence[str]):
+                   primary_key: Sequence[str], *, last: int | None = None):
     """The snapshot table as it was right after `delta_num` (every column it has, data columns
     and `sys_from`): the versions current at N, from the table and its history where the history
     answers N (`resources/lake/history_read.py`), so no tag is needed; else its `delta_<N>` tag,
     or, for a delta inside a folded commit (`_apply_fold`), that commit's parent (the state
     before the fold) with the fold's changes up to N applied, each key's last change winning.
-    Raises `DeltaNotFoundError` when none of them records N."""
+    Raises `DeltaNotFoundError` when none of them records N. `last`: as `state_as_of` takes it."""
     from pyspark.sql import functions as F
 
-    state = state_as_of(spark, layout, datamart, table, delta_num)
+    state = state_as_of(spark, layout, datamart, table, delta_num, last=last)
     if not isinstance(state, InsideFold):
         return state
     fold, schema, base = state.fold, state.schema, state.base

@@ -4,8 +4,8 @@ them (`resources.lake.read.rows_as_of`, `resources.lake.cdc.cdc_columns_as_of`):
 imports nothing that does).
 
 In: a function opening a lake table by name (``ns.table``; `resources.lake.pyiceberg_read`
-bound to a catalog), the source, the table, the delta. Out: (column names, rows as dicts of
-canonical Python values).
+bound to a catalog), the source, the table, the delta. Out: (column names, a `pyarrow.Table` of
+canonical values in print order: resources/lake/arrow_order.py); `datamart_rows` gives Python dicts.
 - A datamart's table: the columns delta N's DDL declares, under the names they had then (the
   changelog meta table `<dm>_meta.changelog`, replayed as the Spark read replays it); TIME back
   from microseconds to `datetime.time`; sorted by primary key.
@@ -24,10 +24,8 @@ FINISHED IN (`datamart_versions`, `stream_versions`) read the history as
 
 from __future__ import annotations
 
-import datetime as dt
-
 from resources.codecs.ddl import EntitySchema, replay_changelog
-from resources.codecs.types import micros_to_time
+from resources.lake.arrow_order import by_key, by_repr, canonical
 from resources.lake.cdc_columns import SNAPSHOT_COLUMNS
 from resources.lake.history_forms import LIVE, SYSTEM_COLUMNS, FinishedIn, StartedIn
 from resources.lake.pyiceberg_history import OpenTable, last_applied, state_at, versions
@@ -40,69 +38,67 @@ def last_landed(open_table: OpenTable, source: str, table: str) -> int:
 
 
 def datamart_rows(open_table: OpenTable, datamart: str, table: str, delta: int) -> tuple[list[str], list[dict]]:
-    """(columns, rows) of a datamart's table right after `delta`: from the table and its history
-    where the history answers `delta`, else its tag."""
+    """`datamart_table` as Python rows (TIME as `datetime.time`, timestamps naive UTC)."""
+    names, rows = datamart_table(open_table, datamart, table, delta)
+    return names, rows.to_pylist()
+
+
+def datamart_table(open_table: OpenTable, datamart: str, table: str, delta: int):
+    """(columns, Arrow rows) of a datamart's table right after `delta`, by primary key: from the
+    table and its history where the history answers `delta`, else its tag."""
     entity = _entity(open_table(f"{datamart}_meta.changelog"), datamart, table, delta)
     names = [c.name for c in entity.columns]
     state = state_at(open_table, datamart, table, delta)
-    rows = _tag_rows(open_table(f"{datamart}.{table}"), delta, names) if state is None else _rows(state, names)
-    return names, _datamart_sorted(entity, rows, entity.primary_key)
+    arrow = _tag_rows(open_table(f"{datamart}.{table}"), delta, names) if state is None else state
+    return names, by_key(canonical(arrow, names, times=_times(entity)), entity.primary_key)
 
 
-def datamart_versions(open_table: OpenTable, datamart: str, table: str, form: StartedIn | FinishedIn
-                      ) -> tuple[list[str], list[dict]]:
-    """(columns, versions) a STARTED IN / FINISHED IN form selects, as `resources.lake.read.versions_in`:
-    the columns of the DDL as of the range's last delta, then sys_from, sys_to, sys_op; sorted by
-    primary key, then sys_from."""
+def datamart_versions(open_table: OpenTable, datamart: str, table: str, form: StartedIn | FinishedIn):
+    """(columns, Arrow versions) a STARTED IN / FINISHED IN form selects, as
+    `resources.lake.read.versions_in`: the columns of the DDL as of the range's last delta, then
+    sys_from, sys_to, sys_op; sorted by primary key, then sys_from."""
     entity = _entity(open_table(f"{datamart}_meta.changelog"), datamart, table, form.last)
     names = [*(c.name for c in entity.columns), *SYSTEM_COLUMNS]
-    rows = _rows(versions(open_table, datamart, table, form), names)
-    return names, _datamart_sorted(entity, rows, [*entity.primary_key, "sys_from"])
+    arrow = canonical(versions(open_table, datamart, table, form), names, times=_times(entity))
+    return names, by_key(arrow, [*entity.primary_key, "sys_from"])
 
 
-def stream_rows(open_table: OpenTable, source: str, table: str, delta: int) -> tuple[list[str], list[dict]]:
-    """(columns, live rows) of a change stream's table right after `delta`: from the table and its
-    history where the history answers `delta` (the table's columns now), else its tag (the
-    columns then)."""
+def stream_table(open_table: OpenTable, source: str, table: str, delta: int):
+    """(columns, Arrow live rows) of a change stream's table right after `delta`, by their values:
+    from the table and its history where the history answers `delta` (the table's columns now),
+    else its tag (the columns then)."""
+    import pyarrow.compute as pc
+
     state = state_at(open_table, source, table, delta, current_filter=LIVE)
     if state is not None:
         names = _data_columns(open_table(f"{source}.{table}").schema())
-        return names, _stream_sorted(_rows(state, names), names)
+        return names, by_repr(canonical(state, names), names)
     lake_table = open_table(f"{source}.{table}")
     snapshot = lake_table.metadata.snapshot_by_id(delta_snapshot_id(lake_table, delta))
     schema = next((s for s in lake_table.metadata.schemas if s.schema_id == snapshot.schema_id),
                   lake_table.schema())
     names = _data_columns(schema)
-    rows = [r for r in _tag_rows(lake_table, delta, [*names, "_tombstone"]) if not r.pop("_tombstone")]
-    return names, _stream_sorted(rows, names)
+    rows = canonical(_tag_rows(lake_table, delta, [*names, "_tombstone"]), [*names, "_tombstone"])
+    live = rows.filter(pc.invert(pc.fill_null(rows.column("_tombstone"), False))).drop_columns(["_tombstone"])
+    return names, by_repr(live, names)
 
 
-def stream_versions(open_table: OpenTable, source: str, table: str, form: StartedIn | FinishedIn
-                    ) -> tuple[list[str], list[dict]]:
-    """(columns, versions) a STARTED IN / FINISHED IN form selects, as
+def stream_versions(open_table: OpenTable, source: str, table: str, form: StartedIn | FinishedIn):
+    """(columns, Arrow versions) a STARTED IN / FINISHED IN form selects, as
     `resources.lake.cdc_read.cdc_versions_in`: the table's data columns, then sys_from, sys_to,
     sys_op; sorted by their values, then sys_from, sys_to."""
     names = _data_columns(open_table(f"{source}.{table}").schema())
-    rows = _rows(versions(open_table, source, table, form, current_filter=LIVE), [*names, *SYSTEM_COLUMNS])
-    return [*names, *SYSTEM_COLUMNS], _stream_sorted(rows, [*names, "sys_from", "sys_to"])
+    columns = [*names, *SYSTEM_COLUMNS]
+    arrow = canonical(versions(open_table, source, table, form, current_filter=LIVE), columns)
+    return columns, by_repr(arrow, [*names, "sys_from", "sys_to"])
 
 
 def _data_columns(schema) -> list[str]:
     return [f.name for f in schema.fields if f.name not in SNAPSHOT_COLUMNS]
 
 
-def _datamart_sorted(entity: EntitySchema, rows: list[dict], order) -> list[dict]:
-    """TIME columns back from microseconds, rows sorted by `order` (as the Spark read sorts)."""
-    times = [c.name for c in entity.columns if c.type == "time"]
-    for row in rows:
-        for name in times:
-            if row[name] is not None:
-                row[name] = micros_to_time(row[name])
-    return sorted(rows, key=lambda row: tuple(_sortable(row[k]) for k in order))
-
-
-def _stream_sorted(rows: list[dict], order) -> list[dict]:
-    return sorted(rows, key=lambda row: [(row[c] is not None, repr(row[c])) for c in order])
+def _times(entity: EntitySchema) -> list[str]:
+    return [c.name for c in entity.columns if c.type == "time"]
 
 
 def _entity(changelog, datamart: str, table: str, delta: int) -> EntitySchema:
@@ -123,29 +119,7 @@ def _entity(changelog, datamart: str, table: str, delta: int) -> EntitySchema:
     return tables[table]
 
 
-def _tag_rows(lake_table, delta: int, names: list[str]) -> list[dict]:
-    """The rows of the `delta_<N>` snapshot, `names` only."""
-    return _rows(lake_table.scan(snapshot_id=delta_snapshot_id(lake_table, delta), selected_fields=tuple(names),
-                                 case_sensitive=False).to_arrow(), names)
-
-
-def _rows(arrow, names: list[str]) -> list[dict]:
-    """The rows of an Arrow table, `names` only (matched case-insensitively, as Spark resolves
-    them; a column the table lacks reads None, as the Spark read's union gives it), under those
-    names; timestamps with a zone as naive UTC."""
-    import pyarrow as pa
-
-    by_lower = {n.lower(): n for n in arrow.column_names}
-    arrow = pa.table({n: arrow.column(by_lower[n.lower()]) if n.lower() in by_lower else pa.nulls(arrow.num_rows)
-                      for n in names})
-    rows = arrow.to_pylist()
-    zoned = [f.name for f in arrow.schema if getattr(f.type, "tz", None)]
-    for row in rows:
-        for name in zoned:
-            if row[name] is not None:
-                row[name] = row[name].astimezone(dt.timezone.utc).replace(tzinfo=None)
-    return rows
-
-
-def _sortable(value):
-    return (value is not None, value if not isinstance(value, dt.time) else value.isoformat())
+def _tag_rows(lake_table, delta: int, names: list[str]):
+    """The Arrow rows of the `delta_<N>` snapshot, `names` only."""
+    return lake_table.scan(snapshot_id=delta_snapshot_id(lake_table, delta), selected_fields=tuple(names),
+                           case_sensitive=False).to_arrow()

@@ -63,26 +63,40 @@ def entity_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num
 
 def rows_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: int) -> list[dict]:
     """The table's rows right after delta `delta_num`, sorted by primary key."""
+    entity, df = frame_as_of(spark, layout, datamart, table, delta_num)
+    return _sorted_rows(df, entity, entity.primary_key)
+
+
+def frame_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: int, *, last: int | None = None):
+    """(the table's schema as of delta `delta_num`, a DataFrame of its rows then: its DDL's
+    columns, unsorted, TIME as microseconds). `last`: the table's last applied delta, when the
+    caller has just read it (`last_landed_delta`: it is not read again for the current state)."""
     entity = entity_as_of(spark, layout, datamart, table, delta_num)
     ident = layout.snapshot(datamart, table)
     if not table_exists(spark, ident):
         raise UnknownTableError(f"{ident} does not exist in the lake yet")
     names = [c.name for c in entity.columns]
-    df = snapshot_as_of(spark, layout, datamart, table, delta_num, entity.primary_key)
-    return _sorted_rows(df.select(*[f"`{n}`" for n in names]), entity, entity.primary_key)
+    df = snapshot_as_of(spark, layout, datamart, table, delta_num, entity.primary_key, last=last)
+    return entity, df.select(*[f"`{n}`" for n in names])
 
 
 def versions_in(spark, layout: LakeLayout, datamart: str, table: str, form: StartedIn | FinishedIn) -> list[dict]:
     """The row versions a STARTED IN or FINISHED IN form selects, with `sys_from`, `sys_to`,
     `sys_op`, in the columns of the DDL as of the range's last delta (a column a version did not
     have reads None), sorted by primary key, then `sys_from`."""
+    entity, df = versions_frame_in(spark, layout, datamart, table, form)
+    return _sorted_rows(df, entity, [*entity.primary_key, "sys_from"])
+
+
+def versions_frame_in(spark, layout: LakeLayout, datamart: str, table: str, form: StartedIn | FinishedIn):
+    """(the table's schema as of the range's last delta, a DataFrame of the versions `form`
+    selects: `versions_in`'s columns, unsorted, TIME as microseconds)."""
     entity = entity_as_of(spark, layout, datamart, table, form.last)
     last = last_landed_delta(spark, layout, datamart, table)
     if form.last > last:
         raise UnknownTableError(f"{datamart}.{table}: delta {form.last} has not landed (last landed: {last})")
     names = [c.name for c in entity.columns]
-    df = versions_frame(spark, layout, datamart, table, form, names, last=last)
-    return _sorted_rows(df, entity, [*entity.primary_key, "sys_from"])
+    return entity, versions_frame(spark, layout, datamart, table, form, names, last=last)
 
 
 def _sorted_rows(df, entity: EntitySchema, order: list[str]) -> list[dict]:
