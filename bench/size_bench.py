@@ -26,12 +26,10 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,69 +37,12 @@ sys.path.insert(0, str(ROOT))
 
 from bench import traffic  # noqa: E402
 from bench.engine import bench_engine, spark_conf_pair  # noqa: E402
+from bench.sql_log import SqlLog, free_port, ui_conf  # noqa: E402
 from platform_assets.prostore import checks  # noqa: E402
 from resources.lake.prostore import LakeLayout, _struct, land_changelog, land_increment  # noqa: E402
 from resources.lake.prostore_history import snapshot_properties, version_fields  # noqa: E402
 from resources.lake.prostore_snapshot import apply_snapshots  # noqa: E402
 from resources.spark.iceberg import commit_delta, ensure_table  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class SqlLog:
-    """The Spark SQL executions the server ran since the last `since()` (its UI REST API)."""
-
-    def __init__(self, port: int):
-        self.base = f"http://127.0.0.1:{port}/api/v1"
-        self.app = None
-        self.seen = -1
-
-    def _get(self, path: str):
-        with urllib.request.urlopen(f"{self.base}{path}", timeout=30) as r:
-            return json.loads(r.read())
-
-    def executions(self) -> list[dict]:
-        if self.app is None:
-            self.app = self._get("/applications")[0]["id"]
-        out, offset = [], 0
-        while True:
-            page = self._get(f"/applications/{self.app}/sql?details=true&offset={offset}&length=500")
-            out += page
-            offset += len(page)
-            if len(page) < 500:
-                return out
-
-    def mark(self) -> None:
-        self.seen = max((e["id"] for e in self.executions()), default=-1)
-
-    def since(self) -> list[dict]:
-        new = [e for e in self.executions() if e["id"] > self.seen]
-        self.seen = max([self.seen, *[e["id"] for e in new]])
-        return [{"id": e["id"], "s": round(e.get("duration", 0) / 1000, 2), "what": _plan_words(e)} for e in new]
-
-
-# The plan nodes that say what an execution did (a write, a join and its kind, a shuffle).
-NOTABLE = ("WriteDelta", "ReplaceData", "AppendData", "OverwritePartitionsDynamic", "OverwriteByExpression",
-           "MergeRows", "SortMergeJoin", "BroadcastHashJoin", "ShuffledHashJoin", "BroadcastNestedLoopJoin",
-           "Exchange", "HashAggregate", "BatchScan", "LocalTableScan", "Window", "CreateTag", "ReplaceTag")
-
-
-def _plan_words(execution: dict) -> str:
-    """`execution`'s notable plan nodes, each with how often it occurs (BatchScan with its table)."""
-    seen: dict[str, int] = {}
-    for node in execution.get("nodes", []):
-        name = node.get("nodeName", "")
-        word = next((w for w in NOTABLE if name.startswith(w)), None)
-        if word == "BatchScan":
-            word = "Scan " + name.split()[-1] if len(name.split()) > 1 else word
-        if word:
-            seen[word] = seen.get(word, 0) + 1
-    return ", ".join(f"{w} x{c}" if c > 1 else w for w, c in seen.items()) or " ".join(
-        str(execution.get("description", "")).split())[:60]
 
 
 def base_rows(spark, n_rows: int, struct):
@@ -200,7 +141,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="deltaport-size-bench-"))
     port = free_port()
-    conf = {"spark.ui.enabled": "true", "spark.ui.port": str(port), **dict(args.spark_conf)}
+    conf = {**ui_conf(port), **dict(args.spark_conf)}
     res: dict = {"config": {**vars(args), "out": str(args.out)}, "load_before": os.getloadavg()}
     try:
         with bench_engine(work, conf=conf) as engine:
