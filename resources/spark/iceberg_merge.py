@@ -26,7 +26,7 @@ from resources.spark.iceberg import (
     _table_schema,
     _tag_commit,
 )
-from resources.spark.merge_keys import target_key_filter
+from resources.spark.merge_keys import target_key_filter, target_rows
 from resources.spark.session import local_checkpoint
 
 if TYPE_CHECKING:
@@ -95,9 +95,10 @@ def merge_upserts(
         changes.createOrReplaceTempView(view)
         op = f"s.{_col(source[op_column.lower()])}"
         on = " AND ".join(f"t.{_col(k)} = s.{_col(source[k.lower()])}" for k in keys)
-        # The target's rows of other keys dropped as they are scanned, not shuffled (merge_keys.py).
-        narrowed = target_key_filter(changes_df.select(*[source[k.lower()] for k in keys])
-                                     .toDF(*keys), keys)
+        # The target's rows of other keys dropped as they are scanned, not shuffled, where the
+        # target is big enough for that to pay (merge_keys.py).
+        narrowed = target_key_filter(changes_df.select(*[source[k.lower()] for k in keys]).toDF(*keys), keys,
+                                     target_size=target_rows(spark, ident))
         if narrowed:
             on = f"{on} AND {narrowed}"
         assign = ", ".join(f"t.{_col(c)} = s.{_col(source[c.lower()])}" for c in target)

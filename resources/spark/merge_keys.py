@@ -1,7 +1,9 @@
-"""The MERGE's target side narrowed to the keys of the changes, before the join's shuffle.
+"""The MERGE's target side narrowed to the keys of the changes, before the join's shuffle, when
+the target is big enough for that to pay.
 
-What flows through: a delta's changes in; out, a predicate on the target's key columns
-(``t.id IN (CAST('5' AS INT), ...)``) that `merge_upserts` adds to its ON condition.
+What flows through: a delta's changes and an estimate of the target's rows in; out, a predicate
+on the target's key columns (``t.id IN (5L, ...)``) that `merge_upserts` adds to its ON
+condition, or None.
 
 Why: a MERGE with a WHEN NOT MATCHED clause joins target RIGHT OUTER source (the source's rows
 are kept), which a broadcast of the source cannot do, so Spark plans a sort-merge join that
@@ -12,6 +14,15 @@ pushed below the join by the optimizer: each task then drops the rows of other k
 (a hash set lookup), and what is shuffled is O(delta). The table is still read (its key column
 and row positions only): keys of a delta are spread over every file.
 
+When not: the list costs the server O(keys) to parse, analyse and optimise, and every target row
+a lookup; it saves the shuffle of the target's other rows. On a target that is not far bigger
+than the changes it costs more than it saves (MERGEs of 10k keys on a loaded 2-core server: into
+100k rows, 8.5-11.2 s without the list, 12.6 s with plain literals, 17.8-39 s with the CAST text
+it had before; into 500k rows, 15.9-25.9 s without, 20.5-57.5 s with plain literals; into 4M rows
+the list saved most of the MERGE's 8-18 s), so it is added only when the target holds at least
+`MIN_TARGET_ROWS_PER_KEY` rows per key. The estimate comes from the target's newest commit
+summary (rows written minus rows deleted), read in the same job as the keys: no round trip more.
+
 Exact: a target row can match a change only at one of the changes' keys, so adding "the target's
 key is one of the changes' keys" to the ON condition changes no match. The list holds every key
 of the changes (all of them or no filter: a key left out would turn an update into an insert).
@@ -21,33 +32,65 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from resources.spark.iceberg import _col, _sql_str
+from resources.spark.iceberg import _col, _sql_str, metadata_table
 
-# Up to this many distinct keys the filter goes into the MERGE's text (a 10k-key delta: ~0.3 MB
+# Up to this many distinct keys the filter goes into the MERGE's text (a 10k-key delta: ~0.1 MB
 # of SQL); above, the MERGE runs without it (a delta that big is a good part of the table anyway).
 MAX_FILTER_KEYS = 50_000
+# The filter pays from about this many target rows per key of the changes (module docstring).
+MIN_TARGET_ROWS_PER_KEY = 200
+# Key types whose Spark SQL literal is exact and typed without a CAST (a suffix says the type):
+# a CAST per key is what made the list's planning cost seconds.
+_SUFFIX = {"tinyint": "Y", "smallint": "S", "int": "", "bigint": "L"}
 
 
-def target_key_filter(changes, key_columns: Sequence[str], *, alias: str = "t",
-                      limit: int = MAX_FILTER_KEYS) -> str | None:
+def target_rows(spark, ident: str):
+    """A one-row DataFrame (`rows`: the target's live rows as its newest commit summary counts them,
+    rows written minus rows deleted), or no row for a table without a commit. An estimate for
+    `target_key_filter`'s choice, not a count: it never decides what a MERGE writes."""
+    from pyspark.sql import functions as F
+
+    summary = F.col("summary")
+    rows = (summary["total-records"].cast("bigint")
+            - F.coalesce(summary["total-position-deletes"].cast("bigint"), F.lit(0))
+            - F.coalesce(summary["total-equality-deletes"].cast("bigint"), F.lit(0)))
+    return (metadata_table(spark, ident, "snapshots").orderBy(F.col("committed_at").desc()).limit(1)
+            .select(rows.alias("rows")))
+
+
+def target_key_filter(changes, key_columns: Sequence[str], *, alias: str = "t", limit: int = MAX_FILTER_KEYS,
+                      target_size=None, min_rows_per_key: int = MIN_TARGET_ROWS_PER_KEY) -> str | None:
     """SQL text restricting the MERGE target `alias` to the keys of `changes`, or None (more than
-    `limit` keys, or none). Values travel as Spark's own text of them and are cast back to the
+    `limit` keys, none, or a target under `min_rows_per_key` rows per key). `target_size`:
+    `target_rows` of the target (None: its size is not weighed), collected in the keys' job.
+    Integers travel as typed literals; other values as Spark's own text of them cast back to the
     key's type, so every type Spark casts from text round-trips exactly."""
     from pyspark.sql import functions as F
 
     keys = list(key_columns)
     types = {f.name: f.dataType for f in changes.schema.fields}
-    rows = (changes.select(*[F.col(_col(k)).cast("string").alias(f"k{i}") for i, k in enumerate(keys)])
-            .where(" AND ".join(f"k{i} IS NOT NULL" for i in range(len(keys))))  # NULL keys fail the MERGE
-            .distinct().limit(limit + 1).collect())
-    if not rows or len(rows) > limit:
+    found = (changes.select(*[F.col(_col(k)).cast("string").alias(f"k{i}") for i, k in enumerate(keys)])
+             .where(" AND ".join(f"k{i} IS NOT NULL" for i in range(len(keys))))  # NULL keys fail the MERGE
+             .distinct().limit(limit + 1).withColumn("_rows", F.lit(None).cast("bigint")))
+    if target_size is not None:  # one job: the keys and the target's size
+        found = found.unionByName(target_size.select(*[F.lit(None).cast("string").alias(f"k{i}")
+                                                       for i in range(len(keys))], F.col("rows").alias("_rows")))
+    got = found.collect()
+    rows = [r for r in got if r["_rows"] is None]
+    size = next((r["_rows"] for r in got if r["_rows"] is not None), 0)
+    if not rows or len(rows) > limit or (target_size is not None and size < min_rows_per_key * len(rows)):
         return None
 
     def literal(i: int, value: str) -> str:
-        return f"CAST({_sql_str(value)} AS {types[keys[i]].simpleString()})"
+        kind = types[keys[i]].simpleString()
+        if kind in _SUFFIX:
+            return f"{int(value)}{_SUFFIX[kind]}"
+        if kind == "string":
+            return _sql_str(value)
+        return f"CAST({_sql_str(value)} AS {kind})"
 
     if len(keys) == 1:
         values = ", ".join(literal(0, r[0]) for r in rows)
         return f"{alias}.{_col(keys[0])} IN ({values})"
-    values = ", ".join("(" + ", ".join(literal(i, v) for i, v in enumerate(r)) + ")" for r in rows)
+    values = ", ".join("(" + ", ".join(literal(i, v) for i, v in enumerate(r[:len(keys)])) + ")" for r in rows)
     return f"({', '.join(f'{alias}.{_col(k)}' for k in keys)}) IN ({values})"
