@@ -216,7 +216,8 @@ def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int],
         write_closed_versions(spark, layout, datamart, entities[-1].name, table, schema, changes, keys, deltas,
                               rows=rows)
     last = latest_per_key(changes, keys, order_column="delta_num").drop("delta_num", "delta_date")
-    merge_upserts(spark, ident, last, keys, delta_num=deltas[-1], checked=True, folded=deltas, commit_id=commit_id)
+    merge_upserts(spark, ident, last, keys, delta_num=deltas[-1], checked=True, folded=deltas, commit_id=commit_id,
+                  rows=rows)
 
 
 def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: int,
@@ -296,7 +297,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
                                   rows=stats.rows)
         # the MERGE checks the keys in its own job, or they were checked with the range
         merge_upserts(spark, ident, changes.drop("delta_num", "delta_date"), keys, delta_num=n,
-                      checked=prepared is not None and _plain(transition), commit_id=commit_id)
+                      checked=prepared is not None and _plain(transition), commit_id=commit_id, rows=stats.rows)
         return
     # The rows the delta does not write come from the table itself: materialized (and checked)
     # before the MERGE rewrites that table.

@@ -21,7 +21,11 @@ than the changes it costs more than it saves (MERGEs of 10k keys on a loaded 2-c
 it had before; into 500k rows, 15.9-25.9 s without, 20.5-57.5 s with plain literals; into 4M rows
 the list saved most of the MERGE's 8-18 s), so it is added only when the target holds at least
 `MIN_TARGET_ROWS_PER_KEY` rows per key. The estimate comes from the target's newest commit
-summary (rows written minus rows deleted), read in the same job as the keys: no round trip more.
+summary (rows written minus rows deleted). When the caller knows how many changes there are
+(at least as many as keys), the summary is read first, alone (a metadata read), and a target
+too small for that many keys gets no list and no keys' job (the keys' distinct aggregation cost
+0.5-2.9 s of a steady delta and 6-24 s of a range of 20 under load, to find that the list
+would not pay); else it is read in the same job as the keys.
 
 Exact: a target row can match a change only at one of the changes' keys, so adding "the target's
 key is one of the changes' keys" to the ON condition changes no match. The list holds every key
@@ -59,15 +63,23 @@ def target_rows(spark, ident: str):
 
 
 def target_key_filter(changes, key_columns: Sequence[str], *, alias: str = "t", limit: int = MAX_FILTER_KEYS,
-                      target_size=None, min_rows_per_key: int = MIN_TARGET_ROWS_PER_KEY) -> str | None:
+                      target_size=None, min_rows_per_key: int = MIN_TARGET_ROWS_PER_KEY,
+                      changes_rows: int | None = None) -> str | None:
     """SQL text restricting the MERGE target `alias` to the keys of `changes`, or None (more than
     `limit` keys, none, or a target under `min_rows_per_key` rows per key). `target_size`:
-    `target_rows` of the target (None: its size is not weighed), collected in the keys' job.
+    `target_rows` of the target (None: its size is not weighed), collected in the keys' job, or
+    first and alone when `changes_rows` (how many changes there are) is given: a target under
+    `min_rows_per_key` rows per change then gets None without the keys being read.
     Integers travel as typed literals; other values as Spark's own text of them cast back to the
     key's type, so every type Spark casts from text round-trips exactly."""
     from pyspark.sql import functions as F
 
     keys = list(key_columns)
+    if target_size is not None and changes_rows is not None:
+        size = next((r["rows"] for r in target_size.collect()), None) or 0
+        if size < min_rows_per_key * max(1, changes_rows):
+            return None
+        target_size = None  # big enough for any of the changes' keys: only the keys are needed
     types = {f.name: f.dataType for f in changes.schema.fields}
     found = (changes.select(*[F.col(_col(k)).cast("string").alias(f"k{i}") for i, k in enumerate(keys)])
              .where(" AND ".join(f"k{i} IS NOT NULL" for i in range(len(keys))))  # NULL keys fail the MERGE

@@ -85,3 +85,22 @@ def test_the_filter_is_left_out_where_the_target_is_too_small_for_it_to_pay(spar
     want = ({("eu", i, "a") for i in range(5, size)} | {("eu", i, "b") for i in range(5)}
             | {("eu", size + 1, "new")}) - {("eu", 7, "a"), ("eu", 8, "a")} | {("eu", 8, "c")}
     assert _rows(spark.table(ident)) == sorted(want)
+
+
+def test_told_how_many_changes_it_reads_no_keys_for_a_target_too_small(spark, lake_ns):
+    from pyspark.sql import functions as F
+
+    from resources.spark.merge_keys import target_rows
+
+    ident = f"{lake_ns}.sized"
+    ensure_table(spark, ident, spark.createDataFrame([], STATE).schema, properties=SNAPSHOT_TABLE_PROPERTIES)
+    merge_upserts(spark, ident, spark.createDataFrame([("eu", i, "a", 0) for i in range(1000)], CHANGE),
+                  ["region", "id"], delta_num=1)
+    # Keys that fail when read: the choice must be made from the counts alone.
+    unreadable = spark.createDataFrame([("eu", 1, "b", 0)], CHANGE).withColumn(
+        "id", F.raise_error(F.lit("the keys were read")).cast("bigint"))
+    assert target_key_filter(unreadable, ["region", "id"], target_size=target_rows(spark, ident),
+                             changes_rows=6) is None  # 166 rows per change: under 200
+    readable = spark.createDataFrame([("eu", 1, "b", 0), ("eu", 2, "c", 0)], CHANGE)
+    text = target_key_filter(readable, ["region", "id"], target_size=target_rows(spark, ident), changes_rows=2)
+    assert text is not None and "('eu', 1L)" in text and "('eu', 2L)" in text, text
