@@ -180,6 +180,9 @@ def test_a_steady_deltas_history_is_written_beside_the_manifest_not_after_it(pla
     again = run(defs, instance, 3)
     assert again.success and materialized(again) == ALL
     assert equal_to_truth(sc, spark, layout, 3) and equal_to_truth(sc, spark, layout, 2)
+    # The step says what it did in one log line: each is an event written to the instance's log.
+    said = [e.user_message for e in instance.all_logs(again.run_id) if e.dagster_event is None]
+    assert len(said) == 1 and "delta 3: " in said[0] and "snapshot " in said[0], said
 
 
 def test_history_is_an_asset_after_increment_in_the_lineage(platform):
