@@ -27,9 +27,11 @@ server (bench/engine.py), warm after the first delta, as in production.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import logging
 import os
+import pstats
 import re
 import shutil
 import statistics
@@ -260,7 +262,13 @@ def run(args) -> dict:
                     with (PeakMemory(engine.server_pid) as mem, counting_round_trips() as trips,
                           counting_events(instance) as events):
                         t0, client0 = time.perf_counter(), time.process_time()
+                        profile = cProfile.Profile() if n == args.profile else None
+                        if profile:
+                            profile.enable()
                         out = sync(cfg, instance, echo=lambda line: outcome_at.append(time.perf_counter()))
+                        if profile:
+                            profile.disable()
+                            pstats.Stats(profile).sort_stats("cumulative").print_stats(args.profile_lines)
                         seconds, client_cpu = time.perf_counter() - t0, time.process_time() - client0
                     cpu1 = server_cpu_seconds(engine.server_pid)
                     executions = sql.since() if sql else None
@@ -414,6 +422,10 @@ def main(argv=None) -> int:
     ap.add_argument("--sql", action="store_true",
                     help="turn the embedded server's UI on and print every Spark SQL execution of each steady delta "
                          "and of the backlog: its start, seconds and plan (bench/sql_log.py)")
+    ap.add_argument("--profile", type=int, default=None, metavar="N",
+                    help="cProfile steady delta N's sync (its main thread: the sensor, Dagster, the step's own "
+                         "thread) and print the busiest functions by cumulative time")
+    ap.add_argument("--profile-lines", type=int, default=60, help="functions --profile prints")
     ap.add_argument("--check", choices=("rows", "counts"), default="rows",
                     help="backlog check: every delta's rows (default), or every delta's row count and the "
                          "last delta's rows (a backlog of many big deltas)")
