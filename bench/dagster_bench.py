@@ -27,9 +27,11 @@ server (bench/engine.py), warm after the first delta, as in production.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import logging
 import os
+import pstats
 import re
 import shutil
 import statistics
@@ -45,8 +47,10 @@ import dagster as dg  # noqa: E402
 
 from bench.engine import bench_engine, spark_conf_pair  # noqa: E402
 from bench.cpu_time import server_cpu_seconds  # noqa: E402
+from bench.dagster_events import counting_events  # noqa: E402
 from bench.peak_memory import PeakMemory, max_peak  # noqa: E402
 from bench.round_trips import counting_round_trips  # noqa: E402
+from bench.sql_log import SqlLog, free_port, ui_conf  # noqa: E402
 from bench.iceberg_script import NAMESPACE as ICEBERG_SCRIPT_NS, iceberg_script  # noqa: E402
 from bench.plain_script import floor, user_script  # noqa: E402
 from platform_assets.config import SensorConfig, parse_config  # noqa: E402
@@ -227,8 +231,11 @@ def run(args) -> dict:
     batches = delta_batches(sc.messages)
     res: dict = {"config": vars(args), "steady": [], "backlog": {}}
     peaks = []  # per steady delta: this process (sync + in-process runs), the Spark server, its workers
+    ui_port = free_port() if args.sql else None
+    conf = {**(ui_conf(ui_port) if ui_port else {}), **dict(args.spark_conf)}
     try:
-        with kafka_bootstrap() as bootstrap, bench_engine(work, conf=dict(args.spark_conf)) as engine:
+        with kafka_bootstrap() as bootstrap, bench_engine(work, conf=conf) as engine:
+            sql = SqlLog(ui_port) if ui_port else None
             create_topic(bootstrap, topics[SIGNAL])
             create_topic(bootstrap, topics[BACKUP], partitions=3)
             cfg = parse_config({"datamarts": [{"name": DM, "signal_topic": topics[SIGNAL],
@@ -250,11 +257,21 @@ def run(args) -> dict:
                     publish(msgs, bootstrap, topics)
                     outcome_at: list[float] = []  # sync echoes a line as each run ends
                     cpu0 = server_cpu_seconds(engine.server_pid)
-                    with PeakMemory(engine.server_pid) as mem, counting_round_trips() as trips:
+                    if sql:
+                        sql.mark()
+                    with (PeakMemory(engine.server_pid) as mem, counting_round_trips() as trips,
+                          counting_events(instance) as events):
                         t0, client0 = time.perf_counter(), time.process_time()
+                        profile = cProfile.Profile() if n == args.profile else None
+                        if profile:
+                            profile.enable()
                         out = sync(cfg, instance, echo=lambda line: outcome_at.append(time.perf_counter()))
+                        if profile:
+                            profile.disable()
+                            pstats.Stats(profile).sort_stats("cumulative").print_stats(args.profile_lines)
                         seconds, client_cpu = time.perf_counter() - t0, time.process_time() - client0
                     cpu1 = server_cpu_seconds(engine.server_pid)
+                    executions = sql.since() if sql else None
                     peaks.append(mem.peak)
                     # From the tick that sees the close to the run's end; the sync goes on with
                     # ticks that find nothing left, which a daemon's sensor would do meanwhile.
@@ -268,7 +285,10 @@ def run(args) -> dict:
                              "steps": {k: round(v, 2) for k, v in step_seconds(instance, runs).items()},
                              "commits": {t: after[t] - before.get(t, 0) for t in after},
                              "equal": landed == [n] and check(spark, layout, sc, n),
-                             "peak_memory_mib": mem.peak.to_dict(), "spark_round_trips": trips.to_dict()}
+                             "peak_memory_mib": mem.peak.to_dict(), "spark_round_trips": trips.to_dict(),
+                             "dagster_events": events.to_dict()}
+                    if executions is not None:
+                        entry["sql_executions"] = executions
                     _, entry["plain_seconds"] = plain_script(bootstrap, topics[BACKUP], index, landed, work)
                     entry["plain_seconds"] = round(entry["plain_seconds"], 3)
                     _, floor_s = floor_script(bootstrap, topics[BACKUP], index, landed)
@@ -289,7 +309,10 @@ def run(args) -> dict:
                           f"{entry['plain_seconds']} s, floor {entry['floor_seconds']} s, Spark+Iceberg script "
                           f"{entry['iceberg_script_seconds']} s; server CPU {entry.get('server_cpu_s')} s "
                           f"(Spark+Iceberg script {entry.get('iceberg_script_server_cpu_s')} s), "
-                          f"client CPU {entry['client_cpu_s']} s", flush=True)
+                          f"client CPU {entry['client_cpu_s']} s; Dagster events {events.total} "
+                          f"({events.seconds:.2f} s writing)", flush=True)
+                    if executions is not None:
+                        print_executions(executions)
                     if args.timeline:
                         print("\n".join(trips.timeline_text()))
                     if args.trace_round_trips:
@@ -298,11 +321,15 @@ def run(args) -> dict:
                 if backlog:
                     before = commit_counts(spark, "lake")
                     publish([m for _, msgs in backlog for m in msgs], bootstrap, topics)
-                    with PeakMemory(engine.server_pid) as mem, counting_round_trips() as trips:
+                    if sql:
+                        sql.mark()
+                    with (PeakMemory(engine.server_pid) as mem, counting_round_trips() as trips,
+                          counting_events(instance) as events):
                         t0 = time.perf_counter()
                         out = sync(cfg, instance, echo=lambda line: None)
                         seconds = time.perf_counter() - t0
                     backlog_peak = mem.peak
+                    executions = sql.since() if sql else None
                     after = commit_counts(spark, "lake")
                     landed = [n for _, n in out.landed()]
                     res["backlog"] = {
@@ -315,7 +342,13 @@ def run(args) -> dict:
                     res["backlog"]["equal"] = (landed == [n for n, _ in backlog]
                                                and check_backlog(spark, layout, sc, landed, args.check))
                     res["backlog"]["runs"] = len(out.outcomes)
-                    res["backlog"]["spark_round_trips"] = trips.to_dict()
+                    res["backlog"]["spark_round_trips"] = trips.to_dict(top=args.trace_round_trips or 12)
+                    res["backlog"]["dagster_events"] = events.to_dict()
+                    if executions is not None:
+                        res["backlog"]["sql_executions"] = executions
+                        print_executions(executions)
+                    for site in res["backlog"]["spark_round_trips"]["top_sites"][:args.trace_round_trips]:
+                        print(f"    {site['calls']:4d} {site['seconds']:7.3f} s  {site['site']}", flush=True)
                     res["backlog"]["peak_memory_mib"] = backlog_peak.to_dict()
                     runs = [r.run_id for r in instance.get_runs(limit=len(out.outcomes))]
                     res["backlog"]["steps"] = {k: round(v, 2) for k, v in step_seconds(instance, runs).items()}
@@ -363,6 +396,13 @@ def run(args) -> dict:
     return res
 
 
+def print_executions(executions: list[dict]) -> None:
+    """The server's SQL executions of a phase, in order: start (s after the phase began), seconds, plan."""
+    print(f"    {len(executions)} SQL executions, {sum(e['s'] for e in executions):.2f} s summed", flush=True)
+    for e in executions:
+        print(f"    {e['start_s'] if e['start_s'] is not None else '?':>7} {e['s']:6.2f} s  {e['what']}", flush=True)
+
+
 def _ratio(value) -> str:
     return "-" if value is None else f"{value:.3f}x"
 
@@ -379,6 +419,13 @@ def main(argv=None) -> int:
                     help="print each steady delta's N busiest call sites of Spark round trips")
     ap.add_argument("--timeline", action="store_true",
                     help="print every Spark round trip of each steady delta: start, end, thread, call site")
+    ap.add_argument("--sql", action="store_true",
+                    help="turn the embedded server's UI on and print every Spark SQL execution of each steady delta "
+                         "and of the backlog: its start, seconds and plan (bench/sql_log.py)")
+    ap.add_argument("--profile", type=int, default=None, metavar="N",
+                    help="cProfile steady delta N's sync (its main thread: the sensor, Dagster, the step's own "
+                         "thread) and print the busiest functions by cumulative time")
+    ap.add_argument("--profile-lines", type=int, default=60, help="functions --profile prints")
     ap.add_argument("--check", choices=("rows", "counts"), default="rows",
                     help="backlog check: every delta's rows (default), or every delta's row count and the "
                          "last delta's rows (a backlog of many big deltas)")

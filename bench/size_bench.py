@@ -14,6 +14,12 @@ put on the MERGE, the history's join or the key check. The first delta of each s
 the reported figure is the median of the others. Each table's end state is compared with the
 planner's truth (rows and key set).
 
+Beside each size, the Spark+Iceberg script (bench/iceberg_script.py: append to an increment
+table, MERGE into the whole snapshot table, tag) lands the same delta on a copy of the same
+rows, on the same server, right after deltaport (`--no-script`: not). Its time is set against
+deltaport's for the same work: the increment landed (changelog and increment table), the
+snapshot applied and checked. The script's table is checked against the truth too.
+
     python bench/size_bench.py [--small 200000] [--large 20000000] [--changes 10000] [--deltas 3]
 
 Results: bench-results/size.json and lines on stdout (both times and the ratio large/small;
@@ -26,12 +32,10 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,69 +43,13 @@ sys.path.insert(0, str(ROOT))
 
 from bench import traffic  # noqa: E402
 from bench.engine import bench_engine, spark_conf_pair  # noqa: E402
+from bench.iceberg_script import land_delta_table  # noqa: E402
+from bench.sql_log import SqlLog, free_port, ui_conf  # noqa: E402
 from platform_assets.prostore import checks  # noqa: E402
 from resources.lake.prostore import LakeLayout, _struct, land_changelog, land_increment  # noqa: E402
 from resources.lake.prostore_history import snapshot_properties, version_fields  # noqa: E402
 from resources.lake.prostore_snapshot import apply_snapshots  # noqa: E402
 from resources.spark.iceberg import commit_delta, ensure_table  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class SqlLog:
-    """The Spark SQL executions the server ran since the last `since()` (its UI REST API)."""
-
-    def __init__(self, port: int):
-        self.base = f"http://127.0.0.1:{port}/api/v1"
-        self.app = None
-        self.seen = -1
-
-    def _get(self, path: str):
-        with urllib.request.urlopen(f"{self.base}{path}", timeout=30) as r:
-            return json.loads(r.read())
-
-    def executions(self) -> list[dict]:
-        if self.app is None:
-            self.app = self._get("/applications")[0]["id"]
-        out, offset = [], 0
-        while True:
-            page = self._get(f"/applications/{self.app}/sql?details=true&offset={offset}&length=500")
-            out += page
-            offset += len(page)
-            if len(page) < 500:
-                return out
-
-    def mark(self) -> None:
-        self.seen = max((e["id"] for e in self.executions()), default=-1)
-
-    def since(self) -> list[dict]:
-        new = [e for e in self.executions() if e["id"] > self.seen]
-        self.seen = max([self.seen, *[e["id"] for e in new]])
-        return [{"id": e["id"], "s": round(e.get("duration", 0) / 1000, 2), "what": _plan_words(e)} for e in new]
-
-
-# The plan nodes that say what an execution did (a write, a join and its kind, a shuffle).
-NOTABLE = ("WriteDelta", "ReplaceData", "AppendData", "OverwritePartitionsDynamic", "OverwriteByExpression",
-           "MergeRows", "SortMergeJoin", "BroadcastHashJoin", "ShuffledHashJoin", "BroadcastNestedLoopJoin",
-           "Exchange", "HashAggregate", "BatchScan", "LocalTableScan", "Window", "CreateTag", "ReplaceTag")
-
-
-def _plan_words(execution: dict) -> str:
-    """`execution`'s notable plan nodes, each with how often it occurs (BatchScan with its table)."""
-    seen: dict[str, int] = {}
-    for node in execution.get("nodes", []):
-        name = node.get("nodeName", "")
-        word = next((w for w in NOTABLE if name.startswith(w)), None)
-        if word == "BatchScan":
-            word = "Scan " + name.split()[-1] if len(name.split()) > 1 else word
-        if word:
-            seen[word] = seen.get(word, 0) + 1
-    return ", ".join(f"{w} x{c}" if c > 1 else w for w, c in seen.items()) or " ".join(
-        str(execution.get("description", "")).split())[:60]
 
 
 def base_rows(spark, n_rows: int, struct):
@@ -136,6 +84,21 @@ def arrow_changes(entity, rows):
     return pa.Table.from_pylist(full, schema=schema)
 
 
+def script_tables(spark, ident: str, n_rows: int) -> str:
+    """The Spark+Iceberg script's tables (bench/iceberg_script.py) beside deltaport's table
+    `ident`, holding the same rows: created by the script's own first delta (the delete of a key
+    that is not there), then filled with `ident`'s data columns in the script's types. Returns
+    the script's namespace."""
+    from pyspark.sql import functions as F
+
+    namespace = f"lake.size_script_{n_rows}"
+    land_delta_table(spark, namespace, traffic.TABLE, 0, [{**traffic.row(-1), "sys_op": 1}], ["id"])
+    snapshot = f"{namespace}.{traffic.TABLE}"
+    fields = spark.table(snapshot).schema.fields
+    spark.table(ident).select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in fields]).writeTo(snapshot).append()
+    return namespace
+
+
 def bench_size(spark, sql: SqlLog, n_rows: int, args) -> dict:
     from pyspark.sql import functions as F
 
@@ -152,12 +115,15 @@ def bench_size(spark, sql: SqlLog, n_rows: int, args) -> dict:
     out = {"rows": n_rows, "write_base_s": round(time.perf_counter() - t, 1),
            "data_files": spark.table(f"{ident}.files").count(), "deltas": []}
     print(f"{n_rows:,} rows: table written in {out['write_base_s']} s, {out['data_files']} data files", flush=True)
+    script = script_tables(spark, ident, n_rows) if args.script else None
     planner = traffic.DeltaPlanner(seed=args.seed, initial=n_rows, update_share=0.5, delete_share=0.2)
     for n in range(1, args.deltas + 1):
         changes = planner.delta(n, args.changes)
+        landing = time.perf_counter()
         land_changelog(spark, layout, dm, n, f"bench-{n}", records)
         land_increment(spark, layout, dm, n, traffic.delta_date_us(n), f"bench-{n}", entities,
                        {traffic.TABLE: arrow_changes(entity, changes.rows)})
+        land_s = time.perf_counter() - landing
         sql.mark()
         t0 = time.perf_counter()
         apply_snapshots(spark, layout, dm, n)
@@ -167,10 +133,17 @@ def bench_size(spark, sql: SqlLog, n_rows: int, args) -> dict:
         t2 = time.perf_counter()
         entry = {"delta": n, "apply_s": round(t1 - t0, 2), "checks_s": round(t2 - t1, 2),
                  "total_s": round(t2 - t0, 2), "apply_sql": applied_sql, "checks_sql": sql.since(),
-                 "counts": counts, "pk_unique": results[0].passed, "load": os.getloadavg()[0]}
+                 "counts": counts, "pk_unique": results[0].passed, "load": os.getloadavg()[0],
+                 "land_s": round(land_s, 2), "with_land_s": round(land_s + t2 - t0, 2)}
+        if script:  # the same delta the simple way: append, MERGE of the whole table, tag
+            t3 = time.perf_counter()
+            land_delta_table(spark, script, traffic.TABLE, n, changes.rows, ["id"])
+            entry["script_s"] = round(time.perf_counter() - t3, 2)
+            entry["script_ratio"] = round(entry["script_s"] / entry["with_land_s"], 3)
         out["deltas"].append(entry)
-        print(f"  delta {n}: apply {entry['apply_s']} s, checks {entry['checks_s']} s, total {entry['total_s']} s "
-              f"(load {entry['load']:.1f})", flush=True)
+        print(f"  delta {n}: apply {entry['apply_s']} s, checks {entry['checks_s']} s, total {entry['total_s']} s; "
+              f"with the increment's landing {entry['with_land_s']} s, Spark+Iceberg script {entry.get('script_s')} s "
+              f"({entry.get('script_ratio')}x) (load {entry['load']:.1f})", flush=True)
         for part in ("apply_sql", "checks_sql"):
             for e in entry[part]:
                 if e["s"] >= args.show_over:
@@ -182,7 +155,13 @@ def bench_size(spark, sql: SqlLog, n_rows: int, args) -> dict:
     out |= {"equal": bool(keys_ok and all(d["pk_unique"] for d in out["deltas"])),
             "median_total_s": statistics.median(d["total_s"] for d in warm),
             "median_apply_s": statistics.median(d["apply_s"] for d in warm),
-            "median_checks_s": statistics.median(d["checks_s"] for d in warm)}
+            "median_checks_s": statistics.median(d["checks_s"] for d in warm),
+            "median_with_land_s": statistics.median(d["with_land_s"] for d in warm)}
+    if script:
+        got = spark.table(f"{script}.{traffic.TABLE}")
+        out |= {"script_equal": got.count() == len(planner.alive),
+                "median_script_s": statistics.median(d["script_s"] for d in warm),
+                "median_script_ratio": statistics.median(d["script_ratio"] for d in warm)}
     return out
 
 
@@ -193,6 +172,8 @@ def main(argv=None) -> int:
     ap.add_argument("--changes", type=int, default=10_000, help="changes per steady delta")
     ap.add_argument("--deltas", type=int, default=3, help="steady deltas per size (the first warms up)")
     ap.add_argument("--seed", type=int, default=30)
+    ap.add_argument("--no-script", dest="script", action="store_false",
+                    help="leave out the Spark+Iceberg script (bench/iceberg_script.py) on a copy of each table")
     ap.add_argument("--show-over", type=float, default=0.3, help="print SQL executions of at least these seconds")
     ap.add_argument("--spark-conf", type=spark_conf_pair, action="append", default=[],
                     help="KEY=VALUE for the embedded server (to measure a setting against the default)")
@@ -200,7 +181,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="deltaport-size-bench-"))
     port = free_port()
-    conf = {"spark.ui.enabled": "true", "spark.ui.port": str(port), **dict(args.spark_conf)}
+    conf = {**ui_conf(port), **dict(args.spark_conf)}
     res: dict = {"config": {**vars(args), "out": str(args.out)}, "load_before": os.getloadavg()}
     try:
         with bench_engine(work, conf=conf) as engine:
@@ -218,7 +199,13 @@ def main(argv=None) -> int:
           f"{large['rows']:,} (apply {large['median_apply_s']}, checks {large['median_checks_s']}): "
           f"{res['ratio']}x (goal <= 1.5x); equal to the truth {small['equal']}, {large['equal']}; "
           f"load {res['load_before'][0]:.1f} -> {res['load_after'][0]:.1f}")
-    return 0 if small["equal"] and large["equal"] else 1
+    for size in res["sizes"]:
+        if "median_script_s" in size:
+            print(f"against the Spark+Iceberg script at {size['rows']:,} rows: deltaport {size['median_with_land_s']} s "
+                  f"(increment landed, snapshot applied and checked), the script {size['median_script_s']} s "
+                  f"(append, MERGE, tag): {size['median_script_ratio']}x; the script's table equal to the truth "
+                  f"{size['script_equal']}")
+    return 0 if all(s["equal"] and s.get("script_equal", True) for s in res["sizes"]) else 1
 
 
 if __name__ == "__main__":

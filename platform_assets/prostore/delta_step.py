@@ -5,8 +5,10 @@ Why one step: the assets' work is mostly waiting on the Spark server (planning, 
 metadata reads), and as four steps in a row a delta paid every wait in turn, and the snapshot
 read back from the lake what the steps before it had just written. Here:
 1. side by side: signal_events' commit; changelog's commit; the increment tables' commits and,
-   once they and the changelog's commit are done, the manifest's; and the snapshot's reads of
+   once they and the changelog's commit are done, the manifest's; the snapshot's reads of
    the lake as it was before the run (manifest, changelog history, each table's last delta);
+   and, in a one-delta run, once the increment tables and those reads are done, the history
+   of the tables the delta changes (`early_history.py`), beside the manifest's commit;
 2. once changelog and increment have landed: the snapshot's MERGEs beside the increment's
    schema check, then the snapshot's checks. The snapshot takes the run's manifest rows and
    changelogs from memory, merged over what phase 1 read: nothing it needs is read twice.
@@ -33,6 +35,7 @@ import dagster as dg
 
 from platform_assets.history_asset import history_reported, refuse_history_alone
 from platform_assets.prostore import checks
+from platform_assets.prostore.early_history import early_history_tables, write_early_history
 from platform_assets.prostore.partitions import delta_span
 from platform_assets.prostore.signal_rows import signal_frame
 from platform_assets.step_outcomes import ChangelogNotLandedError, Outcome, step_failure, timed
@@ -104,7 +107,9 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
         records = fetched.result
 
     # Phase 1: everything that needs only Kafka's slices and the lake as it was.
-    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="deltaport-asset") as pool:
+    early = keep_history and len(backup) == 1 and {keys.changelog, keys.increment, keys.snapshot} <= chosen
+    tables_landed: Future | None = Future() if early else None  # the increment tables' stats, once committed
+    with ThreadPoolExecutor(max_workers=5, thread_name_prefix="deltaport-asset") as pool:
         def start(key, fn) -> Future | None:
             return pool.submit(timed, key, fn) if key in chosen else None
 
@@ -113,14 +118,25 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
         changelog_job = start(keys.changelog, lambda: land_changelogs(
             session, layout, datamart, [(b.delta_num, b.report.chosen, records[b.delta_num]) for b in backup]))
         increment_job = start(keys.increment, lambda: _land_increment(session, layout, datamart, backup, records,
-                                                                      changelog_job))
+                                                                      changelog_job, tables_landed))
         # The target's tables, as the snapshot will see them: from this run's changelog if it lands it.
         tables = list(data_tables(replay_changelog(records[target]))) if changelog_job is not None else None
         before_job = start(keys.snapshot, lambda: _lake_before_run(session, layout, datamart, target, tables))
+        early_job = pool.submit(timed, keys.snapshot, lambda: _early_history(
+            session, layout, datamart, target, records[target], before_job, tables_landed)) if early else None
     done = {f.result().key: f.result() for f in (signal_job, changelog_job, increment_job, before_job) if f}
-    context.log.info(f"deltas {span}: " + ", ".join(
+    # The early history is an optimisation: if it failed, the snapshot's path writes it as before.
+    early_done = early_job.result() if early_job is not None else None
+    # What the step did and how long each part took, logged once at the end: each log line is
+    # an event Dagster writes to the instance's event log (0.03-0.1 s each on SQLite), and the
+    # first of them was written between the phases, on the delta's critical path.
+    said = [f"deltas {span}: " + ", ".join(
         f"{'lake read for snapshot' if k == keys.snapshot else k.path[-1]} {o.seconds:.2f} s"
-        f"{'' if o.error is None else ' (failed)'}" for k, o in done.items()))
+        f"{'' if o.error is None else ' (failed)'}" for k, o in done.items())
+        + (f", history {early_done.seconds:.2f} s{'' if early_done.error is None else ' (left to the snapshot)'}"
+           if early_done is not None else "")]
+    ok = early_done is not None and early_done.error is None
+    written = {(t, target) for t in early_done.result} if ok else set()
 
     # Phase 2: the snapshot, if what it needs from this run landed, beside the increment's check.
     # It starts before phase 1's materializations are reported: Dagster writes each event to the
@@ -137,13 +153,13 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
     if before is not None and before.error is None and all(o.error is None for o in landing):
         snapshot_inputs = _merged(before.result, done.get(keys.changelog), done.get(keys.increment), records)
         phase2.append((keys.snapshot, lambda: _apply_snapshot(session, layout, datamart, target,
-                                                              snapshot_inputs, keys.snapshot, keep_history)))
+                                                              snapshot_inputs, keys.snapshot, keep_history, written)))
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="deltaport-asset")
     try:
         running = [pool.submit(timed, key, fn) for key, fn in phase2]
         for key, materialized in ((keys.signal_events, _signal_materialized),
                                   (keys.changelog, lambda k, o: _changelog_materialized(k, o, backup, records)),
-                                  (keys.increment, lambda k, o: _increment_materialized(context, k, o, backup))):
+                                  (keys.increment, lambda k, o: _increment_materialized(said, k, o, backup))):
             if key in done:
                 outcomes.append(done[key])
                 if done[key].error is None:
@@ -154,8 +170,8 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
     finally:
         pool.shutdown(wait=True)  # a step stopped while phase 2 runs still waits for its commits
     if finished:
-        context.log.info(f"deltas {span}: " + ", ".join(
-            f"{'increment checks' if o.key == keys.increment else 'snapshot'} {o.seconds:.2f} s" for o in finished))
+        said.append(", ".join(f"{'increment checks' if o.key == keys.increment else 'snapshot'} {o.seconds:.2f} s"
+                              for o in finished))
     for o in finished:
         if o.error is not None:
             outcomes.append(o)
@@ -167,6 +183,7 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
             yield from history_reported(
                 context, key=history_key, applied_deltas=sorted({a.delta_num for a in applied}), deltas=span,
                 tables=sorted({history_ident(layout, datamart, a.table) for a in applied if a.upserts or a.deletes}))
+    context.log.info("; ".join(said))
     failed = [o for o in outcomes if o.error is not None]
     if failed:
         context.log.error("; ".join(f"{o.key.to_user_string()}: {o.error}" for o in failed))
@@ -200,17 +217,37 @@ def _increment_delta(session, backup: BackupSlice, records: list) -> IncrementDe
 
 
 def _land_increment(session, layout: LakeLayout, datamart: str, backup: list[BackupSlice],
-                    records: dict[int, list], changelog: Future | None):
+                    records: dict[int, list], changelog: Future | None, tables_landed: Future | None = None):
     """The increment tables, then (once the changelog of the same deltas has landed, when this
-    step lands it) the manifest: ([IncrementDelta], {delta: stats})."""
-    todo = [_increment_delta(session, b, records[b.delta_num]) for b in backup]
-    with task_errors():  # a bad message read by a Spark task surfaces as our typed error
-        stats = land_increment_tables(session, layout, datamart, todo)
+    step lands it) the manifest: ([IncrementDelta], {delta: stats}). `tables_landed` gets the
+    stats (or the error) as soon as the tables have committed, before the manifest."""
+    try:
+        todo = [_increment_delta(session, b, records[b.delta_num]) for b in backup]
+        with task_errors():  # a bad message read by a Spark task surfaces as our typed error
+            stats = land_increment_tables(session, layout, datamart, todo)
+    except BaseException as exc:
+        if tables_landed is not None:
+            tables_landed.set_exception(exc)
+        raise
+    if tables_landed is not None:
+        tables_landed.set_result(stats)
     if changelog is not None and changelog.result().error is not None:
         raise ChangelogNotLandedError(f"datamart {datamart!r} delta(s) {delta_span(backup)}: the increment tables "
                                       f"committed but the changelog did not land, so the manifest was not written")
     record_increments(session, layout, datamart, todo, stats)
     return todo, stats
+
+
+def _early_history(session, layout: LakeLayout, datamart: str, delta: int, records: list, before: Future,
+                   tables_landed: Future) -> list[str]:
+    """The history of the tables delta `delta` changes, once its increment tables have committed
+    and the lake before the run was read (`early_history.py`); the tables written."""
+    stats = tables_landed.result()[delta]
+    lake = before.result()
+    if lake.error is not None:
+        return []
+    tables = early_history_tables(layout, datamart, delta, records, lake.result.progress, lake.result.history, stats)
+    return write_early_history(session, layout, datamart, delta, tables, stats) if tables else []
 
 
 @dataclass(frozen=True)
@@ -257,9 +294,10 @@ def _merged(before: _SnapshotInputs, changelog: Outcome | None, increment: Outco
 
 
 def _apply_snapshot(session, layout: LakeLayout, datamart: str, target: int, inputs: _SnapshotInputs,
-                    key: dg.AssetKey, keep_history: bool = True):
+                    key: dg.AssetKey, keep_history: bool = True, history_written=frozenset()):
     applied = apply_snapshots(session, layout, datamart, target, history=inputs.history, landed=inputs.landed,
-                              progress=inputs.progress, known_from=inputs.known_from, keep_history=keep_history)
+                              progress=inputs.progress, known_from=inputs.known_from, keep_history=keep_history,
+                              history_written=history_written)
     # The key check looks at the keys of every delta this run applied (several commits per table
     # when a column change splits a range), not only those of the target's commit.
     counts, results = checks.snapshot_checks(session, layout, datamart, target, history=inputs.history, key=key,
@@ -280,13 +318,14 @@ def _changelog_materialized(key: dg.AssetKey, outcome: Outcome, backup: list[Bac
         "increment_id": backup[-1].report.chosen, "seconds": round(outcome.seconds, 3)})
 
 
-def _increment_materialized(context, key: dg.AssetKey, outcome: Outcome,
+def _increment_materialized(said: list[str], key: dg.AssetKey, outcome: Outcome,
                             backup: list[BackupSlice]) -> dg.MaterializeResult:
+    """The increment's materialization; each delta's rows per table go to the step's log line (`said`)."""
     _, stats = outcome.result
     rows: Counter = Counter()
     for b in backup:
         rows.update({s.table: s.rows for s in stats[b.delta_num]})
-        context.log.info(f"delta {b.delta_num}: " + ", ".join(f"{s.table} {s.rows}" for s in stats[b.delta_num]))
+        said.append(f"delta {b.delta_num}: " + ", ".join(f"{s.table} {s.rows}" for s in stats[b.delta_num]))
     every = [s for b in backup for s in stats[b.delta_num]]
     last = backup[-1]
     return dg.MaterializeResult(asset_key=key, metadata={

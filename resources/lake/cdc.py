@@ -107,7 +107,7 @@ from resources.spark.iceberg_reads import (
 # time, tag by commit id). Shared, not copied: a second lock would not serialise against it.
 from resources.spark.iceberg import _quote, _ranges_text, _session_snapshot_properties, _summary, _tag_commit
 from resources.spark.session import local_checkpoint
-from resources.spark.merge_keys import target_key_filter
+from resources.spark.merge_keys import target_key_filter, target_rows
 from resources.spark.table_properties import ensure_properties
 
 __all__ = [
@@ -461,7 +461,8 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
         mark_history_start(spark, ident, first, keep_history)
     if keep_history:  # before the MERGE, from the state it has not touched yet
         write_stream_history(spark, layout, source, table, target, keys, deltas, folded=folded, changes=changes)
-    _merge(spark, ident, folded, keys, data, deltas, commit_id or uuid.uuid4().hex)
+    _merge(spark, ident, folded, keys, data, deltas, commit_id or uuid.uuid4().hex,
+           changes_rows=sum(k for k, _ in counts.values()))
     applied = CdcApplied(delta_num, table, skipped=False, events=sum(e for _, e in counts.values()),
                          upserts=counts.get(UPSERT, (0, 0))[0], deletes=counts.get(DELETE, (0, 0))[0])
     return [*unchanged[:-1], applied]
@@ -514,7 +515,7 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
 
 
 def _merge(spark, ident: str, folded, keys: list[str], data: list[str], deltas: Sequence[int],
-           commit_id: str) -> None:
+           commit_id: str, *, changes_rows: int | None = None) -> None:
     """MERGE the `fold_changes` of `deltas` (consecutive) into the snapshot: one commit recording
     the last delta and the key columns, with several the whole run too (for
     `cdc_snapshot_as_of`), tagged `delta_<last>`."""
@@ -528,7 +529,9 @@ def _merge(spark, ident: str, folded, keys: list[str], data: list[str], deltas: 
     index = {c: i for i, c in enumerate(data)}
     on = " AND ".join(f"t.{_q(k)} <=> s.{_q(k)}" for k in keys)
     # The target's rows of other keys dropped as they are scanned, not shuffled (merge_keys.py).
-    narrowed = target_key_filter(folded.select(*[_q(k) for k in keys]), keys, null_safe=True)
+    # `changes_rows` (the folded keys): a target too small for the list to pay gets none.
+    narrowed = target_key_filter(folded.select(*[_q(k) for k in keys]), keys, null_safe=True,
+                                 target_size=target_rows(spark, ident), changes_rows=changes_rows)
     if narrowed:
         on = f"{on} AND {narrowed}"
     non_key = [c for c in data if c not in keys]

@@ -6,7 +6,7 @@ table as of any delta. The layout, the schema-change rules and the guarantees ar
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
@@ -42,7 +42,8 @@ def snapshot_progress(spark, layout: LakeLayout, datamart: str, tables: Sequence
 def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, history=None, *,
                     landed: Mapping[int, Mapping[str, TableStats]] | None = None,
                     progress: Mapping[str, int | None] | None = None,
-                    known_from: int | None = None, keep_history: bool = True) -> list[Applied]:
+                    known_from: int | None = None, keep_history: bool = True,
+                    history_written: Collection[tuple[str, int]] = ()) -> list[Applied]:
     """Bring every snapshot table of the datamart to delta `target`, delta by delta, in order.
 
     Each table starts after its own last applied delta (from its commit summaries), so a crash
@@ -58,7 +59,9 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
     `known_from`: `history` and `landed` hold only the deltas from this one on (read `since` it:
     the lowest last applied delta of the target's tables, which must be in `landed`); a table
     whose DDL is needed from before it makes the whole history be read. `keep_history`: write
-    the versions each delta closes to the history tables first (`resources/lake/prostore_history.py`).
+    the versions each delta closes to the history tables first (`resources/lake/prostore_history.py`);
+    `history_written`: (table, delta) whose history the caller has written already, from the
+    table as it is now (platform_assets/prostore/early_history.py), for a plain one-delta step.
     """
     landed = landed_deltas(spark, layout, datamart) if landed is None else landed
     history = changelog_history(spark, layout, datamart) if history is None else history
@@ -112,7 +115,7 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
         else:
             n, entity, stats, transition = step[0]
             _apply_delta(spark, layout, datamart, n, entity, stats, transition, prepared.get(entity.name),
-                         commit_id, keep_history)
+                         commit_id, keep_history, history_written=(entity.name, n) in history_written)
         failpoint("snapshot.table_done")
         return [Applied(n, e.name, stats.upserts, stats.deletes) for n, e, stats, _ in step]
 
@@ -213,7 +216,8 @@ def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int],
         write_closed_versions(spark, layout, datamart, entities[-1].name, table, schema, changes, keys, deltas,
                               rows=rows)
     last = latest_per_key(changes, keys, order_column="delta_num").drop("delta_num", "delta_date")
-    merge_upserts(spark, ident, last, keys, delta_num=deltas[-1], checked=True, folded=deltas, commit_id=commit_id)
+    merge_upserts(spark, ident, last, keys, delta_num=deltas[-1], checked=True, folded=deltas, commit_id=commit_id,
+                  rows=rows)
 
 
 def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: int,
@@ -242,12 +246,13 @@ def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_n
 
 def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: EntitySchema, stats: TableStats,
                  transition: ColumnTransition | None, prepared=None, commit_id: str | None = None,
-                 keep_history: bool = True) -> None:
+                 keep_history: bool = True, history_written: bool = False) -> None:
     """One commit taking one snapshot table from its state after the previous delta to delta n.
 
     `transition`: how the table's columns changed since the delta last applied (None: not
     known, nothing to carry over). `prepared`: the table's checked changes of a range
-    (`_prepare_ranges`), used when the delta's columns did not change."""
+    (`_prepare_ranges`), used when the delta's columns did not change. `history_written`: the
+    versions the delta closes are in the history already (written from the same pre-state)."""
     from pyspark.sql import functions as F
 
     ident = layout.snapshot(datamart, entity.name)
@@ -287,12 +292,12 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         mark_history_start(spark, ident, n, keep_history)
     recreated = existed and transition is not None and transition.recreated
     if not carry:
-        if keep_history and not recreated:
+        if keep_history and not recreated and not history_written:
             write_closed_versions(spark, layout, datamart, entity.name, table, schema, changes, keys, [n],
                                   rows=stats.rows)
         # the MERGE checks the keys in its own job, or they were checked with the range
         merge_upserts(spark, ident, changes.drop("delta_num", "delta_date"), keys, delta_num=n,
-                      checked=prepared is not None and _plain(transition), commit_id=commit_id)
+                      checked=prepared is not None and _plain(transition), commit_id=commit_id, rows=stats.rows)
         return
     # The rows the delta does not write come from the table itself: materialized (and checked)
     # before the MERGE rewrites that table.

@@ -26,7 +26,7 @@ from resources.spark.iceberg import (
     _table_schema,
     _tag_commit,
 )
-from resources.spark.merge_keys import target_key_filter
+from resources.spark.merge_keys import target_key_filter, target_rows
 from resources.spark.session import local_checkpoint
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ def merge_upserts(
     checked: bool = False,
     folded: Sequence[int] = (),
     commit_id: str | None = None,
+    rows: int | None = None,
 ) -> DeltaCommit:
     """Apply one delta's changes to the state table `ident` in ONE commit (MERGE INTO) that
     records delta `delta_num`, then tag it ``delta_<N>``.
@@ -63,7 +64,9 @@ def merge_upserts(
     `checked=True`: the caller passes `checkpoint_checked`'s result (e.g. for a whole range of
     deltas in one job, or changes that read the target table itself). `commit_id`: the id the
     commit records (default: a new one); MERGEs of one delta into several tables share one, and
-    with it the session's commit properties, so they can run side by side.
+    with it the session's commit properties, so they can run side by side. `rows`: how many
+    changes there are, when the caller knows (the key filter's choice then needs no keys' job
+    on a target too small for it: `merge_keys.target_key_filter`).
     """
     quoted = _quote(ident)
     target = [f.name for f in _table_schema(spark, ident).fields]
@@ -95,9 +98,10 @@ def merge_upserts(
         changes.createOrReplaceTempView(view)
         op = f"s.{_col(source[op_column.lower()])}"
         on = " AND ".join(f"t.{_col(k)} = s.{_col(source[k.lower()])}" for k in keys)
-        # The target's rows of other keys dropped as they are scanned, not shuffled (merge_keys.py).
-        narrowed = target_key_filter(changes_df.select(*[source[k.lower()] for k in keys])
-                                     .toDF(*keys), keys)
+        # The target's rows of other keys dropped as they are scanned, not shuffled, where the
+        # target is big enough for that to pay (merge_keys.py).
+        narrowed = target_key_filter(changes_df.select(*[source[k.lower()] for k in keys]).toDF(*keys), keys,
+                                     target_size=target_rows(spark, ident), changes_rows=rows)
         if narrowed:
             on = f"{on} AND {narrowed}"
         assign = ", ".join(f"t.{_col(c)} = s.{_col(source[c.lower()])}" for c in target)

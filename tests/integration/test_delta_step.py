@@ -27,6 +27,7 @@ from resources.errors import DeltaportError
 from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
 from resources.lake.prostore import LakeLayout, landed_deltas
+from resources.lake.prostore_history import history_ident
 from resources.lake.read import rows_as_of
 
 pytestmark = pytest.mark.integration
@@ -154,6 +155,34 @@ def test_a_subset_lands_only_its_assets_and_the_snapshot_alone_reads_the_lake(pl
     assert checks_of(alone) == {"primary_key_unique"}
     pk = next(c for c in alone.get_asset_check_evaluations() if c.check_name == "primary_key_unique")
     assert set(pk.metadata["keys_of_deltas"].value.values()) == {"2"}  # the keys of the delta it applied
+
+
+def test_a_steady_deltas_history_is_written_beside_the_manifest_not_after_it(platform, monkeypatch):
+    """The history write of a one-delta run needs only the increment tables and the lake before
+    the run, so it goes beside the manifest's commit (early_history.py): with the manifest's
+    commit failing, delta 3's history partition is there (harmless: readers bound the history by
+    the snapshot's last applied delta, still 2) and the snapshot did not move; the run again
+    lands 3, and reads as of 2 (answered by the history) and 3 equal the truth."""
+    sc, defs, instance, layout, spark = platform
+    assert 2 in landed_deltas(spark, layout, DM) and 3 not in landed_deltas(spark, layout, DM)
+
+    def broken(*args, **kwargs):
+        raise DeltaportError("the manifest refused the commit")
+
+    monkeypatch.setattr(delta_step, "record_increments", broken)
+    result = run(defs, instance, 3)
+    assert not result.success and "the manifest refused the commit" in failure_text(result)
+    assert 3 not in landed_deltas(spark, layout, DM)
+    closed = {t: spark.table(history_ident(layout, DM, t)).where("delta_num = 3").count() for t in sc.truth[DM][3]
+              if spark.catalog.tableExists(history_ident(layout, DM, t))}
+    assert any(closed.values()), closed
+    monkeypatch.undo()
+    again = run(defs, instance, 3)
+    assert again.success and materialized(again) == ALL
+    assert equal_to_truth(sc, spark, layout, 3) and equal_to_truth(sc, spark, layout, 2)
+    # The step says what it did in one log line: each is an event written to the instance's log.
+    said = [e.user_message for e in instance.all_logs(again.run_id) if e.dagster_event is None]
+    assert len(said) == 1 and "delta 3: " in said[0] and "snapshot " in said[0], said
 
 
 def test_history_is_an_asset_after_increment_in_the_lineage(platform):

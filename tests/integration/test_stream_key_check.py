@@ -101,8 +101,7 @@ def test_the_stream_merge_names_the_changes_keys_unless_one_is_null(spark, sourc
     third = [upsert(k, (3 * ROWS + k,), "w") for k in (3, 4)]
     land_cdc_increment(spark, LAYOUT, source, 2, {T: changes_frame(spark, third, columns())})
     apply_cdc_through(spark, LAYOUT, source, 2, {T: KEY})
-    assert said == ["t.`id` IN (CAST('3' AS bigint), CAST('4' AS bigint))"] or said == [
-        "t.`id` IN (CAST('4' AS bigint), CAST('3' AS bigint))"]
+    assert said in (["t.`id` IN (3L, 4L)"], ["t.`id` IN (4L, 3L)"])  # 2 keys, 1,000 rows each: it pays
     fourth = [upsert(None, (3 * ROWS,), "null three"), upsert(5, (3 * ROWS + 5,), "x")]
     land_cdc_increment(spark, LAYOUT, source, 3, {T: changes_frame(spark, fourth, columns())})
     apply_cdc_through(spark, LAYOUT, source, 3, {T: KEY})
