@@ -144,10 +144,7 @@ def bench_size(spark, sql: SqlLog, n_rows: int, args) -> dict:
         print(f"  delta {n}: apply {entry['apply_s']} s, checks {entry['checks_s']} s, total {entry['total_s']} s; "
               f"with the increment's landing {entry['with_land_s']} s, Spark+Iceberg script {entry.get('script_s')} s "
               f"({entry.get('script_ratio')}x) (load {entry['load']:.1f})", flush=True)
-        for part in ("apply_sql", "checks_sql"):
-            for e in entry[part]:
-                if e["s"] >= args.show_over:
-                    print(f"      {part[:-4]:<6}{e['s']:>7.2f} s  {e['what']}", flush=True)
+        show_sql(entry, args.show_over)
     got = spark.table(ident)
     keys_ok = (got.count() == len(planner.alive)
                and got.select(F.sum(F.col("id").cast("long"))).first()[0] == sum(planner.alive))
@@ -165,20 +162,30 @@ def bench_size(spark, sql: SqlLog, n_rows: int, args) -> dict:
     return out
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def show_sql(entry: dict, over: float) -> None:
+    """Print a delta's Spark SQL executions of at least `over` seconds (apply, then checks)."""
+    for part in ("apply_sql", "checks_sql"):
+        for e in entry[part]:
+            if e["s"] >= over:
+                print(f"      {part[:-4]:<6}{e['s']:>7.2f} s  {e['what']}", flush=True)
+
+
+def add_size_args(ap, out_name: str) -> None:
+    """The options both size benches take (this one's and bench/size_stream_bench.py's)."""
     ap.add_argument("--small", type=int, default=200_000, help="rows of the small table")
     ap.add_argument("--large", type=int, default=20_000_000, help="rows of the large table")
     ap.add_argument("--changes", type=int, default=10_000, help="changes per steady delta")
     ap.add_argument("--deltas", type=int, default=3, help="steady deltas per size (the first warms up)")
     ap.add_argument("--seed", type=int, default=30)
-    ap.add_argument("--no-script", dest="script", action="store_false",
-                    help="leave out the Spark+Iceberg script (bench/iceberg_script.py) on a copy of each table")
     ap.add_argument("--show-over", type=float, default=0.3, help="print SQL executions of at least these seconds")
     ap.add_argument("--spark-conf", type=spark_conf_pair, action="append", default=[],
                     help="KEY=VALUE for the embedded server (to measure a setting against the default)")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench-results" / "size.json")
-    args = ap.parse_args(argv)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench-results" / out_name)
+
+
+def run_sizes(args, bench, label: str) -> dict:
+    """`bench(spark, sql, rows, args)` at both sizes on one warm server; the result (written to
+    `args.out`) with the ratio large/small of the median warm delta, and its line printed."""
     work = Path(tempfile.mkdtemp(prefix="deltaport-size-bench-"))
     port = free_port()
     conf = {**ui_conf(port), **dict(args.spark_conf)}
@@ -186,7 +193,7 @@ def main(argv=None) -> int:
     try:
         with bench_engine(work, conf=conf) as engine:
             sql = SqlLog(port)
-            res["sizes"] = [bench_size(engine.spark, sql, r, args) for r in (args.small, args.large)]
+            res["sizes"] = [bench(engine.spark, sql, r, args) for r in (args.small, args.large)]
     finally:
         shutil.rmtree(work, ignore_errors=True)
     small, large = res["sizes"]
@@ -194,11 +201,20 @@ def main(argv=None) -> int:
     res["load_after"] = os.getloadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(res, indent=2, default=str))
-    print(f"size: a steady delta of {args.changes:,} changes: {small['median_total_s']} s at {small['rows']:,} rows "
+    print(f"{label}: a steady delta of {args.changes:,} changes: {small['median_total_s']} s at {small['rows']:,} rows "
           f"(apply {small['median_apply_s']}, checks {small['median_checks_s']}), {large['median_total_s']} s at "
           f"{large['rows']:,} (apply {large['median_apply_s']}, checks {large['median_checks_s']}): "
           f"{res['ratio']}x (goal <= 1.5x); equal to the truth {small['equal']}, {large['equal']}; "
           f"load {res['load_before'][0]:.1f} -> {res['load_after'][0]:.1f}")
+    return res
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_size_args(ap, "size.json")
+    ap.add_argument("--no-script", dest="script", action="store_false",
+                    help="leave out the Spark+Iceberg script (bench/iceberg_script.py) on a copy of each table")
+    res = run_sizes(ap.parse_args(argv), bench_size, "size")
     for size in res["sizes"]:
         if "median_script_s" in size:
             print(f"against the Spark+Iceberg script at {size['rows']:,} rows: deltaport {size['median_with_land_s']} s "
