@@ -52,7 +52,9 @@ from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario  
 from resources.kafka.admin import create_topic  # noqa: E402
 from resources.kafka.broker import kafka_bootstrap  # noqa: E402
 from resources.kafka.publish import publish  # noqa: E402
+from resources.lake.history_forms import AsOfDelta, history_where  # noqa: E402
 from resources.lake.prostore import LakeLayout  # noqa: E402
+from resources.lake.prostore_history import history_ident  # noqa: E402
 
 KINDS = (("snapshot", ""), ("increment", "_increment"), ("history", "_history"), ("meta", "_meta"))
 
@@ -101,6 +103,7 @@ def cli_read(config: Path, table: str, delta: int | None, env: dict) -> tuple[fl
 def timed_calls(spark, layout: LakeLayout, table: str, old: int, last: int) -> dict:
     """Seconds of the reads a steady delta and `deltaport read` make of the lake, one by one, in
     this process: which of them grows with the lake's age."""
+    from resources.lake.history_layout import partition_fields
     from resources.lake.history_read import versions_frame
     from resources.lake.history_forms import AsOfDelta
     from resources.lake.prostore import changelog_history, landed_deltas
@@ -115,6 +118,8 @@ def timed_calls(spark, layout: LakeLayout, table: str, old: int, last: int) -> d
         "manifest since the last delta": lambda: landed_deltas(spark, layout, DM, since=last),
         "schema as of the old delta": lambda: entity_as_of(spark, layout, DM, table, old),
         "last applied delta": lambda: last_applied_deltas(spark, [ident]),
+        # what a writer asks once per process and history table (history_layout.ensure_layout)
+        "history partition spec": lambda: partition_fields(spark, history_ident(layout, DM, table)),
         "versions as of the old delta (count)": lambda: versions_frame(
             spark, layout, DM, table, AsOfDelta(old), columns, last=last).count(),
         "increment of the last delta (count)": lambda: spark.table(layout.increment(DM, table)).where(
@@ -126,6 +131,16 @@ def timed_calls(spark, layout: LakeLayout, table: str, old: int, last: int) -> d
         call()
         out[name] = round(time.perf_counter() - began, 2)
     return out
+
+
+def files_planned(warehouse: Path, ident: str, where: str) -> dict:
+    """How many of the table's data files a scan with `where` plans (PyIceberg's planning prunes by
+    partition and column bounds, as Spark's does), of how many it has: what an as-of read opens."""
+    from resources.lake.pyiceberg_read import load_table
+
+    table = load_table(ident, type="hadoop", catalog=ident.split(".")[0], warehouse=str(warehouse))
+    return {"planned": len(list(table.scan(row_filter=where).plan_files())),
+            "files": len(list(table.scan().plan_files()))}
 
 
 def measure(label: str, *, cfg, instance, bootstrap, topics, batches, spark, sc, config_file: Path, env: dict,
@@ -153,6 +168,9 @@ def measure(label: str, *, cfg, instance, bootstrap, topics, batches, spark, sc,
               f"{times} s ({want} rows)", flush=True)
     out["calls"] = timed_calls(spark, LakeLayout(cfg.lake.catalog), table, old, last)
     print(f"{label}: calls {out['calls']}", flush=True)
+    out["history_files"] = files_planned(warehouse, history_ident(LakeLayout(cfg.lake.catalog), DM, table),
+                                         f"{history_where(AsOfDelta(old))} AND delta_num <= {int(last)}")
+    print(f"{label}: history files an as-of read of delta {old} plans: {out['history_files']}", flush=True)
     out["metadata"] = lake_metadata(spark, warehouse, cfg.lake.catalog)
     out["last_delta"] = last
     return out
@@ -227,6 +245,7 @@ def summary(res: dict) -> dict:
     for key in ("steady", "read_old", "read_current"):
         young, aged = med("young", key), med("aged", key)
         out[key] = {"age_100_s": young, "aged_s": aged, "ratio": round(aged / young, 2)}
+    out["history_files"] = {"age_100": res["young"]["history_files"], "aged": res["aged"]["history_files"]}
     out["calls"] = {name: {"age_100_s": res["young"]["calls"][name], "aged_s": res["aged"]["calls"][name]}
                     for name in res["aged"]["calls"]}
     def largest(age: str, kind: str, field: str) -> int:
@@ -268,6 +287,9 @@ def report(res: dict) -> int:
         print(f"age: {kind} tables: newest metadata file <= {m['age_100_max_metadata_bytes']} -> "
               f"{m['aged_max_metadata_bytes']} bytes, manifests <= {m['age_100_max_manifests']} -> "
               f"{m['aged_max_manifests']} ({m['aged_max_manifest_bytes']} bytes)")
+    h = s["history_files"]
+    print(f"age: history files an as-of read of the old delta plans: {h['age_100']['planned']} of "
+          f"{h['age_100']['files']} at ~100 deltas, {h['aged']['planned']} of {h['aged']['files']} at {args.age}")
     for name, c in s["calls"].items():
         print(f"age: {name}: {c['age_100_s']} s at ~100 deltas, {c['aged_s']} s at {args.age}")
     print(f"age: lake equal to the truth: {res['equal']}")

@@ -15,7 +15,7 @@ What it writes, per generated delta d (the same tables, rows and partitions a re
   of delta first-1, under delta d (each delta's backup carries the whole changelog);
   `signal_events`: delta first-1's events under delta d (their close time d's);
 - `lake.<dm>_history.<t>` and the snapshot table: written by the platform's own range folds
-  (`apply_snapshots`, the path a range run takes, `FOLD` deltas each): the history partition d holds the version
+  (`apply_snapshots`, the path a range run takes, `FOLD` deltas each): the history rows of d hold the version
   d closed, the snapshot row carries its last `sys_from`;
 - the snapshot tables' `delta_<N>` tags of the last `keep_tags` generated deltas, then one
   maintenance pass (`maintain_source`, expiry as for commits older than an hour), as a run
@@ -59,7 +59,7 @@ from resources.state.store import state_store
 
 
 _FANOUT = "write.spark.fanout.enabled"
-FOLD = 500  # deltas per range fold of the snapshot and history (a real lake's: sensor.max_deltas_per_run, 100)
+FOLD = 2000  # deltas per range fold of the snapshot and history (a real lake's: sensor.max_deltas_per_run, 100)
 
 
 @dataclass
@@ -104,14 +104,14 @@ def age_lake(spark, cfg, instance: dg.DagsterInstance, datamart: str, *, first: 
         return out
 
     def write(ident: str, frame):
-        # One task writes a chunk's rows sorted by delta, one file open at a time (Iceberg's
-        # fanout writer, its default for writes without an ordering, would hold a file open per
-        # delta); the table property is unset again after.
+        # Two tasks (the machine's cores) each write a run of consecutive deltas of a chunk,
+        # sorted, one file open at a time (Iceberg's fanout writer, its default for writes without
+        # an ordering, would hold a file open per delta); the table property is unset again after.
         spark.sql(f"ALTER TABLE {ident} SET TBLPROPERTIES ('{_FANOUT}'='false')")
         try:
             for part in chunks:  # one commit per chunk of deltas, each delta its own partition
-                rows = frame.where(F.col("delta_num").between(part[0], part[-1])).repartition(1).sortWithinPartitions(
-                    "delta_num")
+                rows = frame.where(F.col("delta_num").between(part[0], part[-1])).repartitionByRange(
+                    2, "delta_num").sortWithinPartitions("delta_num")
                 replace_deltas(spark, ident, rows, part)
         finally:
             spark.sql(f"ALTER TABLE {ident} UNSET TBLPROPERTIES ('{_FANOUT}')")
@@ -151,8 +151,9 @@ def age_lake(spark, cfg, instance: dg.DagsterInstance, datamart: str, *, first: 
     timed("increment tables", increments)
     timed("manifest, changelog, signal_events", meta)
     def folds():
-        # Range folds of FOLD deltas: one fold of 4,900 ran the server (-Xmx4g) out of heap writing
-        # the history (no ordering: Iceberg's fanout writer holds a file open per delta partition).
+        # Range folds of FOLD deltas. With a partition per delta, one fold of 4,900 ran the server
+        # (-Xmx4g) out of heap writing the history (Iceberg's fanout writer held a file open per
+        # delta); spans of deltas (resources/lake/history_layout.py) leave two or three per task.
         for target in [*range(first + FOLD - 1, last - 1, FOLD), last - 1]:
             apply_snapshots(spark, layout, datamart, target)
 

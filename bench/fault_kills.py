@@ -45,6 +45,8 @@ KILLS: dict[str, str] = {
     # from 1 delete file): killed while Spark compacts a snapshot table, and between two tables.
     "kill-inside-compaction": "maintenance.compact~300",
     "kill-between-maintained-tables": "maintenance.table_done@3",
+    # ... and while it compacts a history table (history_layout.compact: spans of deltas).
+    "kill-inside-history-compaction": "maintenance.compact_history~300",
 }
 # The kill cases of maintenance run with it due on every range of the story and eager to compact.
 MAINTENANCE_CASES = {"every_deltas": 1, "delete_files_threshold": 1, "data_files_threshold": 1, "expire_after_seconds": 0}

@@ -62,6 +62,9 @@ class LakeConfig:
     # Table maintenance inside the delta runs (platform_assets/maintenance_step.py): keys of
     # resources.lake.maintenance.MaintenanceSettings; `enabled: false` turns it off.
     maintenance: dict = field(default_factory=dict)
+    # Deltas per partition of a history table (resources/lake/history_layout.py): a new table, or
+    # one still partitioned per delta, gets truncate(this, delta_num); 0 keeps one per delta.
+    history_partition_deltas: int = 1000
 
 
 @dataclass(frozen=True)
@@ -177,9 +180,9 @@ class PlatformConfig:
 
 _LAKE_TYPES = ("hadoop", "rest", "jdbc", "hive")
 # 0 means "no lateness" / "seal at once" / "the snapshot ends at source delta 0" / "never idle" /
-# "expire anything older than now"
+# "expire anything older than now" / "a history partition per delta"
 _ZERO_ALLOWED = ("lateness_seconds", "idle_seconds", "last_delta", "idle_timeout_minutes", "expire_after_seconds",
-                 "orphan_age_seconds")
+                 "orphan_age_seconds", "history_partition_deltas")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")  # a source names Iceberg namespaces and Dagster assets
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 

@@ -99,7 +99,7 @@ def _delta_selection(source: str, lag_check: dg.AssetChecksDefinition) -> dg.Ass
 
 
 def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
-    layout = LakeLayout(cfg.lake.catalog)
+    layout = LakeLayout(cfg.lake.catalog, history_span=cfg.lake.history_partition_deltas)
     assets: list = list(_topic_specs(cfg))
     jobs, sensors, checks = [], [], []
     maintenance = maintenance_settings(cfg)

@@ -53,6 +53,8 @@ POINTS = {
     "cdc.applied": "after a change-stream snapshot table reached the run's delta (one commit for a range); "
                    "the run's other tables go side by side",
     "maintenance.compact": "when a snapshot table's compaction is sent to Spark (use ~MS to die while it runs)",
+    "maintenance.compact_history": "when a history table's compaction is sent to Spark (use ~MS to die while it "
+                                   "runs)",
     "maintenance.table_done": "after one table's maintenance (compaction, expiry), before the next table's",
 }
 

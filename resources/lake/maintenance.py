@@ -12,6 +12,10 @@ before and after, what was done, and the seconds it took (`TableMaintenance`). T
   `rewrite_data_files` rewrites the data files that carry deletes (`delete-file-threshold` 1)
   and bin-packs small files; `rewrite_position_delete_files` then drops the delete files left
   dangling.
+- **Compact history.** A history table gets a small file per delta (or range run); once it holds
+  `data_files_threshold` data files, those of the deltas its snapshot table applied are rewritten
+  into one per partition (`resources/lake/history_layout.py`: spans of
+  `lake.history_partition_deltas` deltas), bin-packed or sorted by `history_sort_order`.
 - **Expire.** On increment, history and meta tables, which are read by `delta_num` and never by
   time travel, snapshots older than `expire_after_seconds` expire, keeping the current one. This
   frees the files that re-runs and compactions replaced, and keeps each metadata file small.
@@ -45,9 +49,10 @@ from dataclasses import dataclass, field
 from resources.failpoints import failpoint
 from resources.lake.prostore import LakeLayout
 from resources.lake.stream_keys import snapshot_tables
+from resources.lake.history_layout import compact, snapshot_of
 from resources.lake.prostore_history import history_start
 from resources.spark.iceberg import _quote, _sql_str, delta_tag, table_exists
-from resources.spark.iceberg_reads import delta_tags
+from resources.spark.iceberg_reads import delta_tags, last_applied_deltas
 
 
 @dataclass(frozen=True)
@@ -59,12 +64,13 @@ class MaintenanceSettings:
     keep_tags: int = 100  # a snapshot table with history keeps the delta_<N> tags of its last this many deltas
     orphans: bool = False
     orphan_age_seconds: float = 3 * 24 * 3600.0
+    history_sort_order: str = ""  # e.g. "sys_from": compacted history files sorted (default: bin-packed)
 
 
 @dataclass
 class TableMaintenance:
     ident: str
-    kind: str  # "snapshot" | "increment" | "meta"
+    kind: str  # "snapshot" | "history" | "increment" | "meta"
     data_files: tuple[int, int] = (0, 0)  # before, after
     tags: tuple[int, int] = (0, 0)
     delete_files: tuple[int, int] = (0, 0)
@@ -117,6 +123,12 @@ def maintain_table(spark, ident: str, kind: str, settings: MaintenanceSettings) 
         # option remove-dangling-deletes of rewrite_data_files removed none of them.
         _call(spark, ident, "rewrite_position_delete_files", ", options => map('rewrite-all', 'true')")
         out.done.append("compacted")
+    if kind == "history" and data0 >= settings.data_files_threshold:
+        last = last_applied_deltas(spark, [snapshot_of(ident)]).get(snapshot_of(ident))
+        if last is not None:
+            failpoint("maintenance.compact_history")
+            if compact(spark, ident, last, sort_order=settings.history_sort_order):
+                out.done.append("compacted")
     if kind == "snapshot":
         tags = delta_tags(spark, ident)
         dropped = expire_tags(spark, ident, tags, settings.keep_tags)
@@ -160,7 +172,7 @@ def due(deltas, every: int) -> bool:
 
 
 # A source's namespaces and what their tables are (LakeLayout; `_marts`: platform_assets/build_on.py).
-_NAMESPACES = (("", "snapshot"), ("_increment", "increment"), ("_history", "increment"), ("_meta", "meta"),
+_NAMESPACES = (("", "snapshot"), ("_increment", "increment"), ("_history", "history"), ("_meta", "meta"),
                ("_marts", "meta"))
 
 

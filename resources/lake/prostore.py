@@ -95,6 +95,9 @@ class MissingDeltasError(DeltaportError):
 @dataclass(frozen=True)
 class LakeLayout:
     catalog: str = "lake"
+    # A new history table's partitions hold this many closing deltas each (truncate(K, delta_num):
+    # resources/lake/history_layout.py); 0: one partition per delta, the layout before it.
+    history_span: int = 1000
 
     def snapshot(self, datamart: str, table: str) -> str:
         return f"{self.catalog}.{datamart}.{table}"

@@ -6,13 +6,15 @@ MERGE then writes the new current versions, each stamped with `sys_from` (the de
 it) and `sys_from_date` (that delta's close time). The columns and the query forms are in
 `resources/lake/history_forms.py`; the reasons in docs/design-history-and-growth.md.
 
-A version closed by delta N is in the history table's partition `delta_num = N`, with
+A version closed by delta N is in the history table's rows `delta_num = N` (partitioned in
+spans of deltas: resources/lake/history_layout.py), with
 `sys_to = N - 1` and `sys_op = 1` when N deleted the key, else 0 (Prostore's own stamps). Inside a
 fold over deltas a..b, a key changed in several of them closes the version of each change but the
 last at its next change (`LEAD` over the increments, the rows the fold already reads).
 
 Guarantees:
-- written before the MERGE, in one commit that replaces the partitions of its deltas, from a
+- written before the MERGE, in one commit that replaces the rows of its deltas (and of any later
+  one: a crashed run's, never applied), from a
   pre-state the MERGE has not touched yet: a re-run after a crash between the two commits writes
   the same rows again; a delta applied already is never re-applied, so its history stays;
 - until its MERGE commits, a delta's history partition may exist with the snapshot still before
@@ -30,12 +32,13 @@ from collections.abc import Sequence
 
 from resources.failpoints import failpoint
 from resources.lake.history_forms import HISTORY_FROM_PROPERTY
+from resources.lake.history_layout import METRICS, ensure_layout, history_partition
 from resources.lake.prostore import LakeLayout, _c
 from resources.spark.iceberg import ensure_table, replace_deltas
 
-# The history table's properties at creation (partitioned by delta_num: the delta that closed
-# the version, sys_to + 1).
-HISTORY_PROPERTIES = {"format-version": "2"}
+# The history table's properties at creation (partitioned by delta_num, the delta that closed
+# the version, sys_to + 1, in spans of deltas: resources/lake/history_layout.py).
+HISTORY_PROPERTIES = {"format-version": "2", **METRICS}
 
 
 def snapshot_properties(keep_history: bool) -> dict[str, str]:
@@ -147,7 +150,7 @@ def closed_versions(table, changes, keys: Sequence[str], *, columns: Sequence[st
 
 def write_closed_versions(spark, layout: LakeLayout, datamart: str, table_name: str, table, schema, changes,
                           keys: Sequence[str], deltas: Sequence[int], *, rows: int | None = None) -> str:
-    """Replace the history partitions of `deltas` with the versions they close (one commit).
+    """Replace the history rows of `deltas` with the versions they close (one commit).
     `schema`: the snapshot table's (`table.schema`, which the caller has)."""
     closed = closed_versions(table, changes, keys, columns=[f.name for f in schema.fields], fold=len(deltas) > 1,
                              rows=rows)
@@ -167,14 +170,17 @@ def all_closed(table, schema, delta_num: int, close_date):
 def write_history(spark, layout: LakeLayout, datamart: str, table_name: str, schema, rows,
                   deltas: Sequence[int]) -> str:
     """`rows` (history rows of the snapshot table's columns, `schema`) replace the history
-    partitions of `deltas`."""
+    rows of `deltas`."""
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType, TimestampNTZType
 
     ident = history_ident(layout, datamart, table_name)
     schema = StructType([*schema.fields, *[StructField(name, kind, True) for name, kind in (
         ("sys_to", LongType()), ("sys_op", IntegerType()), ("sys_close_date", TimestampNTZType()),
         ("delta_num", LongType()))]])
-    ensure_table(spark, ident, schema, partition_by=["delta_num"], properties=HISTORY_PROPERTIES)
-    commit = replace_deltas(spark, ident, rows, deltas)
+    if not ensure_table(spark, ident, schema, partition_by=[history_partition(layout.history_span)],
+                        properties=HISTORY_PROPERTIES).created:
+        ensure_layout(spark, ident, layout.history_span)
+    # Later deltas' rows too: none is applied yet (a crashed run's), and a span's files hold several.
+    commit = replace_deltas(spark, ident, rows, deltas, and_later=True)
     failpoint("history.written")
     return commit

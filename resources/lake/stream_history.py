@@ -3,7 +3,7 @@ datamart has (resources/lake/prostore_history.py: the same tables, columns and r
 
 What flows through: before a delta's (or a fold's) MERGE (resources/lake/cdc.py `_apply`), the
 versions it closes, computed from the snapshot table as it still is and from the run's changes
-by the order rules of `resources/lake/cdc_fold.py`, replace the run's partitions of
+by the order rules of `resources/lake/cdc_fold.py`, replace the run's rows of
 `lake.<src>_history.<t>`; the MERGE then stamps each row it writes with `sys_from` (the newest
 delta that applied a change to the key) and `sys_from_date` (that delta's close time).
 
@@ -131,7 +131,7 @@ def closed_in_fold(changes, target, keys: Sequence[str]):
 
 def write_stream_history(spark, layout: LakeLayout, source: str, table: str, target, keys: Sequence[str],
                          deltas: Sequence[int], *, folded, changes) -> str:
-    """Replace the history partitions of `deltas` with the versions they close, in one commit:
+    """Replace the history rows of `deltas` with the versions they close, in one commit:
     one delta's from its fold (`folded`, per key), several from their `changes` (`closed_in_fold`).
     `target`: the snapshot table before the MERGE."""
     rows = (closed_by_delta(target, folded, keys, deltas[-1]) if len(deltas) == 1

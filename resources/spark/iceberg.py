@@ -405,20 +405,27 @@ def replace_deltas(
     *,
     extra_summary: Mapping[str, str] | None = None,
     delta_column: str = "delta_num",
+    and_later: bool = False,
 ) -> str:
     """Replace the rows of every delta in `deltas` with `df` in ONE commit (a range run lands
     its deltas of an increment or meta table at once). `df` must carry `delta_column`; a row of
     a delta not in `deltas` fails the write (nothing is committed). The summary records the
     last delta as ``deltaport.delta`` and the whole set as ``deltaport.deltas``; no tag: such
     tables are read by their delta column, never by time travel. Returns the commit's id
-    (`committed_records` reads what it added)."""
+    (`committed_records` reads what it added).
+
+    `and_later`: drop the rows of every delta from the first of `deltas` on (`delta_num >= a`),
+    for a table whose files may hold several deltas each (a history table's: Iceberg drops a
+    file whole only when its column bounds prove every row matches, and `IN (...)` proves that
+    only of a file holding one delta: "Cannot delete file where some, but not all, rows match
+    filter"). Only for tables whose rows of later deltas are not yet anyone's (no reader sees them)."""
     deltas = sorted({int(d) for d in deltas})
     if not deltas:
         raise IcebergTableError(f"{ident}: replace_deltas needs at least one delta")
     if delta_column.lower() not in {c.lower() for c in df.columns}:
         raise IcebergTableError(f"{ident}: the rows lack the {delta_column!r} column replace_deltas needs")
     summary = {**(extra_summary or {}), DELTAS_PROPERTY: _ranges_text(deltas)}
-    return _write(spark, ident, df, deltas, "replace_delta", summary, delta_column)
+    return _write(spark, ident, df, deltas, "replace_delta", summary, delta_column, and_later=and_later)
 
 
 def committed_records(spark: SparkSession, commits: Mapping[str, str]) -> dict[str, int]:
@@ -448,7 +455,7 @@ def _ranges_text(deltas: Sequence[int]) -> str:
 
 
 def _write(spark: SparkSession, ident: str, df: DataFrame, deltas: Sequence[int], mode: WriteMode,
-           extra_summary: Mapping[str, str] | None, delta_column: str) -> str:
+           extra_summary: Mapping[str, str] | None, delta_column: str, *, and_later: bool = False) -> str:
     """One commit of `df` recording the last of `deltas`; returns its commit id."""
     from pyspark.errors import PySparkException
     from pyspark.sql import functions as F
@@ -484,7 +491,8 @@ def _write(spark: SparkSession, ident: str, df: DataFrame, deltas: Sequence[int]
             elif mode == "overwrite":
                 writer.overwrite(F.lit(True))
             else:
-                writer.overwrite(F.col(_col(delta_column)).isin(*deltas))
+                column = F.col(_col(delta_column))
+                writer.overwrite(column >= deltas[0] if and_later else column.isin(*deltas))
     except PySparkException as exc:
         if marker in str(exc):
             raise IcebergTableError(f"{marker}; nothing was committed") from None

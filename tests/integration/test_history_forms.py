@@ -175,19 +175,9 @@ def test_deletes_and_reinserts_in_a_fold(lake, monkeypatch, tmp_path, capsys):
         [],                                  # a delta that changes nothing
         [(3, "c7", 0), (1, "a5", 1)],
     ]
-    states, state = [], {}
+    states = []
     for n, changes in enumerate(story):
-        entities = land_changelog(session, layout, dm, n, f"inc-{n}", ddl)
-        rows = [(i, v, op, 0, k) for k, (i, v, op) in enumerate(changes)]
-        frames = {"t": session.createDataFrame(rows, output_spark_schema(entities["t"].columns))} if rows else {}
-        land_increment(session, layout, dm, n, int((close_at(n) - dt.datetime(1970, 1, 1)).total_seconds()) * 1_000_000,
-                       f"inc-{n}", entities, frames)
-        for i, v, op in changes:
-            if op:
-                state.pop((i,), None)
-            else:
-                state[(i,)] = {"id": i, "v": v}
-        states.append(dict(state))
+        states.append(land_story_delta(session, layout, dm, ddl, n, changes, states[-1] if states else {}))
         if n == 1:  # 0-1 one by one, then 2-6 as one range run
             apply_snapshots(session, layout, dm, n)
     # The range run dies between its history commit and its MERGE: readers see delta 1 exactly.
@@ -237,6 +227,23 @@ def test_deletes_and_reinserts_in_a_fold(lake, monkeypatch, tmp_path, capsys):
                   + ranges + [[]]):
         printed.append(read_with_both_engines(config, f"{dm}.t", flags, capsys))
     assert sum(map(bool, printed)) > len(printed) - 4, "most forms answer rows"
+
+
+def land_story_delta(session, layout, dm, ddl, n, changes, before):
+    """Land delta n of a one-table story `t` (its `changes`: [(id, v, sys_op)]) as changelog and
+    increment; returns the table's state after it ({(id,): row}) from the state `before`."""
+    entities = land_changelog(session, layout, dm, n, f"inc-{n}", ddl)
+    rows = [(i, v, op, 0, k) for k, (i, v, op) in enumerate(changes)]
+    frames = {"t": session.createDataFrame(rows, output_spark_schema(entities["t"].columns))} if rows else {}
+    land_increment(session, layout, dm, n, int((close_at(n) - dt.datetime(1970, 1, 1)).total_seconds()) * 1_000_000,
+                   f"inc-{n}", entities, frames)
+    state = dict(before)
+    for i, v, op in changes:
+        if op:
+            state.pop((i,), None)
+        else:
+            state[(i,)] = {"id": i, "v": v}
+    return state
 
 
 def close_at(n: int) -> dt.datetime:

@@ -38,6 +38,7 @@ def test_the_shipped_config_loads_with_paths_relative_to_the_file(tmp_path):
     ({"datamarts": [DM], "spark": {"conf": ["a"]}}, "spark.conf"),
     ({"datamarts": [DM], "spark": {"remote": "localhost:15002"}}, "spark.remote"),
     ({"datamarts": [DM], "spark": {"idle_timeout_minutes": -1}}, "spark.idle_timeout_minutes"),
+    ({"datamarts": [DM], "lake": {"history_partition_deltas": -5}}, "lake.history_partition_deltas"),
     ({"datamarts": [DM], "colour": "blue"}, "colour"),
 ])
 def test_a_wrong_config_names_the_key(raw, key):
@@ -94,3 +95,12 @@ def test_the_embedded_servers_idle_timeout_defaults_to_an_hour_and_0_is_never():
     never = parse_config({"datamarts": [DM], "spark": {"idle_timeout_minutes": 0}})
     assert engine_for(never).local_server().idle_timeout == 0
     assert parse_config({"datamarts": [DM], "spark": {"idle_timeout_minutes": 2.5}}).spark.idle_timeout_minutes == 2.5
+
+
+def test_history_tables_partition_in_spans_of_deltas_and_0_is_one_per_delta():
+    from resources.lake.history_layout import history_partition, snapshot_of
+
+    assert parse_config({"datamarts": [DM]}).lake.history_partition_deltas == 1000
+    assert parse_config({"datamarts": [DM], "lake": {"history_partition_deltas": 0}}).lake.history_partition_deltas == 0
+    assert history_partition(1000) == "truncate(1000, delta_num)" and history_partition(0) == "delta_num"
+    assert snapshot_of("lake.sales_history.orders") == "lake.sales.orders"
