@@ -32,6 +32,7 @@ Guarantees:
 from __future__ import annotations
 
 from resources.spark.iceberg import _quote, _sql_str
+from resources.spark.table_properties import ensure_properties
 
 # Iceberg keeps column bounds of the first 100 columns only by default: pruning by delta_num
 # (the last column) and sys_from must not depend on how wide the table is.
@@ -69,10 +70,8 @@ def ensure_layout(spark, ident: str, span: int) -> bool:
         return False
     evolved = False
     if partition_fields(spark, ident) == ["delta_num"]:
-        quoted = _quote(ident)
-        spark.sql(f"ALTER TABLE {quoted} REPLACE PARTITION FIELD delta_num WITH {history_partition(span)}")
-        props = ", ".join(f"{_sql_str(k)}={_sql_str(v)}" for k, v in METRICS.items())
-        spark.sql(f"ALTER TABLE {quoted} SET TBLPROPERTIES ({props})")
+        spark.sql(f"ALTER TABLE {_quote(ident)} REPLACE PARTITION FIELD delta_num WITH {history_partition(span)}")
+        ensure_properties(spark, ident, METRICS)
         evolved = True
     _laid_out.add((ident, span))
     return evolved

@@ -31,7 +31,7 @@ from resources.lake.cdc import KEYS_PROPERTY
 from resources.lake.prostore import LakeLayout
 from resources.lake.stream_changelog import key_rows, keys_as_of, table_keys
 from resources.spark.existence import namespace_exists
-from resources.spark.iceberg import DELTA_PROPERTY, _quote, _sql_str, metadata_table
+from resources.spark.iceberg import DELTA_PROPERTY, metadata_table
 from resources.spark.iceberg_reads import last_applied_deltas
 
 _log = logging.getLogger(__name__)
@@ -41,13 +41,7 @@ def recorded_keys(spark, idents: Sequence[str]) -> dict[str, tuple[str, ...]]:
     """{ident: the key columns of its newest commit that records them}; a table none of whose
     commits does is left out. One query over the tables' snapshot metadata (their current
     metadata file, as the catalog holds it: no data file is read)."""
-    if not idents:
-        return {}
-    prop = _sql_str(KEYS_PROPERTY)
-    parts = [f"SELECT {_sql_str(ident)} AS ident, max_by(summary[{prop}], committed_at) AS keys "
-             f"FROM {_quote(ident)}.`snapshots` WHERE summary[{prop}] IS NOT NULL" for ident in idents]
-    rows = spark.sql(" UNION ALL ".join(parts)).collect()
-    return {r["ident"]: tuple(json.loads(r["keys"])) for r in rows if r["keys"] is not None}
+    return _newest_keys(spark, {ident: None for ident in idents})
 
 
 def keys_before(spark, firsts: Mapping[str, int]) -> dict[str, tuple[str, ...]]:
@@ -55,16 +49,24 @@ def keys_before(spark, firsts: Mapping[str, int]) -> dict[str, tuple[str, ...]]:
     key a table had before a run whose first delta is that one. A table none of whose such
     commits says (new in the run, expired, made before keys were recorded) is left out. One
     round trip for every table (the snapshots metadata tables: no data file is read)."""
+    return _newest_keys(spark, firsts)
+
+
+def _newest_keys(spark, before: Mapping[str, int | None]) -> dict[str, tuple[str, ...]]:
+    """{ident: the key columns of its newest commit recording them, of a delta before
+    `before[ident]` when that is not None}, in one Spark Connect round trip."""
     from pyspark.sql import functions as F
 
-    if not firsts:
+    if not before:
         return {}
-    parts = [metadata_table(spark, ident, "snapshots")
-             .where(F.col("summary")[KEYS_PROPERTY].isNotNull()
-                    & (F.col("summary")[DELTA_PROPERTY].cast("bigint") < int(first)))
-             .agg(F.max_by(F.col("summary")[KEYS_PROPERTY], F.col("committed_at")).alias("keys"))
-             .select(F.lit(ident).alias("ident"), "keys")
-             for ident, first in firsts.items()]
+    keys = F.col("summary")[KEYS_PROPERTY]
+    parts = []
+    for ident, first in before.items():
+        wanted = keys.isNotNull()
+        if first is not None:
+            wanted = wanted & (F.col("summary")[DELTA_PROPERTY].cast("bigint") < int(first))
+        parts.append(metadata_table(spark, ident, "snapshots").where(wanted)
+                     .agg(F.max_by(keys, F.col("committed_at")).alias("keys")).select(F.lit(ident).alias("ident"), "keys"))
     rows = reduce(lambda a, b: a.unionByName(b), parts).collect()
     return {r["ident"]: tuple(json.loads(r["keys"])) for r in rows if r["keys"] is not None}
 
