@@ -18,6 +18,7 @@ from resources.lake.history_read import state_as_of
 from resources.lake.prostore_history import (all_closed, mark_history_start, snapshot_properties,
                                              stamped, version_fields, write_closed_versions, write_history)
 from resources.lake.side_by_side import side_by_side
+from resources.spark.codegen import generate_code_for
 from resources.spark.iceberg import ensure_table, table_exists, without_session_properties
 from resources.spark.iceberg_reads import InsideFold, last_applied_deltas, record_unchanged
 from resources.spark.iceberg_merge import checkpoint_checked, latest_per_key, merge_upserts
@@ -34,9 +35,13 @@ class Applied:
 def snapshot_progress(spark, layout: LakeLayout, datamart: str, tables: Sequence[str]) -> dict[str, int | None]:
     """{snapshot ident: its last applied delta, or None} of every named table, a missing table
     as None; one query (`last_applied_deltas`, missing tags repaired), as `apply_snapshots`
-    asks it for its target's tables."""
+    asks it for its target's tables. A table big enough turns generated code on for the
+    session (`codegen.generate_code_for`): the apply and the checks that follow read it whole."""
     idents = [layout.snapshot(datamart, t) for t in tables]
-    return dict.fromkeys(idents) | last_applied_deltas(spark, idents, repair_tags=True)
+    sizes: dict[str, int] = {}
+    progress = dict.fromkeys(idents) | last_applied_deltas(spark, idents, repair_tags=True, sizes=sizes)
+    generate_code_for(spark, max(sizes.values(), default=0))
+    return progress
 
 
 def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, history=None, *,

@@ -44,8 +44,8 @@ def last_applied_delta(spark: SparkSession, ident: str) -> int | None:
     return found[ident]
 
 
-def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *,
-                        repair_tags: bool = False) -> dict[str, int | None]:
+def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *, repair_tags: bool = False,
+                        sizes: dict[str, int] | None = None) -> dict[str, int | None]:
     """`last_applied_delta` of several tables at once: {ident: delta or None} for the tables
     that exist (a missing one is left out). One query, plain scans of metadata tables (a join
     or a LIMIT per table costs more planning and jobs than the rows it saves): every table's
@@ -59,7 +59,11 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *,
 
     `repair_tags=True` (writers, before they go on): a last applied delta whose commit lacks its
     ``delta_<N>`` tag (the process died between the two) is tagged now, so reading as of N
-    stays exact; it costs nothing when every tag is there."""
+    stays exact; it costs nothing when every tag is there.
+
+    `sizes`: filled with {ident: live rows} as each table's newest delta commit counts them
+    (rows written minus rows deleted: an estimate, e.g. for `codegen.generate_code_for`), from
+    the same query."""
     existing = [i for i in dict.fromkeys(idents) if _refreshed(spark, i)]
     if not existing:
         return {}
@@ -71,12 +75,20 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *,
             metadata_table(spark, ident, "refs")
             .where("(type = 'BRANCH' AND name = 'main') OR (type = 'TAG' AND name RLIKE '^delta_[0-9]+$')")
             .selectExpr(f"{name} AS ident", "type AS kind", "snapshot_id",
-                        "CASE WHEN type = 'TAG' THEN CAST(substring(name, 7) AS BIGINT) END AS delta"),
+                        "CASE WHEN type = 'TAG' THEN CAST(substring(name, 7) AS BIGINT) END AS delta",
+                        "CAST(NULL AS BIGINT) AS live_rows"),
             metadata_table(spark, ident, "snapshots").where(f"summary[{delta}] IS NOT NULL")
             .selectExpr(f"{name} AS ident", "'COMMIT' AS kind", "snapshot_id",
-                        f"CAST(summary[{delta}] AS BIGINT) AS delta")]
+                        f"CAST(summary[{delta}] AS BIGINT) AS delta", f"{LIVE_ROWS_SQL} AS live_rows")]
     rows = reduce(lambda x, y: x.unionAll(y), parts).collect()
     current = {r["ident"]: r["snapshot_id"] for r in rows if r["kind"] == "BRANCH"}
+    if sizes is not None:
+        newest_commit = {}
+        for r in rows:
+            if r["kind"] == "COMMIT" and r["delta"] is not None and r["live_rows"] is not None:
+                if r["delta"] >= newest_commit.get(r["ident"], (-1, 0))[0]:
+                    newest_commit[r["ident"]] = (r["delta"], r["live_rows"])
+        sizes.update({ident: max(0, int(n)) for ident, (_, n) in newest_commit.items()})
     # A delta's tag is written right after its commit and deltas apply in order, so the newest
     # tag is the last applied delta even when maintenance committed since and expired the
     # commits in between (the current snapshot's ancestry then no longer reaches the delta).
@@ -109,6 +121,12 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *,
             if repair_tags:
                 repair_delta_tags(spark, ident)
     return out
+
+
+# A commit's live rows as its summary counts them: written minus deleted.
+LIVE_ROWS_SQL = ("CAST(summary['total-records'] AS BIGINT)"
+              " - coalesce(CAST(summary['total-position-deletes'] AS BIGINT), 0)"
+              " - coalesce(CAST(summary['total-equality-deletes'] AS BIGINT), 0)")
 
 
 def _refreshed(spark: SparkSession, ident: str) -> bool:

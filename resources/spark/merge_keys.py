@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from resources.spark.iceberg import _col, _sql_str, metadata_table
+from resources.spark.iceberg_reads import LIVE_ROWS_SQL
 
 # Up to this many distinct keys the filter goes into the MERGE's text (a 10k-key delta: ~0.1 MB
 # of SQL); above, the MERGE runs without it (a delta that big is a good part of the table anyway).
@@ -57,12 +58,8 @@ def target_rows(spark, ident: str):
     `target_key_filter`'s choice, not a count: it never decides what a MERGE writes."""
     from pyspark.sql import functions as F
 
-    summary = F.col("summary")
-    rows = (summary["total-records"].cast("bigint")
-            - F.coalesce(summary["total-position-deletes"].cast("bigint"), F.lit(0))
-            - F.coalesce(summary["total-equality-deletes"].cast("bigint"), F.lit(0)))
     return (metadata_table(spark, ident, "snapshots").orderBy(F.col("committed_at").desc()).limit(1)
-            .select(rows.alias("rows")))
+            .select(F.expr(LIVE_ROWS_SQL).alias("rows")))
 
 
 def target_key_filter(changes, key_columns: Sequence[str], *, alias: str = "t", limit: int = MAX_FILTER_KEYS,

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from resources.errors import DeltaportError
+from resources.spark.codegen import DEFAULT_FROM_ROWS, FROM_ROWS_KEY
 from resources.spark.jars import ICEBERG_RUNTIME_ARTIFACT, ICEBERG_VERSION, ensure_iceberg_jars
 from resources.net import answers
 
@@ -86,6 +87,9 @@ SPARK_DEFAULTS: Mapping[str, str] = {
     # deltas and backlogs cost 15-20% less server CPU; a 1.1M-row delta is about 14% slower.
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    # ...except for a run that applies deltas to a table this big: there the per-row cost of
+    # interpreting pays for the compiles many times over (resources/spark/codegen.py).
+    FROM_ROWS_KEY: str(DEFAULT_FROM_ROWS),
 }
 
 
