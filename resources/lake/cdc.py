@@ -461,7 +461,8 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
     if not created:
         mark_history_start(spark, ident, first, keep_history)
     if keep_history:  # before the MERGE, from the state it has not touched yet
-        write_stream_history(spark, layout, source, table, target, keys, deltas, folded=folded, changes=changes)
+        write_stream_history(spark, layout, source, table, target, keys, deltas, folded=folded, changes=changes,
+                             folded_rows=sum(k for k, _ in counts.values()), changes_rows=rows)
     _merge(spark, ident, folded, keys, data, deltas, commit_id or uuid.uuid4().hex,
            changes_rows=sum(k for k, _ in counts.values()))
     applied = CdcApplied(delta_num, table, skipped=False, events=sum(e for _, e in counts.values()),

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from resources.codecs.cdc import DELETE
-from resources.lake.cdc_fold import fold_changes
+from resources.lake.cdc_fold import BROADCAST_ROWS, fold_changes
 from resources.lake.history_forms import LIVE
 from resources.lake.prostore import SNAPSHOT_TABLE_PROPERTIES, LakeLayout
 from resources.lake.prostore_history import HISTORY_FROM_PROPERTY, write_history
@@ -64,30 +64,35 @@ def _same_key(keys: Sequence[str], left: Mapping[str, str], right: Mapping[str, 
     return cond
 
 
-def closed_by_delta(target, folded, keys: Sequence[str], delta_num: int):
+def closed_by_delta(target, folded, keys: Sequence[str], delta_num: int, *, rows: int | None = None):
     """The versions delta `delta_num` closes (one delta: its fold per key, `folded`, is the
     delta's own): the live rows of `target` (the snapshot before the MERGE) whose key it
-    changes, as history rows."""
+    changes, as history rows. `rows`: how many rows `folded` has, when known (_broadcast)."""
     from pyspark.sql import functions as F
 
     s = folded.select(*[F.col(_q(k)).alias(f"__dp_k{i}") for i, k in enumerate(keys)],
                       F.col("_op").alias("__dp_op"), F.col("__dp_from_date").alias("__dp_close"))
     cond = _same_key(keys, {k: _q(k) for k in keys}, {k: f"__dp_k{i}" for i, k in enumerate(keys)})
-    live = target.join(s, cond, "inner").where(LIVE)
+    live = target.join(_broadcast(s, rows), cond, "inner").where(LIVE)
     return live.select(*[F.col(_q(c)) for c in target.columns], F.lit(delta_num - 1).cast("bigint").alias("sys_to"),
                        (F.col("__dp_op") == DELETE).cast("int").alias("sys_op"),
                        F.col("__dp_close").alias("sys_close_date"), F.lit(delta_num).cast("bigint").alias("delta_num"))
 
 
-def closed_in_fold(changes, target, keys: Sequence[str]):
+def closed_in_fold(changes, target, keys: Sequence[str], *, rows: int | None = None):
     """The versions a fold's deltas close (module docstring): `changes`, the increment rows of the
-    deltas; `target`, the snapshot before the fold (with `sys_from`, `sys_from_date`)."""
+    deltas; `target`, the snapshot before the fold (with `sys_from`, `sys_from_date`). `rows`: how
+    many rows `changes` has, when known (_broadcast)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     types = {f.name: f.dataType for f in target.schema.fields}
     data = [c for c in target.columns if c not in _SYSTEM]
-    per = fold_changes(changes, target, keys, data, types, several_deltas=True, per_delta=True)
+    per = fold_changes(changes, target, keys, data, types, several_deltas=True, per_delta=True, changes_rows=rows)
+    # Only the stored rows of the changes' keys go on (a left join cannot broadcast its right side).
+    touched = changes.select(*[F.col(_q(k)).alias(f"__dp_k{i}") for i, k in enumerate(keys)]).distinct()
+    target = target.join(_broadcast(touched, rows), _same_key(
+        keys, {k: _q(k) for k in keys}, {k: f"__dp_k{i}" for i, k in enumerate(keys)}), "left_semi")
     base = target.select(*[F.col(_q(c)).alias(f"__dp_b{i}") for i, c in enumerate(data)],
                          *[F.col(c).alias(f"__dp_b{c}") for c in _SYSTEM], F.lit(True).alias("__dp_b_in"))
     j = per.join(base, _same_key(keys, {k: _q(k) for k in keys}, {k: f"__dp_b{data.index(k)}" for k in keys}), "left")
@@ -130,10 +135,23 @@ def closed_in_fold(changes, target, keys: Sequence[str]):
 
 
 def write_stream_history(spark, layout: LakeLayout, source: str, table: str, target, keys: Sequence[str],
-                         deltas: Sequence[int], *, folded, changes) -> str:
+                         deltas: Sequence[int], *, folded, changes, folded_rows: int | None = None,
+                         changes_rows: int | None = None) -> str:
     """Replace the history rows of `deltas` with the versions they close, in one commit:
     one delta's from its fold (`folded`, per key), several from their `changes` (`closed_in_fold`).
-    `target`: the snapshot table before the MERGE."""
-    rows = (closed_by_delta(target, folded, keys, deltas[-1]) if len(deltas) == 1
-            else closed_in_fold(changes, target, keys))
+    `target`: the snapshot table before the MERGE. `folded_rows`, `changes_rows`: how many rows
+    `folded` and `changes` have, when known."""
+    rows = (closed_by_delta(target, folded, keys, deltas[-1], rows=folded_rows) if len(deltas) == 1
+            else closed_in_fold(changes, target, keys, rows=changes_rows))
     return write_history(spark, layout, source, table, target.schema, rows, deltas)
+
+
+def _broadcast(frame, rows: int | None):
+    """`frame` hinted to go to every task that scans the table, when it has at most
+    `BROADCAST_ROWS` rows. Said, not left to Spark: a checkpointed frame's size is unknown to the
+    planner, so it planned a sort-merge join shuffling every row of the table, every column
+    (20M rows: 28 s of a 57 s delta, bench/size_stream_bench.py), and turned it into a broadcast
+    only after that shuffle."""
+    from pyspark.sql import functions as F
+
+    return F.broadcast(frame) if rows is not None and rows <= BROADCAST_ROWS else frame
