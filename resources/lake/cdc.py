@@ -82,7 +82,7 @@ from resources.lake.cdc_columns import (  # shaped there; landed and applied her
     infer_columns,
     order_key_text,
 )
-from resources.lake.cdc_fold import fold_changes
+from resources.lake.cdc_fold import fold_changes, stored_of_changes
 from resources.lake.cdc_read import cdc_columns_as_of, cdc_recorded_deltas, cdc_rows_as_of, cdc_snapshot_as_of
 from resources.lake.prostore import SNAPSHOT_TABLE_PROPERTIES, LakeLayout, MissingDeltasError, _since, verify_committed
 from resources.lake.prostore_history import mark_history_start, version_fields
@@ -444,7 +444,10 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
         return unchanged
     changes = spark.table(inc_ident).where(F.col("delta_num").between(first, delta_num))
     rows = sum(landed[n][table].rows for n in deltas if landed[n].get(table) is not None)
-    folded = fold_changes(changes, target, keys, data, types, several_deltas=len(deltas) > 1, changes_rows=rows)
+    before = target  # the fold and the history read the stored rows of the changes' keys only: once
+    if keep_history and not created:
+        before = stored_of_changes(changes, target, keys, changes_rows=rows) or target
+    folded = fold_changes(changes, before, keys, data, types, several_deltas=len(deltas) > 1, changes_rows=rows)
     # localCheckpoint: Spark 4.1 cannot plan a MERGE whose source still reads another Iceberg
     # table ("No plan for TableReference"); the deltas' net changes are small.
     folded = local_checkpoint(folded)
@@ -461,7 +464,7 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
     if not created:
         mark_history_start(spark, ident, first, keep_history)
     if keep_history:  # before the MERGE, from the state it has not touched yet
-        write_stream_history(spark, layout, source, table, target, keys, deltas, folded=folded, changes=changes,
+        write_stream_history(spark, layout, source, table, before, keys, deltas, folded=folded, changes=changes,
                              folded_rows=sum(k for k, _ in counts.values()), changes_rows=rows)
     _merge(spark, ident, folded, keys, data, deltas, commit_id or uuid.uuid4().hex,
            changes_rows=sum(k for k, _ in counts.values()))
