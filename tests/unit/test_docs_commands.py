@@ -115,5 +115,9 @@ def test_every_bench_script_the_docs_show_has_the_flags_they_show():
             problems.append(f"{where}: {script} does not exist")
             continue
         source = path.read_text(encoding="utf-8")
+        # options a script takes from a bench module it imports (size_stream_bench: size_bench's add_size_args)
+        for module in re.findall(r"^from bench\.([a-z_]+) import", source, flags=re.M):
+            if (ROOT / "bench" / f"{module}.py").exists():
+                source += (ROOT / "bench" / f"{module}.py").read_text(encoding="utf-8")
         problems += [f"{where}: {script} has no option {flag}" for flag in flags if f'"{flag}"' not in source]
     assert not problems, "\n".join(problems)
