@@ -32,6 +32,8 @@ def test_a_big_table_turns_generated_code_on_and_a_small_one_does_not(spark_remo
     # the embedded server's own setting reaches a new session, generated code off beside it
     assert big.conf.get(FROM_ROWS_KEY) == str(DEFAULT_FROM_ROWS)
     assert big.conf.get("spark.sql.codegen.wholeStage") == "false"
+    # a server without the setting (a user's own) answers None: `threshold` reads it so
+    assert big.conf.get("spark.deltaport.no-such-setting", None) is None
     big.conf.set(FROM_ROWS_KEY, "50")
     _table(big, "lake.dm.t", 60)
     # the size is the newest delta commit's live rows: written minus deleted
