@@ -125,8 +125,8 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *, repair_ta
 
 # A commit's live rows as its summary counts them: written minus deleted.
 LIVE_ROWS_SQL = ("CAST(summary['total-records'] AS BIGINT)"
-              " - coalesce(CAST(summary['total-position-deletes'] AS BIGINT), 0)"
-              " - coalesce(CAST(summary['total-equality-deletes'] AS BIGINT), 0)")
+                 " - coalesce(CAST(summary['total-position-deletes'] AS BIGINT), 0)"
+                 " - coalesce(CAST(summary['total-equality-deletes'] AS BIGINT), 0)")
 
 
 def _refreshed(spark: SparkSession, ident: str) -> bool:
