@@ -98,16 +98,15 @@ from resources.spark.iceberg import (
 )
 from resources.spark.iceberg_reads import (
     last_applied_delta,
-    last_applied_deltas,
     record_unchanged,
     tag_unchanged,
+    writer_progress,
 )
 
 # The process-wide MERGE machinery of iceberg.py (one session-wide snapshot-property block at a
 # time, tag by commit id). Shared, not copied: a second lock would not serialise against it.
 from resources.spark.iceberg import _quote, _ranges_text, _session_snapshot_properties, _summary, _tag_commit
 from resources.spark.session import local_checkpoint
-from resources.spark.codegen import generate_code_for
 from resources.spark.merge_keys import target_key_filter, target_rows
 from resources.spark.table_properties import ensure_properties
 
@@ -484,11 +483,8 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
     `progress`: {snapshot ident: last applied delta} of the existing snapshot tables, as the
     caller read it just before (`stream_keys.current_keys`); a table not in it has none.
     `keep_history`: each table's history table gets the versions its deltas close."""
-    if progress is None:  # one query; a big table turns generated code on (as `current_keys` does)
-        sizes: dict[str, int] = {}
-        progress = last_applied_deltas(spark, [layout.snapshot(source, t) for t in sorted(tables)],
-                                       repair_tags=True, sizes=sizes)
-        generate_code_for(spark, max(sizes.values(), default=0))
+    if progress is None:  # one query
+        progress = writer_progress(spark, [layout.snapshot(source, t) for t in sorted(tables)])
     # Every table goes on from its last applied delta: the manifest from the lowest of those on
     # is all this needs, unless a table has no snapshot yet (it starts at its first landed change).
     known = [progress.get(layout.snapshot(source, t)) for t in tables]

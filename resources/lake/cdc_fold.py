@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from resources.codecs.cdc import BEFORE_IMAGE, DELETE, UPSERT
 from resources.spark.iceberg import _col as _q
 
-__all__ = ["fold_changes", "merged_state", "stored_of_changes"]
+__all__ = ["fold_changes", "merged_state", "rows_of_keys", "stored_of_changes"]
 
 # Up to this many changes, their keys go to every task that scans the stored rows (broadcast).
 BROADCAST_ROWS = 1_000_000
@@ -45,18 +45,25 @@ def stored_of_changes(changes, target, keys: Sequence[str], *, changes_rows: int
     the table and kept (a local checkpoint) for the fold and the history, which both need them
     and nothing else of the table: one read of the table where each read it. None when how many
     changes there are is unknown or above `BROADCAST_ROWS` (the callers read the table then)."""
-    from pyspark.sql import functions as F
-
     from resources.spark.session import local_checkpoint
 
     if changes_rows is None or changes_rows > BROADCAST_ROWS:
         return None
+    return local_checkpoint(rows_of_keys(changes, target, keys, changes_rows=changes_rows))
+
+
+def rows_of_keys(changes, target, keys: Sequence[str], *, changes_rows: int | None):
+    """The rows of `target` whose key one of `changes` has (a semi join; the changes' keys
+    broadcast up to `BROADCAST_ROWS` changes, when the caller says how many)."""
+    from pyspark.sql import functions as F
+
     have = {f.name: f.dataType for f in target.schema.fields}
     touched = changes.select(*[(F.col(_q(k)) if k in changes.columns else F.lit(None)).cast(have[k]).alias(f"__dp_s{i}")
                                for i, k in enumerate(keys)])
+    small = changes_rows is not None and changes_rows <= BROADCAST_ROWS
     stored = target.select("*", *[F.col(_q(k)).alias(f"__dp_t{i}") for i, k in enumerate(keys)])
-    kept = stored.join(F.broadcast(touched), _same(keys, "__dp_t", "__dp_s"), "left_semi")
-    return local_checkpoint(kept.drop(*[f"__dp_t{i}" for i in range(len(keys))]))
+    kept = stored.join(F.broadcast(touched) if small else touched, _same(keys, "__dp_t", "__dp_s"), "left_semi")
+    return kept.drop(*[f"__dp_t{i}" for i in range(len(keys))])
 
 
 def fold_changes(changes, target, keys: Sequence[str], data: Sequence[str], types: Mapping[str, object], *,

@@ -18,9 +18,8 @@ from resources.lake.history_read import state_as_of
 from resources.lake.prostore_history import (all_closed, mark_history_start, snapshot_properties,
                                              stamped, version_fields, write_closed_versions, write_history)
 from resources.lake.side_by_side import side_by_side
-from resources.spark.codegen import generate_code_for
 from resources.spark.iceberg import ensure_table, table_exists, without_session_properties
-from resources.spark.iceberg_reads import InsideFold, last_applied_deltas, record_unchanged
+from resources.spark.iceberg_reads import InsideFold, record_unchanged, writer_progress
 from resources.spark.iceberg_merge import checkpoint_checked, latest_per_key, merge_upserts
 
 
@@ -38,10 +37,7 @@ def snapshot_progress(spark, layout: LakeLayout, datamart: str, tables: Sequence
     asks it for its target's tables. A table big enough turns generated code on for the
     session (`codegen.generate_code_for`): the apply and the checks that follow read it whole."""
     idents = [layout.snapshot(datamart, t) for t in tables]
-    sizes: dict[str, int] = {}
-    progress = dict.fromkeys(idents) | last_applied_deltas(spark, idents, repair_tags=True, sizes=sizes)
-    generate_code_for(spark, max(sizes.values(), default=0))
-    return progress
+    return dict.fromkeys(idents) | writer_progress(spark, idents)
 
 
 def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, history=None, *,

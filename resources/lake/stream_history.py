@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from resources.codecs.cdc import DELETE
-from resources.lake.cdc_fold import BROADCAST_ROWS, fold_changes
+from resources.lake.cdc_fold import BROADCAST_ROWS, fold_changes, rows_of_keys
 from resources.lake.history_forms import LIVE
 from resources.lake.prostore import SNAPSHOT_TABLE_PROPERTIES, LakeLayout
 from resources.lake.prostore_history import HISTORY_FROM_PROPERTY, write_history
@@ -90,9 +90,7 @@ def closed_in_fold(changes, target, keys: Sequence[str], *, rows: int | None = N
     data = [c for c in target.columns if c not in _SYSTEM]
     per = fold_changes(changes, target, keys, data, types, several_deltas=True, per_delta=True, changes_rows=rows)
     # Only the stored rows of the changes' keys go on (a left join cannot broadcast its right side).
-    touched = changes.select(*[F.col(_q(k)).alias(f"__dp_k{i}") for i, k in enumerate(keys)]).distinct()
-    target = target.join(_broadcast(touched, rows), _same_key(
-        keys, {k: _q(k) for k in keys}, {k: f"__dp_k{i}" for i, k in enumerate(keys)}), "left_semi")
+    target = rows_of_keys(changes, target, keys, changes_rows=rows)
     base = target.select(*[F.col(_q(c)).alias(f"__dp_b{i}") for i, c in enumerate(data)],
                          *[F.col(c).alias(f"__dp_b{c}") for c in _SYSTEM], F.lit(True).alias("__dp_b_in"))
     j = per.join(base, _same_key(keys, {k: _q(k) for k in keys}, {k: f"__dp_b{data.index(k)}" for k in keys}), "left")

@@ -31,9 +31,8 @@ from resources.lake.cdc import KEYS_PROPERTY
 from resources.lake.prostore import LakeLayout
 from resources.lake.stream_changelog import key_rows, keys_as_of, table_keys
 from resources.spark.existence import namespace_exists
-from resources.spark.codegen import generate_code_for
 from resources.spark.iceberg import DELTA_PROPERTY, metadata_table
-from resources.spark.iceberg_reads import last_applied_deltas
+from resources.spark.iceberg_reads import writer_progress
 
 _log = logging.getLogger(__name__)
 
@@ -88,9 +87,7 @@ def current_keys(spark, layout: LakeLayout, source: str,
     `apply_cdc_through(progress=)`). Module docstring: what is read, and when everything is."""
     tables = snapshot_tables(spark, layout, source)
     idents = {t: layout.snapshot(source, t) for t in tables}
-    sizes: dict[str, int] = {}
-    progress = last_applied_deltas(spark, list(idents.values()), repair_tags=True, sizes=sizes) if tables else {}
-    generate_code_for(spark, max(sizes.values(), default=0))  # the apply and checks read them whole
+    progress = writer_progress(spark, list(idents.values())) if tables else {}
     known = [progress.get(i) for i in idents.values()]
     if not known or None in known or max(known) > target:  # no snapshot yet, or re-running the past
         return table_keys(spark, layout, source, target), progress

@@ -123,6 +123,18 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *, repair_ta
     return out
 
 
+def writer_progress(spark: SparkSession, idents: Sequence[str]) -> dict[str, int | None]:
+    """`last_applied_deltas` as a writer asks it before it applies deltas (missing tags
+    repaired); a table big enough turns generated code on for the session
+    (`codegen.generate_code_for`): the apply and the checks that follow read it whole."""
+    from resources.spark.codegen import generate_code_for
+
+    sizes: dict[str, int] = {}
+    progress = last_applied_deltas(spark, idents, repair_tags=True, sizes=sizes)
+    generate_code_for(spark, max(sizes.values(), default=0))
+    return progress
+
+
 # A commit's live rows as its summary counts them: written minus deleted.
 LIVE_ROWS_SQL = ("CAST(summary['total-records'] AS BIGINT)"
                  " - coalesce(CAST(summary['total-position-deletes'] AS BIGINT), 0)"
