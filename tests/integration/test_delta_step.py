@@ -78,6 +78,15 @@ def run(defs, instance, n: int, assets: set[str] = ALL):
                                   asset_selection=[dg.AssetKey([DM, a]) for a in sorted(assets)])
 
 
+def landed_through(defs, instance, n: int) -> None:
+    """Deltas 0..n landed whole, each one that the tests before did not land run now: a test
+    that builds on the module's story runs alone too (`pytest -k`)."""
+    done = instance.get_materialized_partitions(dg.AssetKey([DM, "snapshot"]))
+    for k in range(n + 1):
+        if partition_key(k) not in done:
+            assert run(defs, instance, k).success, f"delta {k}, landed before the test, failed"
+
+
 def checks_of(result) -> set[str]:
     """The step's own checks: a run selecting the snapshot by hand also evaluates lag_within_bound
     (Dagster adds the checks of the assets a run selects; the delta job's own runs leave it to
@@ -139,6 +148,7 @@ def test_signal_events_that_fail_do_not_stop_the_snapshot_and_fail_the_step(plat
 
 def test_a_subset_lands_only_its_assets_and_the_snapshot_alone_reads_the_lake(platform):
     sc, defs, instance, layout, spark = platform
+    landed_through(defs, instance, 0)
     assert run(defs, instance, 1).success
     first = run(defs, instance, 2, {"changelog", "increment"})
     assert first.success and materialized(first) == {"changelog", "increment"}
@@ -164,6 +174,7 @@ def test_a_steady_deltas_history_is_written_beside_the_manifest_not_after_it(pla
     the snapshot's last applied delta, still 2) and the snapshot did not move; the run again
     lands 3, and reads as of 2 (answered by the history) and 3 equal the truth."""
     sc, defs, instance, layout, spark = platform
+    landed_through(defs, instance, 2)
     assert 2 in landed_deltas(spark, layout, DM) and 3 not in landed_deltas(spark, layout, DM)
 
     def broken(*args, **kwargs):
