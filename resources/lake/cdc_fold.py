@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from resources.codecs.cdc import BEFORE_IMAGE, DELETE, UPSERT
 from resources.spark.iceberg import _col as _q
 
-__all__ = ["fold_changes", "merged_state", "rows_of_keys", "stored_of_changes"]
+__all__ = ["broadcast_up_to", "fold_changes", "merged_state", "rows_of_keys", "stored_of_changes"]
 
 # Up to this many changes, their keys go to every task that scans the stored rows (broadcast).
 BROADCAST_ROWS = 1_000_000
@@ -60,10 +60,20 @@ def rows_of_keys(changes, target, keys: Sequence[str], *, changes_rows: int | No
     have = {f.name: f.dataType for f in target.schema.fields}
     touched = changes.select(*[(F.col(_q(k)) if k in changes.columns else F.lit(None)).cast(have[k]).alias(f"__dp_s{i}")
                                for i, k in enumerate(keys)])
-    small = changes_rows is not None and changes_rows <= BROADCAST_ROWS
     stored = target.select("*", *[F.col(_q(k)).alias(f"__dp_t{i}") for i, k in enumerate(keys)])
-    kept = stored.join(F.broadcast(touched) if small else touched, _same(keys, "__dp_t", "__dp_s"), "left_semi")
+    kept = stored.join(broadcast_up_to(touched, changes_rows), _same(keys, "__dp_t", "__dp_s"), "left_semi")
     return kept.drop(*[f"__dp_t{i}" for i in range(len(keys))])
+
+
+def broadcast_up_to(frame, rows: int | None):
+    """`frame` hinted to go to every task that scans the table, when it has at most
+    `BROADCAST_ROWS` rows. Said, not left to Spark: a checkpointed frame's size is unknown to the
+    planner, so it planned a sort-merge join shuffling every row of the table, every column
+    (20M rows: 28 s of a 57 s delta, bench/size_stream_bench.py), and turned it into a broadcast
+    only after that shuffle."""
+    from pyspark.sql import functions as F
+
+    return F.broadcast(frame) if rows is not None and rows <= BROADCAST_ROWS else frame
 
 
 def fold_changes(changes, target, keys: Sequence[str], data: Sequence[str], types: Mapping[str, object], *,
@@ -97,15 +107,12 @@ def fold_changes(changes, target, keys: Sequence[str], data: Sequence[str], type
     # 2. changes at or below the row's stored order are late: dropped before the fold, so no
     #    column of a newer row is overwritten by an older value. (<=>: keys may hold NULLs,
     #    DataWorks keys tables without a primary key by the whole row.)
-    stored = target.select(*[F.col(_q(k)).alias(f"__dp_t{i}") for i, k in enumerate(keys)],
-                           F.col("_order").alias("__dp_t_order"))
-    # Only the stored rows of the changes' keys: a semi join with the changes' keys broadcast
-    # (up to BROADCAST_ROWS changes, when the caller says how many), so each task drops other
-    # keys' rows as it scans; the left join below then shuffles O(changes) rows, not the table
-    # (a left join cannot broadcast its left side, the changes: it shuffled every stored row).
-    touched = changes.select(*[value(k).alias(f"__dp_s{i}") for i, k in enumerate(keys)])
-    small = changes_rows is not None and changes_rows <= BROADCAST_ROWS
-    stored = stored.join(F.broadcast(touched) if small else touched, _same(keys, "__dp_t", "__dp_s"), "left_semi")
+    # Only the stored rows of the changes' keys (`rows_of_keys`: a semi join with the changes'
+    # keys broadcast, so each task drops other keys' rows as it scans); the left join below then
+    # shuffles O(changes) rows, not the table (a left join cannot broadcast its left side, the
+    # changes: it shuffled every stored row).
+    stored = rows_of_keys(changes, target, keys, changes_rows=changes_rows).select(
+        *[F.col(_q(k)).alias(f"__dp_t{i}") for i, k in enumerate(keys)], F.col("_order").alias("__dp_t_order"))
     cond = None
     for i, k in enumerate(keys):
         c = value(k).eqNullSafe(F.col(f"__dp_t{i}"))

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from resources.codecs.cdc import DELETE
-from resources.lake.cdc_fold import BROADCAST_ROWS, fold_changes, rows_of_keys
+from resources.lake.cdc_fold import broadcast_up_to, fold_changes, rows_of_keys
 from resources.lake.history_forms import LIVE
 from resources.lake.prostore import SNAPSHOT_TABLE_PROPERTIES, LakeLayout
 from resources.lake.prostore_history import HISTORY_FROM_PROPERTY, write_history
@@ -67,13 +67,13 @@ def _same_key(keys: Sequence[str], left: Mapping[str, str], right: Mapping[str, 
 def closed_by_delta(target, folded, keys: Sequence[str], delta_num: int, *, rows: int | None = None):
     """The versions delta `delta_num` closes (one delta: its fold per key, `folded`, is the
     delta's own): the live rows of `target` (the snapshot before the MERGE) whose key it
-    changes, as history rows. `rows`: how many rows `folded` has, when known (_broadcast)."""
+    changes, as history rows. `rows`: how many rows `folded` has, when known (broadcast_up_to)."""
     from pyspark.sql import functions as F
 
     s = folded.select(*[F.col(_q(k)).alias(f"__dp_k{i}") for i, k in enumerate(keys)],
                       F.col("_op").alias("__dp_op"), F.col("__dp_from_date").alias("__dp_close"))
     cond = _same_key(keys, {k: _q(k) for k in keys}, {k: f"__dp_k{i}" for i, k in enumerate(keys)})
-    live = target.join(_broadcast(s, rows), cond, "inner").where(LIVE)
+    live = target.join(broadcast_up_to(s, rows), cond, "inner").where(LIVE)
     return live.select(*[F.col(_q(c)) for c in target.columns], F.lit(delta_num - 1).cast("bigint").alias("sys_to"),
                        (F.col("__dp_op") == DELETE).cast("int").alias("sys_op"),
                        F.col("__dp_close").alias("sys_close_date"), F.lit(delta_num).cast("bigint").alias("delta_num"))
@@ -82,7 +82,7 @@ def closed_by_delta(target, folded, keys: Sequence[str], delta_num: int, *, rows
 def closed_in_fold(changes, target, keys: Sequence[str], *, rows: int | None = None):
     """The versions a fold's deltas close (module docstring): `changes`, the increment rows of the
     deltas; `target`, the snapshot before the fold (with `sys_from`, `sys_from_date`). `rows`: how
-    many rows `changes` has, when known (_broadcast)."""
+    many rows `changes` has, when known (broadcast_up_to)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -142,14 +142,3 @@ def write_stream_history(spark, layout: LakeLayout, source: str, table: str, tar
     rows = (closed_by_delta(target, folded, keys, deltas[-1], rows=folded_rows) if len(deltas) == 1
             else closed_in_fold(changes, target, keys, rows=changes_rows))
     return write_history(spark, layout, source, table, target.schema, rows, deltas)
-
-
-def _broadcast(frame, rows: int | None):
-    """`frame` hinted to go to every task that scans the table, when it has at most
-    `BROADCAST_ROWS` rows. Said, not left to Spark: a checkpointed frame's size is unknown to the
-    planner, so it planned a sort-merge join shuffling every row of the table, every column
-    (20M rows: 28 s of a 57 s delta, bench/size_stream_bench.py), and turned it into a broadcast
-    only after that shuffle."""
-    from pyspark.sql import functions as F
-
-    return F.broadcast(frame) if rows is not None and rows <= BROADCAST_ROWS else frame
