@@ -26,7 +26,7 @@ materialized partition.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import dagster as dg
 
@@ -40,18 +40,23 @@ class Lag:
     seconds: float
     oldest: int | None  # the oldest delta ready and not landed
     landed_through: int | None
-    unsealed_messages: int = 0  # change streams: read, not sealed yet
+    unsealed_messages: int = 0  # change streams: read, not sealed yet (or not read yet)
+    unread: int = 0  # messages past the store's progress that the lag was not read from (lag_live.py)
+    stale: str | None = None  # why the sources could not be read now: the lag is the store's alone
 
     def text(self) -> str:
         landed = "nothing landed yet" if self.landed_through is None else f"landed through delta {self.landed_through}"
-        if not self.deltas and not self.unsealed_messages:
-            return f"{self.source}: {landed}; up to date"
+        known = f" {self.stale}" if self.stale else ""
+        if not self.deltas and not self.unsealed_messages and not self.unread:
+            return f"{self.source}: {landed}; up to date{known}"
         behind = f"{self.deltas} delta{'s' if self.deltas != 1 else ''} behind"
         if self.oldest is not None:
             behind += f" (oldest: delta {self.oldest})"
         if self.unsealed_messages:
             behind += f", {self.unsealed_messages} messages not sealed yet"
-        return f"{self.source}: {landed}; {behind}, {self.seconds:.0f} s"
+        if self.unread:
+            behind += f", and {self.unread} more messages not read by this check"
+        return f"{self.source}: {landed}; {behind}, {self.seconds:.0f} s{known}"
 
 
 def utc(value: str | int | dt.datetime) -> dt.datetime:
@@ -75,26 +80,34 @@ def _lag(source: str, waiting: list[int], oldest_time: dt.datetime | None, lande
     return Lag(source, len(waiting), seconds, waiting[0] if waiting else None, landed, unsealed)
 
 
-def prostore_lag(datamart, index, landed: int | None, now: dt.datetime) -> Lag:
-    """`datamart`: a DatamartConfig; `index`: its DeltaIndex."""
+def prostore_lag(datamart, index, landed: int | None, now: dt.datetime, unread=None) -> Lag:
+    """`datamart`: a DatamartConfig; `index`: its DeltaIndex; `unread`: what its topic holds past
+    the index's progress (`resources.kafka.unread.Unread`), None for the index's view alone."""
     if datamart.backup_only:
         dates = index.backup_delta_dates(datamart.backup_topic, datamart.name, after=landed)
         times = {n: utc(d) for n, d in dates.items() if d is not None}
     else:
         closed = index.deltas(datamart.name, "closed", start=0 if landed is None else landed + 1)
         times = {n: utc(d["delta_date"]) for n, d in closed.items() if d["delta_date"]}
+    for n, when in (unread.closes.items() if unread is not None else ()):
+        if landed is None or n > landed:
+            times[n] = min(times.get(n, when), when)
     waiting = sorted(times)
-    return _lag(datamart.name, waiting, times[waiting[0]] if waiting else None, landed, now)
+    lag = _lag(datamart.name, waiting, min(times.values()) if times else None, landed, now)
+    return replace(lag, unread=unread.unread_beyond_budget) if unread is not None else lag
 
 
-def stream_lag(stream, ledger, landed: int | None, now: dt.datetime) -> Lag:
-    """`stream`: a StreamConfig; `ledger`: its CdcLedger."""
+def stream_lag(stream, ledger, landed: int | None, now: dt.datetime, unread=None) -> Lag:
+    """`stream`: a StreamConfig; `ledger`: its CdcLedger; `unread`: what its topic holds past the
+    ledger's progress (`resources.kafka.unread.Unread`: not sealed yet, as the ledger's marks)."""
     numbers = ledger.sealed_numbers(stream.name, start=0 if landed is None else landed + 1)
     oldest = utc(ledger.delta(stream.name, numbers[0]).sealed_at) if numbers else None
     marks = [m for ms in ledger.tail(stream.name).marks.values() for m in ms]
-    stamps = [m.ts_ms for m in marks if m.ts_ms is not None]
-    since = dt.datetime.fromtimestamp(min(stamps) / 1000, dt.timezone.utc) if stamps else None
-    return _lag(stream.name, numbers, oldest, landed, now, since, len(marks))
+    stamps = [dt.datetime.fromtimestamp(m.ts_ms / 1000, dt.timezone.utc) for m in marks if m.ts_ms is not None]
+    if unread is not None and unread.oldest is not None:
+        stamps.append(unread.oldest)
+    unsealed = len(marks) + (unread.messages if unread is not None else 0)
+    return _lag(stream.name, numbers, oldest, landed, now, min(stamps, default=None), unsealed)
 
 
 def lag_metadata(lag: Lag) -> dict:

@@ -1,15 +1,18 @@
 """The asset check `lag_within_bound` of each source (platform_assets/lag.py says what lag is).
 
 Its evaluations come from the sensor's ticks, not from the delta job's runs: a lagging source
-has no run to evaluate it in. Executing the check from the UI computes the lag now, and so does a
-run that selects the snapshot by hand (a subset run, a UI materialization), because Dagster adds
-the checks of the assets a run selects.
+has no run to evaluate it in. Executing the check from the UI computes the lag now, as
+`deltaport status` does (platform_assets/lag_live.py: the store's view plus what the topics hold
+that no tick has read), and so does a run that selects the snapshot by hand (a subset run, a UI
+materialization), because Dagster adds the checks of the assets a run selects.
 """
 
 import dagster as dg
 
-from platform_assets.lag import LAG_CHECK, Lag, lag_evaluation, landed_through, prostore_lag, stream_lag, utc_now
+from platform_assets.lag import LAG_CHECK, Lag, lag_evaluation
+from platform_assets.lag_live import live_lag
 from resources.changestream.resource import CdcLedgerResource
+from resources.kafka.resource import KafkaResource
 from resources.prostore.resource import DeltaIndexResource
 
 
@@ -27,13 +30,12 @@ def build_lag_check(*, source, kind: str, max_lag_seconds: float) -> dg.AssetChe
 
     if kind == "prostore":
         @dg.asset_check(asset=key, name=LAG_CHECK, description=about)
-        def prostore_lag_check(context: dg.AssetCheckExecutionContext, index: DeltaIndexResource):
-            landed = landed_through(context.instance, source.name)
-            return result(prostore_lag(source, index.get(), landed, utc_now()))
+        def prostore_lag_check(context: dg.AssetCheckExecutionContext, index: DeltaIndexResource,
+                               kafka: KafkaResource):
+            return result(live_lag(source, kind=kind, instance=context.instance, kafka=kafka, index=index.get()))
         return prostore_lag_check
 
     @dg.asset_check(asset=key, name=LAG_CHECK, description=about)
-    def stream_lag_check(context: dg.AssetCheckExecutionContext, ledger: CdcLedgerResource):
-        landed = landed_through(context.instance, source.name)
-        return result(stream_lag(source, ledger.get(), landed, utc_now()))
+    def stream_lag_check(context: dg.AssetCheckExecutionContext, ledger: CdcLedgerResource, kafka: KafkaResource):
+        return result(live_lag(source, kind=kind, instance=context.instance, kafka=kafka, ledger=ledger.get()))
     return stream_lag_check

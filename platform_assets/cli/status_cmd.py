@@ -1,35 +1,48 @@
 """`deltaport status`: how far behind its sources the lake is, one line per source: the deltas
-ready at the source and not landed, and the seconds since the oldest of them
-(platform_assets/lag.py), as the state store knows them after the last sensor tick or `sync`.
-Exit 0 when every source is within `sensor.max_lag_seconds`, 1 when one is past it (for cron
-alerting), as the check lag_within_bound says in the UI."""
+ready at the source and not landed, and the seconds since the oldest of them (platform_assets/lag.py).
+It reads what the sources say now: the state store's view, plus what the topics hold past the
+store's progress, which no sensor tick or `sync` has read yet (DELTA_CLOSE events on a signal
+topic, deltas in a backup-only topic, a change stream's unread messages: read-only, at most 5,000
+messages a topic, platform_assets/lag_live.py). A source whose topics cannot be reached (within
+10 s) is reported from the store alone, with the time of the last read of its topics.
+Exit codes: 0 when every source is within the bound; 1 when one is further behind than the bound
+(`--max-lag-seconds`, default `sensor.max_lag_seconds` of the config), marked LATE; 3 when none is
+but a source's topics could not be read (its lag is not known now); 2 for a bad config or usage.
+The check lag_within_bound in the UI computes the same numbers when executed."""
 
 from __future__ import annotations
 
 from platform_assets.cli.common import add_config_option, on_instance
 
+UNKNOWN = 3  # the exit code when a source's lag cannot be known now
+
 
 def register(sub) -> None:
     p = sub.add_parser("status", help="lag per source: deltas and seconds behind", description=__doc__)
     add_config_option(p)
+    p.add_argument("--max-lag-seconds", type=float, default=None, metavar="S",
+                   help="exit 1 when a source is more than S seconds behind (default: sensor.max_lag_seconds)")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    lines, code = on_instance(args, report)
+    lines, code = on_instance(args, lambda cfg, instance: report(cfg, instance, max_lag_seconds=args.max_lag_seconds))
     print("\n".join(lines))
     return code
 
 
-def report(cfg, instance) -> tuple[list[str], int]:
-    """(a line per source, the exit code)."""
-    from platform_assets.definitions import index_resource, ledger_resource
-    from platform_assets.lag import landed_through, prostore_lag, stream_lag, utc_now
+def report(cfg, instance, *, max_lag_seconds: float | None = None, timeout: float | None = None) -> tuple[list[str], int]:
+    """(a line per source, the exit code); `timeout`: per Kafka call (default lag_live's)."""
+    from platform_assets.definitions import index_resource, kafka_resource, ledger_resource
+    from platform_assets.lag_live import STATUS_TIMEOUT_SECONDS, live_lag
 
-    lags = [prostore_lag(dm, index_resource(cfg).get(), landed_through(instance, dm.name), utc_now())
+    kafka, wait = kafka_resource(cfg), timeout or STATUS_TIMEOUT_SECONDS
+    lags = [live_lag(dm, kind="prostore", instance=instance, kafka=kafka, index=index_resource(cfg).get(), timeout=wait)
             for dm in cfg.datamarts]
-    lags += [stream_lag(s, ledger_resource(cfg).get(), landed_through(instance, s.name), utc_now())
+    lags += [live_lag(s, kind="stream", instance=instance, kafka=kafka, ledger=ledger_resource(cfg).get(), timeout=wait)
              for s in cfg.streams]
-    bound = cfg.sensor.max_lag_seconds
+    bound = cfg.sensor.max_lag_seconds if max_lag_seconds is None else max_lag_seconds
     lines = [f"{lag.text()}{f'  LATE (bound {bound:.0f} s)' if lag.seconds > bound else ''}" for lag in lags]
-    return lines, 1 if any(lag.seconds > bound for lag in lags) else 0
+    if any(lag.seconds > bound for lag in lags):
+        return lines, 1
+    return lines, UNKNOWN if any(lag.stale for lag in lags) else 0

@@ -1,6 +1,9 @@
 """Lag you can see: a backup held back makes the source lag in deltas and seconds, the check
 lag_within_bound fail and `deltaport status` say LATE; once the backup arrives and lands, all three
-recover. Through `sync` (the sensor's code), a real broker, real Spark and Iceberg.
+recover. Deltas closed on the signal topic after the last `sync` (no tick has read them) make
+`status` say LATE too, and exit 1, as the check's own execution says; with the broker out of
+reach it says how old its knowledge is and exits 3. Through `sync` (the sensor's code), a real
+broker, real Spark and Iceberg.
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ from resources.emulator.outgoing import BACKUP, SIGNAL
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
+from resources.net import free_port
 
 pytestmark = pytest.mark.integration
 
 DM = "marketing"
 HELD = 2  # its backup arrives only for the second sync
-DELTAS = 4
+DELTAS = 4  # landed by the two syncs
+LATER = 2  # deltas closed on the signal topic after the second sync, which no sync reads
 
 
 def _latest(instance: dg.DagsterInstance):
@@ -34,21 +39,26 @@ def _latest(instance: dg.DagsterInstance):
 
 
 def test_a_held_backup_shows_as_lag_and_fails_the_check_until_it_lands(spark_remote, kafka_bootstrap, tmp_path):
-    sc = build_scenario(EmulatorConfig(seed=41, deltas=DELTAS, datamarts=(DM,), streams=1, chunk_size=20,
+    sc = build_scenario(EmulatorConfig(seed=41, deltas=DELTAS + LATER, datamarts=(DM,), streams=1, chunk_size=20,
                                        backup_partitions=1, faults=Faults(duplicate_rate=0.0)))
     topics = {SIGNAL: f"lag.signal.{os.getpid()}", BACKUP: f"lag.backup.{os.getpid()}"}
     for topic in topics.values():
         create_topic(kafka_bootstrap, topic)
     held = [m for m in sc.messages if m.role == BACKUP and m.note.startswith(f"{DM}:{HELD}:")]
     assert held, "the story must have a backup to hold back"
-    publish([m for m in sc.messages if m not in held], kafka_bootstrap, topics)
-    cfg = parse_config({
+    signals = [m for m in sc.messages if m.role == SIGNAL]
+    closes = [i for i, m in enumerate(signals) if m.note.endswith("DELTA_CLOSE")]
+    later = signals[closes[DELTAS - 1] + 1:]  # the signal events of the deltas after DELTAS - 1
+    later += [m for m in sc.messages if m.role == BACKUP and int(m.note.split(":")[1]) >= DELTAS]
+    publish([m for m in sc.messages if m not in held and m not in later], kafka_bootstrap, topics)
+    cfg_dict = {
         "sources": [{"name": DM, "format": "prostore", "signal_topic": topics[SIGNAL], "backup_topic": topics[BACKUP]}],
         "kafka": {"bootstrap_servers": kafka_bootstrap},
         "lake": {"catalog": "lag", "warehouse": str(tmp_path / "lake")},
         "state_dir": str(tmp_path / "state"),
         "sensor": {"max_lag_seconds": 60},
-    }, str(tmp_path / "deltaport.yaml"))
+    }
+    cfg = parse_config(cfg_dict, str(tmp_path / "deltaport.yaml"))
 
     with dg.instance_for_test() as instance:
         first = sync(cfg, instance, echo=lambda line: None)
@@ -71,3 +81,33 @@ def test_a_held_backup_shows_as_lag_and_fails_the_check_until_it_lands(spark_rem
         assert passed is True
         lines, code = report(cfg, instance)
         assert code == 0 and lines == [f"{DM}: landed through delta {DELTAS - 1}; up to date"]
+
+        # Deltas close with no tick to read them (the daemon stopped, cron between syncs).
+        publish([m for m in later if m.role == SIGNAL], kafka_bootstrap, topics)
+        lines, code = report(cfg, instance)
+        assert code == 1, lines
+        assert lines[0].startswith(f"{DM}: landed through delta {DELTAS - 1}; {LATER} deltas behind "
+                                   f"(oldest: delta {DELTAS}), ") and "LATE (bound 60 s)" in lines[0], lines
+        lines, code = report(cfg, instance, max_lag_seconds=1e12)  # the bound from the command line
+        assert code == 0 and "LATE" not in lines[0] and f"{LATER} deltas behind" in lines[0], lines
+        checked = _execute_lag_check(cfg, instance)
+        assert checked.passed is False and f"{LATER} deltas behind" in checked.description
+
+        # The broker out of reach: the store's view, said to be old, and exit 3.
+        away = parse_config({**cfg_dict, "kafka": {"bootstrap_servers": f"127.0.0.1:{free_port()}"}},
+                            str(tmp_path / "deltaport.yaml"))
+        lines, code = report(away, instance, timeout=3)
+        assert code == 3, lines
+        assert lines[0].startswith(f"{DM}: landed through delta {DELTAS - 1}; up to date as of the last read of its "
+                                   "topics, ") and "could not be read now" in lines[0], lines
+
+
+def _execute_lag_check(cfg, instance) -> dg.AssetCheckEvaluation:
+    """The check lag_within_bound executed on its own, as from the UI."""
+    from platform_assets.definitions import build_definitions
+
+    defs = build_definitions(cfg)
+    key = dg.AssetCheckKey(dg.AssetKey([DM, "snapshot"]), LAG_CHECK)
+    job = defs.resolve_implicit_global_asset_job_def().get_subset(asset_check_selection={key}, asset_selection=set())
+    result = job.execute_in_process(instance=instance, raise_on_error=True)
+    return result.get_asset_check_evaluations()[0]

@@ -60,3 +60,35 @@ def test_the_check_passes_up_to_the_bound_and_fails_past_it():
     late = lag_evaluation(lag, 60.0)
     assert (late.check_name, late.asset_key.path, late.metadata["max_lag_seconds"].value) == (LAG_CHECK, ["m", "snapshot"], 60.0)
     assert [type(e).__name__ for e in lag_events(lag, 60.0)] == ["AssetObservation", "AssetCheckEvaluation"]
+
+
+def test_closes_no_tick_has_read_add_to_the_index_view_from_the_oldest_of_either():
+    from resources.kafka.unread import Unread
+
+    index = Index({4: "2026-11-25T11:30:00"}, {})
+    dm = SimpleNamespace(name="m", backup_only=False, backup_topic="b")
+    unread = Unread("signal", messages=9, unread_beyond_budget=4,
+                    closes={3: dt.datetime(2026, 11, 25, 10, 0, tzinfo=dt.timezone.utc),  # landed: not counted
+                            5: dt.datetime(2026, 11, 25, 11, 40, tzinfo=dt.timezone.utc)})
+    lag = prostore_lag(dm, index, landed=3, now=NOW, unread=unread)
+    assert (lag.deltas, lag.oldest, lag.seconds, lag.unread) == (2, 4, 1800.0, 4)
+    assert lag.text() == ("m: landed through delta 3; 2 deltas behind (oldest: delta 4), "
+                          "and 4 more messages not read by this check, 1800 s")
+
+
+def test_a_streams_unread_messages_count_as_unsealed_from_the_oldest_kafka_time():
+    from resources.kafka.unread import Unread
+
+    ledger = SimpleNamespace(sealed_numbers=lambda source, start: [], delta=None,
+                             tail=lambda source: SimpleNamespace(marks={}))
+    unread = Unread("t", messages=7, oldest=dt.datetime(2026, 11, 25, 11, 59, tzinfo=dt.timezone.utc))
+    lag = stream_lag(SimpleNamespace(name="s"), ledger, landed=3, now=NOW, unread=unread)
+    assert (lag.deltas, lag.unsealed_messages, lag.seconds) == (0, 7, 60.0)
+    assert stream_lag(SimpleNamespace(name="s"), ledger, landed=3, now=NOW).text() == "s: landed through delta 3; up to date"
+
+
+def test_a_stale_lag_says_so_on_its_line():
+    from platform_assets.lag import Lag
+
+    lag = Lag("m", deltas=0, seconds=0.0, oldest=None, landed_through=3, stale="as of the last read (down)")
+    assert lag.text() == "m: landed through delta 3; up to date as of the last read (down)"
