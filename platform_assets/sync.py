@@ -52,6 +52,13 @@ class DeltaOutcome:
     error: str | None = None
     bad_input: bool = False  # failed on bad input (resources.errors.BadInputError)
     cut: bool = False  # a failed range run that went again in parts (their outcomes follow)
+    landed_assets: list[str] = field(default_factory=list)  # asset keys materialized, e.g. "marketing/snapshot"
+    failed_assets: dict[str, str] = field(default_factory=dict)  # asset key -> why it did not land
+
+    @property
+    def snapshot_landed(self) -> bool:
+        """The deltas are in the lake (the snapshot commits them), whether or not every asset landed."""
+        return self.success or f"{self.datamart}/snapshot" in self.landed_assets
 
 
 @dataclass
@@ -65,8 +72,25 @@ class SyncResult:
         return not self.failed and all(o.success or o.cut for o in self.outcomes)
 
     def landed(self) -> list[tuple[str, int]]:
-        """(source, delta) of every delta landed, in order."""
+        """(source, delta) of every delta landed with all its assets, in order."""
         return [(o.datamart, n) for o in self.outcomes if o.success for n in o.deltas]
+
+    def snapshots_landed(self) -> list[tuple[str, int]]:
+        """(source, delta) of every delta whose snapshot landed, a user asset failing or not."""
+        return [(o.datamart, n) for o in self.outcomes if o.snapshot_landed for n in o.deltas]
+
+    def summary(self) -> str:
+        """The pass's last line: deltas landed (in the snapshot), runs, deltas not landed, and the
+        assets that failed on landed deltas (what the next pass does about them)."""
+        landed = self.snapshots_landed()
+        failed = sum(len(o.deltas) for o in self.outcomes if not o.snapshot_landed and not o.cut)
+        line = f"sync: {len(landed)} delta(s) landed in {len(self.outcomes)} run(s), {failed} failed"
+        partial = [o for o in self.outcomes if o.snapshot_landed and not o.success]
+        if partial:
+            assets = sorted({a for o in partial for a in o.failed_assets})
+            line += (f"; on {sum(len(o.deltas) for o in partial)} of the landed deltas "
+                     f"{', '.join(assets) or 'an asset'} failed: the next sync runs those deltas again")
+        return line
 
 
 def _rows(result, key: dg.AssetKey) -> dict[str, int]:
@@ -189,11 +213,29 @@ def _execute(instance: dg.DagsterInstance, job, source: str, req: dg.RunRequest)
                                  raise_on_error=False, run_config=QUIET)
     outcome = DeltaOutcome(source, request_deltas(req), run.success, _rows(run, dg.AssetKey([source, "increment"])),
                            _rows(run, dg.AssetKey([source, "snapshot"])))
+    outcome.landed_assets = sorted({e.asset_key.to_user_string() for e in run.get_asset_materialization_events()})
     if not run.success:
-        failure = next((e for e in run.all_events if e.is_step_failure), None)
+        failures = [e for e in run.all_events if e.is_step_failure]
+        failure = failures[0] if failures else None
         outcome.error = step_error(failure) if failure else "run failed"
         outcome.bad_input = failure is not None and bad_input(failure)
+        errors = {f.step_key: step_error(f) for f in failures}
+        errors.update({e.step_key: "not run: an asset it depends on failed" for e in run.all_events
+                       if e.is_step_skipped})
+        outcome.failed_assets = failed_assets(job, errors, set(outcome.landed_assets))
     return outcome
+
+
+def failed_assets(job, step_errors: dict[str, str], landed: set[str]) -> dict[str, str]:
+    """{asset key: why it did not land} of a failed run of `job`: each asset of a failed or
+    skipped step (`step_errors`, by step key) that did not land, with that step's error."""
+    layer = job.asset_layer
+    out = {}
+    for key in sorted(layer.selected_asset_keys, key=lambda k: k.to_user_string()):
+        step = layer.get_op_output_handle(key).node_handle.name
+        if step in step_errors and key.to_user_string() not in landed:
+            out[key.to_user_string()] = step_errors[step]
+    return out
 
 
 def bad_input(failure) -> bool:
@@ -228,8 +270,19 @@ def render(o: DeltaOutcome) -> str:
     which = f"delta {o.deltas[0]}" if len(o.deltas) == 1 else f"deltas {o.deltas[0]}-{o.deltas[-1]}"
     if o.cut:
         return f"{o.datamart} {which}: FAILED: {o.error}; cut in two, to land the deltas before the bad one"
-    if not o.success:
-        return f"{o.datamart} {which}: FAILED: {o.error}"
     tables = sorted(set(o.rows) | set(o.snapshot_rows))
     detail = ", ".join(f"{t} +{o.rows.get(t, 0)} -> {o.snapshot_rows.get(t, '?')}" for t in tables)
-    return f"{o.datamart} {which}: landed ({detail})"
+    if o.success:
+        return f"{o.datamart} {which}: landed ({detail})"
+    if not o.snapshot_landed:
+        return f"{o.datamart} {which}: FAILED: {o.error}"
+    # The deltas are in the lake; what did not land with them is named, each with its error.
+    own = {f"{o.datamart}/{name}" for name in SOURCE_ASSETS}
+    landed = ", ".join(["snapshot", *(a for a in o.landed_assets if a not in own)])
+    failed = "; ".join(f"{a} FAILED: {why}" for a, why in sorted(o.failed_assets.items())) or f"FAILED: {o.error}"
+    return f"{o.datamart} {which}: {landed} landed ({detail}); {failed}; the next sync runs {which} again"
+
+
+# A source's own assets (platform_assets/prostore/assets.py, streams/assets.py): the rest of a
+# run's assets are users' (@delta_asset), named in full on the outcome's line.
+SOURCE_ASSETS = ("signal_events", "changelog", "increment", "snapshot", "history")

@@ -14,7 +14,12 @@ columns, batch by batch: platform_assets/cli/arrow_format.py).
 `--engine pyiceberg` answers every form without Spark (no server, no JVM): PyIceberg on the lake's
 catalog, the same rows as the Spark engine (platform_assets/cli/read_engines.py); only a delta
 inside a range run's commit of a table without history needs Spark (it is rebuilt from the
-increments)."""
+increments).
+A user mart (an `@delta_asset`'s table) is read as SOURCE_marts.ASSET or SOURCE/ASSET (its asset
+key as the UI shows it): its rows of the last delta landed in it, or of --as-of-delta N (--as-of
+TIME: the last delta closed by then), by its delta_num column, never by time travel; its columns
+without delta_num, sorted by their values (resources/lake/mart_read.py). A delta that has not
+landed in the mart, or an unknown mart (the config's marts are listed), is an error."""
 
 from __future__ import annotations
 
@@ -31,7 +36,8 @@ from resources.lake.history_forms import FinishedIn, StartedIn, delta_at, parse_
 
 def register(sub) -> None:
     p = sub.add_parser("read", help="print a table as of a delta", description=__doc__)
-    p.add_argument("table", help="SOURCE.TABLE (a datamart's table, or a change stream's <namespace>_<table>)")
+    p.add_argument("table", help="SOURCE.TABLE (a datamart's table, or a change stream's <namespace>_<table>), "
+                                 "or a user mart: SOURCE_marts.ASSET or SOURCE/ASSET")
     form = p.add_mutually_exclusive_group()
     form.add_argument("--as-of-delta", type=int, default=None, metavar="N",
                       help="the delta to read the table as of (default: the last delta landed in it)")
@@ -49,38 +55,105 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    if "." not in args.table:
-        raise DeltaportError(f"table must be SOURCE.TABLE, got {args.table!r}")
-    source, table = args.table.split(".", 1)
+    if "." not in args.table and "/" not in args.table:
+        raise DeltaportError(f"table must be SOURCE.TABLE, SOURCE_marts.ASSET or SOURCE/ASSET, got {args.table!r}")
     cfg = load_config(args.config)
+    mart = _mart(args.table, cfg)
+    if mart is not None:
+        return _read_mart(args, cfg, *mart)
+    source, table = args.table.split(".", 1)
     if source not in cfg.source_names:
-        raise DeltaportError(f"source {source!r} is not in {cfg.source_file} (sources: {', '.join(cfg.source_names)})")
+        raise DeltaportError(f"source {source!r} is not in {cfg.source_file} (sources: {', '.join(cfg.source_names)}; "
+                             "a user mart is read as SOURCE_marts.ASSET or SOURCE/ASSET)")
     ranged = [(flag, cls, text) for flag, cls, text in (("--started-in", StartedIn, args.started_in),
                                                        ("--finished-in", FinishedIn, args.finished_in)) if text]
     try:
         forms = [cls(*parse_range(text, flag=flag)) for flag, cls, text in ranged]
-        when = dt.datetime.fromisoformat(args.as_of) if args.as_of else None
     except ValueError as exc:
-        raise DeltaportError(str(exc) if ranged else f"--as-of takes 'YYYY-MM-DD HH:MM:SS', got {args.as_of!r}")
-    if when is not None and when.tzinfo is not None:
-        when = when.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        raise DeltaportError(str(exc))
+    when = _as_of(args.as_of)
     reader = READERS[args.engine](cfg)
     if forms:
         _write(args.format, *reader.versions(source, table, forms[0]))
         return 0
-    delta = args.as_of_delta
-    if when is not None:
-        delta = delta_at(reader.close_times(source), when)
-        if delta is None:
-            raise DeltaportError(f"no delta of {source} closed at or before {when.isoformat(sep=' ')} (UTC)")
-        print(f"# {source}.{table} as of delta {delta}, the last closed at or before {when.isoformat(sep=' ')}",
-              file=sys.stderr, flush=True)
+    delta = args.as_of_delta if when is None else _delta_at(reader, source, f"{source}.{table}", when)
     if delta is None:
         delta = reader.last_landed(source, table)
         print(f"# {source}.{table} as of delta {delta}, the last delta landed in it "
               "(--as-of-delta N reads an earlier one)", file=sys.stderr, flush=True)
     _write(args.format, *reader.state(source, table, delta))
     return 0
+
+
+def _as_of(text: str | None) -> dt.datetime | None:
+    """--as-of's time as naive UTC (None without it)."""
+    if not text:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise DeltaportError(f"--as-of takes 'YYYY-MM-DD HH:MM:SS', got {text!r}") from None
+    return when.astimezone(dt.timezone.utc).replace(tzinfo=None) if when.tzinfo is not None else when
+
+
+def _delta_at(reader, source: str, name: str, when: dt.datetime) -> int:
+    """The last delta of `source` closed at or before `when`, said on stderr."""
+    delta = delta_at(reader.close_times(source), when)
+    if delta is None:
+        raise DeltaportError(f"no delta of {source} closed at or before {when.isoformat(sep=' ')} (UTC)")
+    print(f"# {name} as of delta {delta}, the last closed at or before {when.isoformat(sep=' ')}",
+          file=sys.stderr, flush=True)
+    return delta
+
+
+def _mart(name: str, cfg) -> tuple[str, str] | None:
+    """(source, asset) when `name` names a user mart: `<source>_marts.<asset>` or `<source>/<asset>`
+    (the asset key as the UI shows it)."""
+    if "/" in name:
+        source, asset = name.split("/", 1)
+        if source not in cfg.source_names:
+            raise DeltaportError(f"source {source!r} is not in {cfg.source_file} (sources: {', '.join(cfg.source_names)})")
+        return source, asset
+    namespace, asset = name.split(".", 1)
+    if namespace not in cfg.source_names and namespace.endswith(MARTS) and namespace[:-len(MARTS)] in cfg.source_names:
+        return namespace[:-len(MARTS)], asset
+    return None
+
+
+MARTS = "_marts"
+
+
+def _read_mart(args, cfg, source: str, asset: str) -> int:
+    """A user mart (resources/lake/mart_read.py): its rows as of a delta, by its delta column."""
+    from resources.lake.mart_read import mart_ident, pick_delta
+
+    name = mart_ident(source, asset)
+    if args.started_in or args.finished_in:
+        raise DeltaportError(f"{name} is a mart: it keeps one set of rows per delta, not row versions; "
+                             "read it --as-of-delta N (or --as-of a time)")
+    reader = READERS[args.engine](cfg)
+    landed = reader.mart_deltas(source, asset)
+    if landed is None:
+        raise DeltaportError(f"{name} has no table in the lake; {_known_marts(cfg, source, asset)}")
+    when = _as_of(args.as_of)
+    asked = args.as_of_delta if when is None else _delta_at(reader, source, name, when)
+    delta = pick_delta(name, landed, asked)
+    if asked is None:
+        print(f"# {name} as of delta {delta}, the last delta landed in it (--as-of-delta N reads an earlier one)",
+              file=sys.stderr, flush=True)
+    _write(args.format, *reader.mart(source, asset, delta))
+    return 0
+
+
+def _known_marts(cfg, source: str, asset: str) -> str:
+    """Which marts of `source` the config's `code:` declares (imported only on this error's path)."""
+    from platform_assets.build_on import load_user_code
+
+    names = sorted(a.name for a in load_user_code(cfg)[0] if a.source == source)
+    if asset in names:
+        return f"its asset {source}/{asset} has not landed yet (the next `deltaport sync` lands it)"
+    return (f"the marts of {source} (`code:` in {cfg.source_file}): "
+            f"{', '.join(f'{source}_marts.{n}' for n in names) or 'none'}")
 
 
 def _write(fmt: str, columns: list[str], rows) -> None:

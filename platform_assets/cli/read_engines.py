@@ -8,7 +8,9 @@ each of Prostore's FOR SYSTEM_TIME forms:
 - `last_landed(source, table)`: the last delta landed in the table;
 - `state(source, table, delta)`: the table right after `delta` (AS OF DELTA_NUM);
 - `versions(source, table, form)`: the versions STARTED IN / FINISHED IN select, with
-  sys_from, sys_to, sys_op.
+  sys_from, sys_to, sys_op;
+- `mart_deltas(source, asset)`, `mart(source, asset, delta)`: a user mart's landed deltas and
+  one delta's rows (resources/lake/mart_read.py).
 Both read a datamart's or a change stream's history where it answers the form (no tag needed),
 tags otherwise, and give the same rows in the same order (tests/support/read_engines.py runs
 both); only a delta folded into a range run's commit of a table without history is the Spark
@@ -75,6 +77,28 @@ class SparkReader:
             raise DeltaportError(f"{source}.{table}: delta {form.last} has not landed (last landed: {last})")
         return arrow_read.stream_versions(self.spark, self.layout, source, table, form, last=last)
 
+    def mart_deltas(self, source: str, asset: str) -> list[int] | None:
+        """The deltas landed in the mart `<source>_marts.<asset>` (resources/lake/mart_read.py);
+        None when it has no table."""
+        from resources.lake.mart_read import DELTA_COLUMN, landed_deltas, mart_ident
+        from resources.spark.iceberg import DELTAS_PROPERTY, metadata_table, table_exists
+
+        ident = f"{self.cfg.lake.catalog}.{mart_ident(source, asset)}"
+        if not table_exists(self.spark, ident):
+            return None
+        summaries = metadata_table(self.spark, ident, "snapshots").selectExpr(f"summary['{DELTAS_PROPERTY}']")
+        numbers = self.spark.table(ident).select(DELTA_COLUMN).distinct()
+        return landed_deltas([r[0] for r in summaries.collect()], [r[0] for r in numbers.collect()])
+
+    def mart(self, source: str, asset: str, delta: int):
+        """(columns, Arrow rows) of the mart's delta `delta`, in print order."""
+        from pyspark.sql import functions as F
+
+        from resources.lake.mart_read import DELTA_COLUMN, mart_ident, mart_rows
+
+        ident = f"{self.cfg.lake.catalog}.{mart_ident(source, asset)}"
+        return mart_rows(self.spark.table(ident).where(F.col(DELTA_COLUMN) == F.lit(delta)).toArrow())
+
 
 @dataclass
 class PyIcebergReader:
@@ -107,6 +131,26 @@ class PyIcebergReader:
 
         read = pyiceberg_rows.datamart_versions if source in self.datamarts else pyiceberg_rows.stream_versions
         return read(self.open_table, source, table, form)
+
+    def mart_deltas(self, source: str, asset: str) -> list[int] | None:
+        from resources.lake.mart_read import DELTA_COLUMN, landed_deltas, mart_ident
+        from resources.lake.pyiceberg_read import DELTAS_PROPERTY, NoSuchLakeTableError
+
+        try:
+            mart = self.open_table(mart_ident(source, asset))
+        except NoSuchLakeTableError:
+            return None
+        summaries = [s.summary[DELTAS_PROPERTY] if s.summary is not None else None for s in mart.metadata.snapshots]
+        numbers = mart.scan(selected_fields=(DELTA_COLUMN,)).to_arrow().column(DELTA_COLUMN).unique().to_pylist()
+        return landed_deltas(summaries, numbers)
+
+    def mart(self, source: str, asset: str, delta: int):
+        from pyiceberg.expressions import EqualTo
+
+        from resources.lake.mart_read import DELTA_COLUMN, mart_ident, mart_rows
+
+        mart = self.open_table(mart_ident(source, asset))
+        return mart_rows(mart.scan(row_filter=EqualTo(DELTA_COLUMN, delta)).to_arrow())
 
 
 READERS = {"spark": SparkReader, "pyiceberg": PyIcebergReader}

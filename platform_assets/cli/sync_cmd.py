@@ -22,7 +22,5 @@ def run(args) -> int:
         print(f"{dm}: {why}")
     if result.failed:
         print(f"sync: {len(result.failed)} source(s) could not be read: {', '.join(sorted(result.failed))}")
-    failed = sum(len(o.deltas) for o in result.outcomes if not o.success and not o.cut)
-    runs = len(result.outcomes)  # a cut range run counts, and each of its parts
-    print(f"sync: {len(result.landed())} delta(s) landed in {runs} run(s), {failed} failed")
+    print(result.summary())
     return 0 if result.ok else 1

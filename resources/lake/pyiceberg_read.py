@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 TAG_PREFIX = "delta_"  # resources.spark.iceberg.delta_tag's names
 DELTA_PROPERTY = "deltaport.delta"  # resources.spark.iceberg.DELTA_PROPERTY: a commit's delta
+DELTAS_PROPERTY = "deltaport.deltas"  # resources.spark.iceberg.DELTAS_PROPERTY: every delta a commit replaced
 # Catalog properties that name Java classes or JDBC settings: meaningless to PyIceberg.
 _JAVA_ONLY = ("io-impl", "catalog-impl", "client.factory")
 
@@ -190,7 +191,7 @@ def delta_snapshot_id(table: Table, delta: int) -> int:
         tagged = sorted(int(n[len(TAG_PREFIX):]) for n in table.metadata.refs if n[len(TAG_PREFIX):].isdigit()
                         and n.startswith(TAG_PREFIX))
         raise PyIcebergReadError(
-            f"{_name(table)} has no tag {TAG_PREFIX}{int(delta)} (tagged deltas: {_ranges(tagged) or 'none'}); "
+            f"{_name(table)} has no tag {TAG_PREFIX}{int(delta)} (tagged deltas: {ranges_text(tagged) or 'none'}); "
             "a delta inside a range run's commit, or one whose tag expired, is read with history or Spark")
     return ref.snapshot_id
 
@@ -263,7 +264,7 @@ def _name(table: Table) -> str:
     return ".".join(table.name()) if table.name() else table.metadata_location
 
 
-def _ranges(numbers: list[int]) -> str:
+def ranges_text(numbers: list[int]) -> str:
     spans, start = [], None
     for i, n in enumerate(numbers):
         start = n if start is None else start
