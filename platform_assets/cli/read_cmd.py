@@ -88,10 +88,10 @@ def _write(fmt: str, columns: list[str], rows) -> None:
     from platform_assets.cli.arrow_format import write_csv, write_jsonl
 
     rows = rows if rows.column_names == list(columns) else rows.select(list(columns))
-    (write_jsonl if fmt == "jsonl" else write_csv)(rows, _stdout_bytes())
+    (write_jsonl if fmt == "jsonl" else write_csv)(rows, stdout_bytes())
 
 
-def _stdout_bytes():
+def stdout_bytes():
     """stdout as a binary stream taking UTF-8 (the text as `print` would encode it)."""
     sys.stdout.flush()
     encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "").replace("_", "")
