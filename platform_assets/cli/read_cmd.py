@@ -18,11 +18,11 @@ increments)."""
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import sys
 
-import datetime as dt
-
-from platform_assets.cli.common import add_config_option
+from platform_assets.cli.common import add_config_option, without_pandas
 from platform_assets.cli.read_engines import READERS
 from platform_assets.config import load_config
 from resources.errors import DeltaportError
@@ -64,6 +64,11 @@ def run(args) -> int:
         raise DeltaportError(str(exc) if ranged else f"--as-of takes 'YYYY-MM-DD HH:MM:SS', got {args.as_of!r}")
     if when is not None and when.tzinfo is not None:
         when = when.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    with without_pandas() if args.engine == "pyiceberg" else contextlib.nullcontext():
+        return _read(args, cfg, source, table, forms, when)
+
+
+def _read(args, cfg, source: str, table: str, forms, when) -> int:
     reader = READERS[args.engine](cfg)
     if forms:
         _write(args.format, *reader.versions(source, table, forms[0]))

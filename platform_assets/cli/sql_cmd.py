@@ -16,9 +16,10 @@ already running, else DuckDB. A query given as `-` is read from stdin.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
-from platform_assets.cli.common import add_config_option
+from platform_assets.cli.common import add_config_option, without_pandas
 
 
 def register(sub) -> None:
@@ -36,19 +37,24 @@ def run(args) -> int:
     from platform_assets.config import load_config
     from platform_assets.sql_query import answer_sql, explain_sql
 
+    from platform_assets.sql_query import pick_engine
+
     query = sys.stdin.read() if args.query == "-" else args.query
     cfg = load_config(args.config)
-    if args.explain:
-        answer = explain_sql(query, cfg, engine=args.engine)
+    engine = pick_engine(cfg, args.engine)
+    with without_pandas() if engine == "duckdb" else contextlib.nullcontext():
+        if args.explain:
+            answer = explain_sql(query, cfg, engine=engine)
+            for note in answer.notes:
+                print(f"-- {note}")
+            print(f"-- engine: {answer.engine}\n{answer.sql}")
+            return 0
+        answer = answer_sql(query, cfg, engine=engine)
         for note in answer.notes:
-            print(f"-- {note}")
-        print(f"-- engine: {answer.engine}\n{answer.sql}")
-        return 0
-    answer = answer_sql(query, cfg, engine=args.engine)
-    for note in answer.notes:
-        print(f"# {note}", file=sys.stderr, flush=True)
-    from platform_assets.cli.arrow_format import write_csv, write_jsonl
-    from platform_assets.cli.read_cmd import stdout_bytes
+            print(f"# {note}", file=sys.stderr, flush=True)
+        from platform_assets.cli.arrow_format import write_csv, write_jsonl
+        from platform_assets.cli.read_cmd import stdout_bytes
 
-    (write_jsonl if args.format == "jsonl" else write_csv)(answer.rows, stdout_bytes())
+        (write_jsonl if args.format == "jsonl" else write_csv)(answer.rows, stdout_bytes())
     return 0
+
