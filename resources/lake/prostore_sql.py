@@ -27,7 +27,9 @@ Guarantees: the history is read up to the table's last landed delta only (a run 
 one that died between its history commit and its MERGE, is never half-seen); a form the history
 does not answer exactly (`HistoryNotKeptError`) or a delta that has not landed is an error, never
 fewer rows. Each `Scan.row_filter` is implied by the WHERE around it in the SQL: an engine may
-use it to prune files, never to change the answer.
+use it to prune files, never to change the answer. A subquery gives only the columns the query
+names somewhere (any table's: a superset; all of them under `*`, `t.*` or a NATURAL join), and
+`Scan.columns` are the ones its SQL reads, so an engine reads no other column from the files.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ class Scan:
     namespace: str
     table: str
     row_filter: str = "true"  # implied by the SQL's own WHERE on this table (module docstring)
+    columns: tuple[str, ...] = ()  # the columns the SQL reads from it (the filter's may be more)
 
 
 @dataclass
@@ -115,6 +118,7 @@ def rewrite(tree: exp.Query, lake: LakeInfo) -> Plan:
     tree = tree.copy()
     plan = Plan(tree)
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    needed = _named_columns(tree)
     for table in list(tree.find_all(exp.Table)):
         if not table.args.get("db") and table.name.lower() in ctes:
             continue  # a WITH query's name, not a lake table
@@ -122,7 +126,7 @@ def rewrite(tree: exp.Query, lake: LakeInfo) -> Plan:
             raise UnknownLakeTableError(f"{table.sql()}: name a lake table as DATAMART.TABLE "
                                         "(or SOURCE_marts.ASSET for a user mart)")
         version = table.args.get("version")
-        subquery = _Reference(lake, plan, table.db, table.name, version).subquery()
+        subquery = _Reference(lake, plan, table.db, table.name, version, needed).subquery()
         table.replace(exp.Subquery(this=subquery, alias=exp.TableAlias(
             this=exp.to_identifier(table.alias or table.name, quoted=True))))
     return plan
@@ -137,6 +141,7 @@ class _Reference:
     namespace: str
     table: str
     version: exp.Version | None
+    needed: frozenset[str] | None  # lower-case column names the query names; None: it may use any
 
     def label(self) -> str:
         return f"{self.namespace}.{self.table}" + (f" FOR SYSTEM_TIME {_form_text(self.version)}" if self.version else "")
@@ -164,28 +169,27 @@ class _Reference:
                                       f"(last landed: {last})")
         if delta < 0:  # AS OF a time before the first close: no rows, as Prostore answers it
             columns = self._columns(kind, source, table, last, current_columns)
-            return _select(columns, current_columns, self._scan(source, table, "false"), "false")
+            return self._read(source, table, current_columns, "false", columns, "false")
         columns = self._columns(kind, source, table, delta, current_columns)
         live = LIVE if kind == STREAM else None
         if form is None or (isinstance(form, AsOfDelta) and form.delta == last):
-            return _select(columns, current_columns, self._scan(source, table, live or "true"), live)
+            return self._read(source, table, current_columns, live or "true", columns, live)
         check_covered(source, table, self.lake.history_start(source, table), form)
         history_columns = self.lake.table_columns(f"{source}_history", table)
         bound = f"delta_num <= {int(last)}"
         if isinstance(form, FinishedIn):  # the history table alone: a current version finished nothing
             if history_columns is None:
-                return _select(columns, current_columns, self._scan(source, table, "false"), "false")
-            scan = self._scan(f"{source}_history", table, f"{history_where(form)} AND {bound}")
-            return _select(columns, history_columns, scan, f"{form.where()} AND {bound}")
-        current = _select([*columns, "sys_from"], current_columns,
-                          self._scan(source, table, _and(form.current_where(), live)), live,
-                          extra=[exp.alias_(exp.cast(exp.Null(), "BIGINT"), "sys_to"),
-                                 exp.alias_(exp.Literal.number(0), "sys_op")])
+                return self._read(source, table, current_columns, "false", columns, "false")
+            return self._read(f"{source}_history", table, history_columns, f"{history_where(form)} AND {bound}",
+                              columns, f"{form.where()} AND {bound}")
+        current = self._read(source, table, current_columns, _and(form.current_where(), live), [*columns, "sys_from"],
+                             live, extra=[exp.alias_(exp.cast(exp.Null(), "BIGINT"), "sys_to"),
+                                          exp.alias_(exp.Literal.number(0), "sys_op")])
         union: exp.Query = current
         if history_columns is not None:
-            scan = self._scan(f"{source}_history", table, f"{history_where(form)} AND {bound}")
-            union = exp.union(current, _select([*columns, "sys_from", "sys_to", "sys_op"], history_columns, scan,
-                                               bound), distinct=False)
+            closed = self._read(f"{source}_history", table, history_columns, f"{history_where(form)} AND {bound}",
+                                [*columns, "sys_from", "sys_to", "sys_op"], bound)
+            union = exp.union(current, closed, distinct=False)
         return (exp.select(*[exp.column(c, quoted=True) for c in columns])
                 .from_(exp.Subquery(this=union, alias=exp.TableAlias(this=exp.to_identifier("h"))))
                 .where(exp.condition(form.where())))
@@ -217,8 +221,8 @@ class _Reference:
 
     def _columns(self, kind: str, source: str, table: str, delta: int, current: list[str]) -> list[str]:
         if kind == DATAMART:
-            return self.lake.ddl_columns(source, table, delta)
-        return [c for c in current if c not in _STREAM_SYSTEM]
+            return self._pruned(self.lake.ddl_columns(source, table, delta))
+        return self._pruned([c for c in current if c not in _STREAM_SYSTEM])
 
     # --- a user mart ---------------------------------------------------------------------------
     def _mart(self, source: str) -> exp.Select:
@@ -236,27 +240,47 @@ class _Reference:
         else:
             delta = self.lake.last_landed(self.namespace, self.table)
         where = f"delta_num = {int(delta)}"
-        data = [c for c in columns if c != "delta_num"]
-        return _select(data, columns, self._scan(self.namespace, self.table, where), where)
+        return self._read(self.namespace, self.table, columns, where,
+                          self._pruned([c for c in columns if c != "delta_num"]), where)
 
-    def _scan(self, namespace: str, table: str, row_filter: str) -> Scan:
-        scan = Scan(f"__scan_{len(self.plan.scans)}", namespace, table, row_filter)
-        self.plan.scans.append(scan)
-        return scan
+    def _pruned(self, columns: list[str]) -> list[str]:
+        """`columns` less those the query never names (at least one, for a row count)."""
+        kept = columns if self.needed is None else [c for c in columns if c.lower() in self.needed]
+        return kept or columns[:1]
+
+    def _read(self, namespace: str, table: str, have: list[str], row_filter: str, columns: list[str],
+              where: str | None, extra=()) -> exp.Select:
+        """SELECT `columns` (the table's own spelling where it has them, else NULL) FROM a new scan
+        of the table, WHERE `where`; the scan reads the columns this SELECT names, nothing else."""
+        by_lower = {c.lower(): c for c in have}
+        picked = [exp.alias_(exp.column(by_lower[c.lower()], quoted=True), c, quoted=True) if c.lower() in by_lower
+                  and by_lower[c.lower()] != c else exp.column(c, quoted=True) if c.lower() in by_lower
+                  else exp.alias_(exp.Null(), c, quoted=True) for c in columns]
+        name = f"__scan_{len(self.plan.scans)}"
+        query = exp.select(*picked, *extra).from_(exp.Table(this=exp.to_identifier(name)))
+        query = query.where(exp.condition(where)) if where else query
+        used = {c.name.lower() for c in query.find_all(exp.Column)}
+        self.plan.scans.append(Scan(name, namespace, table, row_filter, tuple(c for c in have if c.lower() in used)))
+        return query
 
 
 # A change stream's snapshot-table columns that are the lake's own, not the stream's data.
 _STREAM_SYSTEM = ("_order", "_tombstone", "_event_time_us", "sys_from", "sys_from_date")
 
 
-def _select(columns: list[str], have: list[str], scan: Scan, where: str | None, extra=()) -> exp.Select:
-    """SELECT `columns` (the table's own spelling where it has them, else NULL) FROM the scan."""
-    by_lower = {c.lower(): c for c in have}
-    picked = [exp.alias_(exp.column(by_lower[c.lower()], quoted=True), c, quoted=True) if c.lower() in by_lower
-              and by_lower[c.lower()] != c else exp.column(c, quoted=True) if c.lower() in by_lower
-              else exp.alias_(exp.Null(), c, quoted=True) for c in columns]
-    query = exp.select(*picked, *extra).from_(exp.Table(this=exp.to_identifier(scan.name)))
-    return query.where(exp.condition(where)) if where else query
+def _named_columns(tree: exp.Query) -> frozenset[str] | None:
+    """The column names `tree` names anywhere (lower case), or None when it may use a column it
+    does not name: `*` or `t.*` in a projection, a NATURAL join. A name counts for every table,
+    so a table keeps a column another table's reference named: more than needed, never less."""
+    for star in tree.find_all(exp.Star):
+        if not isinstance(star.parent, exp.Func):  # count(*) reads no column
+            return None
+    names = {c.name.lower() for c in tree.find_all(exp.Column)}
+    for join in tree.find_all(exp.Join):
+        if join.args.get("method") == "NATURAL" or join.args.get("kind") == "NATURAL":
+            return None
+        names |= {i.name.lower() for i in join.args.get("using") or []}
+    return frozenset(names)
 
 
 def _and(clause: str, other: str | None) -> str:

@@ -86,5 +86,5 @@ class SqlLake:
         found = self.table(scan.namespace, scan.table)
         if found is None:
             raise NoSuchLakeTableError(f"{scan.namespace}.{scan.table} is not a table of the lake")
-        return found.scan(row_filter=scan.row_filter).to_arrow()
+        return found.scan(row_filter=scan.row_filter, selected_fields=scan.columns or ("*",)).to_arrow()
 

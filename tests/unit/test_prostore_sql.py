@@ -68,12 +68,13 @@ class StoryLake:
         return {n: dt.datetime(2026, 1, 1 + n) for n in range(6)}
 
     def scan(self, scan):
+        """The scan's columns only (the SQL must need no other), filtered when pruning."""
         rows = self.data[scan.namespace, scan.table]
-        if not self.prune:
-            return rows
-        con = self.duckdb.connect()
-        con.register("rows", rows)
-        return con.sql(f"SELECT * FROM rows WHERE {scan.row_filter}").fetch_arrow_table()
+        if self.prune:
+            con = self.duckdb.connect()
+            con.register("rows", rows)
+            rows = con.sql(f"SELECT * FROM rows WHERE {scan.row_filter}").fetch_arrow_table()
+        return rows.select(list(scan.columns)) if scan.columns else rows
 
 
 def answer(sql: str, **lake) -> list[tuple]:
@@ -157,6 +158,25 @@ def test_the_sql_is_the_documented_where_on_h():
     assert "sys_to >= 2 AND sys_to <= 4 AND sys_op = 1" in finished and "UNION" not in finished
     current = duckdb_sql(rewrite_sql("SELECT * FROM dm.t", lake))
     assert "sys_" not in current and "__scan_0" in current
+
+
+def test_scans_read_the_columns_the_query_names():
+    lake = StoryLake(prune=False)
+
+    def read(sql):
+        return [(s.namespace, s.columns) for s in rewrite_sql(sql, lake).scans]
+
+    assert read("SELECT count(*) FROM dm.t FOR SYSTEM_TIME AS OF DELTA_NUM 5") == [("dm", ("k",))]
+    assert read("SELECT count(*) FROM dm.t FOR SYSTEM_TIME AS OF DELTA_NUM 2") == [
+        ("dm", ("k", "sys_from")), ("dm_history", ("k", "sys_from", "sys_to", "sys_op", "delta_num"))]
+    assert read("SELECT v FROM dm.t FOR SYSTEM_TIME FINISHED IN (1, 2)") == [
+        ("dm_history", ("v", "sys_to", "sys_op", "delta_num"))]
+    assert read("SELECT k FROM cs.t") == [("cs", ("k", "_tombstone"))]
+    assert read("SELECT * FROM dm.t WHERE k = 'A'") == [("dm", ("k", "v"))]
+    assert read("SELECT x.* FROM dm.t x") == read("SELECT * FROM dm.t") == [("dm", ("k", "v"))]
+    assert read("SELECT a.k FROM dm.t a NATURAL JOIN dm.t b") == [("dm", ("k", "v"))] * 2
+    assert answer("SELECT count(*) AS n, count(DISTINCT k) AS keys FROM dm.t FOR SYSTEM_TIME STARTED IN (0, 5)") == [
+        (6, 3)]
 
 
 def test_what_the_lake_cannot_answer_is_an_error():
