@@ -20,6 +20,7 @@ equal the oracle's, and the same column names.
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import time
 from decimal import Decimal
@@ -290,7 +291,7 @@ def test_the_corpus_equals_the_truth_on_both_engines(lake):
     assert answered > 2 * len(queries) - 6, "most queries answer rows"
 
 
-def test_the_command_line(lake, capsys):
+def test_the_command_line(lake, capsys, monkeypatch):
     config, truth = lake
 
     def sql(*args):
@@ -312,6 +313,11 @@ def test_the_command_line(lake, capsys):
                     "--explain", "--engine", "spark")
     assert code == 0 and "delta 4, the last closed at or before it" in out.out
     assert "`sqlc`.`marketing_history`.`sales` WHERE delta_num <= 6" in " ".join(out.out.split())
+    code, out = sql(f"SELECT count(*) FROM {RE}.t FOR SYSTEM_TIME STARTED IN (2, 3)", "--explain", "--engine", "duckdb")
+    assert code == 0 and "-- __scan_0: id, sys_from FROM sqlc.reinsert.t WHERE sys_from >= 2 AND sys_from <= 3" in out.out
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"SELECT count(*) AS n\nFROM {RE}.t FOR SYSTEM_TIME FINISHED IN (1, 6)"))
+    code, out = sql("-", "--engine", "duckdb")
+    assert code == 0 and json.loads(out.out) == {"n": sum(v["sys_op"] for v in truth.versions[RE, "t"])}, out
     for query, says in ((f"SELECT * FROM {DM}.sales FOR SYSTEM_TIME AS OF LATEST_UNCOMMITTED_DELTA",
                          "AS OF LATEST_UNCOMMITTED_DELTA (line 1, column"),
                         (f"SELECT * FROM {DM}.sales ESTIMATE_ONLY", "ESTIMATE_ONLY (line 1, column 31)"),
