@@ -237,14 +237,7 @@ def run(args) -> dict:
             res["land_seconds"] = round(time.perf_counter() - began, 1)
             print(f"landed {len(truths[0])} rows (delta 0), {len(truths[1])} (delta 1) in {res['land_seconds']} s",
                   flush=True)
-            config = work / "deltaport.yaml"
-            config.write_text(json.dumps({
-                "sources": [{"name": DM, "format": "prostore", "signal_topic": "s", "backup_topic": "b"}],
-                "kafka": {"bootstrap_servers": "127.0.0.1:9"},  # never reached: `read` reads the lake only
-                "spark": {"remote": engine.url},
-                "lake": {"catalog": "lake", "type": "hadoop", "warehouse": str(work / "lake")},
-                "state_dir": str(work / "state")}))
-            env = {**os.environ, "PYTHONPATH": str(ROOT)}
+            config, env = bench_config(work, engine.url)
             res["python_start_s"] = round(python_start(env, args.repeat), 3)
             for engine_name in args.engines:
                 for fmt in args.formats:
@@ -269,10 +262,35 @@ def run(args) -> dict:
     return res
 
 
-def report(res: dict, out: Path) -> int:
+def bench_config(work: Path, url: str) -> tuple[Path, dict]:
+    """(deltaport.yaml of the bench's lake in `work` on the server at `url`, the CLI's environment)."""
+    config = work / "deltaport.yaml"
+    config.write_text(json.dumps({
+        "sources": [{"name": DM, "format": "prostore", "signal_topic": "s", "backup_topic": "b"}],
+        "kafka": {"bootstrap_servers": "127.0.0.1:9"},  # never reached: the CLI reads the lake only
+        "spark": {"remote": url},
+        "lake": {"catalog": "lake", "type": "hadoop", "warehouse": str(work / "lake")},
+        "state_dir": str(work / "state")}))
+    return config, {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def save(res: dict, out: Path) -> None:
+    """`res` as JSON in `out`; the closing `uptime` on stdout."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=2, default=str))
     print(res["uptime"][-1])
+
+
+def lake_arguments(ap: argparse.ArgumentParser, result: str) -> None:
+    """The options of a bench on this lake: its size, the repeats, the seed, where the result goes."""
+    ap.add_argument("--rows", type=int, default=100_000, help="rows of delta 0 (delta 1 keeps as many)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each command")
+    ap.add_argument("--seed", type=int, default=30)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench-results" / result)
+
+
+def report(res: dict, out: Path) -> int:
+    save(res, out)
     print(f"read: python start {res['python_start_s']} s")
     for key, r in res["reads"].items():
         split = f"; imports {r['imports_s']} s" + (f"; phases {r['phases']}" if r["phases"] else "")
@@ -282,12 +300,9 @@ def report(res: dict, out: Path) -> int:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", type=int, default=100_000, help="rows of delta 0 (delta 1 keeps as many)")
-    ap.add_argument("--repeat", type=int, default=3, help="reads of each form, format and engine")
+    lake_arguments(ap, "read.json")
     ap.add_argument("--formats", nargs="+", default=["jsonl", "csv"], choices=["jsonl", "csv"])
     ap.add_argument("--engines", nargs="+", default=["spark"], choices=["spark", "pyiceberg"])
-    ap.add_argument("--seed", type=int, default=30)
-    ap.add_argument("--out", type=Path, default=ROOT / "bench-results" / "read.json")
     args = ap.parse_args(argv)
     return report(run(args), args.out)
 

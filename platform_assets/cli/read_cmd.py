@@ -23,11 +23,11 @@ landed in the mart, or an unknown mart (the config's marts are listed), is an er
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import sys
 
-import datetime as dt
-
-from platform_assets.cli.common import add_config_option
+from platform_assets.cli.common import add_config_option, without_pandas
 from platform_assets.cli.read_engines import READERS
 from platform_assets.config import load_config
 from resources.errors import DeltaportError
@@ -60,7 +60,7 @@ def run(args) -> int:
     cfg = load_config(args.config)
     mart = _mart(args.table, cfg)
     if mart is not None:
-        return _read_mart(args, cfg, *mart)
+        return _read_mart(args, cfg, *mart)  # pandas allowed: an unknown mart imports the user's code
     source, table = args.table.split(".", 1)
     if source not in cfg.source_names:
         raise DeltaportError(f"source {source!r} is not in {cfg.source_file} (sources: {', '.join(cfg.source_names)}; "
@@ -72,6 +72,11 @@ def run(args) -> int:
     except ValueError as exc:
         raise DeltaportError(str(exc))
     when = _as_of(args.as_of)
+    with without_pandas() if args.engine == "pyiceberg" else contextlib.nullcontext():
+        return _read(args, cfg, source, table, forms, when)
+
+
+def _read(args, cfg, source: str, table: str, forms, when) -> int:
     reader = READERS[args.engine](cfg)
     if forms:
         _write(args.format, *reader.versions(source, table, forms[0]))
@@ -161,10 +166,10 @@ def _write(fmt: str, columns: list[str], rows) -> None:
     from platform_assets.cli.arrow_format import write_csv, write_jsonl
 
     rows = rows if rows.column_names == list(columns) else rows.select(list(columns))
-    (write_jsonl if fmt == "jsonl" else write_csv)(rows, _stdout_bytes())
+    (write_jsonl if fmt == "jsonl" else write_csv)(rows, stdout_bytes())
 
 
-def _stdout_bytes():
+def stdout_bytes():
     """stdout as a binary stream taking UTF-8 (the text as `print` would encode it)."""
     sys.stdout.flush()
     encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "").replace("_", "")

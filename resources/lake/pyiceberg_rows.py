@@ -46,7 +46,7 @@ def datamart_rows(open_table: OpenTable, datamart: str, table: str, delta: int) 
 def datamart_table(open_table: OpenTable, datamart: str, table: str, delta: int):
     """(columns, Arrow rows) of a datamart's table right after `delta`, by primary key: from the
     table and its history where the history answers `delta`, else its tag."""
-    entity = _entity(open_table(f"{datamart}_meta.changelog"), datamart, table, delta)
+    entity = entity_as_of(open_table(f"{datamart}_meta.changelog"), datamart, table, delta)
     names = [c.name for c in entity.columns]
     state = state_at(open_table, datamart, table, delta)
     arrow = _tag_rows(open_table(f"{datamart}.{table}"), delta, names) if state is None else state
@@ -57,7 +57,7 @@ def datamart_versions(open_table: OpenTable, datamart: str, table: str, form: St
     """(columns, Arrow versions) a STARTED IN / FINISHED IN form selects, as
     `resources.lake.read.versions_in`: the columns of the DDL as of the range's last delta, then
     sys_from, sys_to, sys_op; sorted by primary key, then sys_from."""
-    entity = _entity(open_table(f"{datamart}_meta.changelog"), datamart, table, form.last)
+    entity = entity_as_of(open_table(f"{datamart}_meta.changelog"), datamart, table, form.last)
     names = [*(c.name for c in entity.columns), *SYSTEM_COLUMNS]
     arrow = canonical(versions(open_table, datamart, table, form), names, times=_times(entity))
     return names, by_key(arrow, [*entity.primary_key, "sys_from"])
@@ -101,7 +101,7 @@ def _times(entity: EntitySchema) -> list[str]:
     return [c.name for c in entity.columns if c.type == "time"]
 
 
-def _entity(changelog, datamart: str, table: str, delta: int) -> EntitySchema:
+def entity_as_of(changelog, datamart: str, table: str, delta: int) -> EntitySchema:
     """The table's schema after the last delta landed up to `delta` (its changelog holds the
     datamart's whole DDL history)."""
     frame = changelog.scan(row_filter=f"delta_num <= {int(delta)}", selected_fields=(

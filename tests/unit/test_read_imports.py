@@ -54,3 +54,31 @@ def test_each_command_module_registers_the_command_it_is_imported_for():
         sub = argparse.ArgumentParser().add_subparsers()
         module.register(sub)
         assert list(sub.choices) == [name], module.__name__
+
+
+
+@pytest.mark.parametrize("command", [["sql", "SELECT count(*) FROM dm.t", "--engine", "duckdb"],
+                                     ["read", "dm.t", "--engine", "pyiceberg"]])
+def test_a_jvm_free_read_imports_neither_pyspark_nor_pandas(command, tmp_path):
+    """`deltaport sql --engine duckdb` (issue 41) and `read --engine pyiceberg`: the lake's tables
+    through PyIceberg (whose pyarrow.dataset would import pandas, installed for pyspark), DuckDB for
+    `sql`, and neither pyspark, pandas nor the other commands' libraries."""
+    config = tmp_path / "deltaport.yaml"
+    config.write_text("sources: [{name: dm, format: prostore, signal_topic: s, backup_topic: b}]\n"
+                      f"lake: {{type: hadoop, warehouse: {tmp_path / 'lake'}}}\n")
+    script = textwrap.dedent(f"""
+        import sys
+        from platform_assets.cli import main
+        # no such table: it fails once the lake is opened with PyIceberg (pyarrow.dataset imported)
+        assert main({[*command, "--config", str(config)]!r}) == 2
+        assert "pyarrow.dataset" in sys.modules
+        import resources.lake.sql_engines, duckdb
+        print(" ".join(sorted(sys.modules)))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    modules = done.stdout.split()
+    assert "dm.t" in done.stderr and "pyiceberg.table" in modules
+    never = NEVER + ("pyspark", "pandas")
+    assert [m for m in modules if m.split(".")[0] in never or m in never or m.startswith(never)] == []

@@ -1,0 +1,136 @@
+"""What a warm `deltaport sql` costs on the JVM-free engine and on Spark (issue 41: "`deltaport
+sql` of a current-state aggregate and `deltaport read` of a 100k-row table with the JVM-free
+engine <= 1.0 s wall each, the CLI's process start included").
+
+The lake is bench/read_bench.py's: one warm Spark Connect server (bench/engine.py), datamart
+`readbench`, table `wide` (a column of each Prostore type), delta 0 inserting `--rows` rows,
+delta 1 updating 10%, deleting 1% and inserting 1%, landed with history by the platform's writers.
+
+Then, as users run them (the CLI in a subprocess, process start included), `--repeat` times each:
+- `deltaport sql` of a current-state aggregate (count, sum, min, max over the whole table), and
+  of the same aggregate `FOR SYSTEM_TIME AS OF DELTA_NUM 0` (the history's union), on
+  `--engine duckdb` and `--engine spark`; each answer checked against the truth;
+- `deltaport read readbench.wide` (every row, jsonl) on the JVM-free engine (`--engine pyiceberg`)
+  and on Spark, checked row for row (read_bench.check).
+Reported: median seconds, the ratio Spark / JVM-free, the interpreter's start (`python -c pass`)
+and the CLI's imports (`python -X importtime`, the sum of its top-level imports).
+
+    python bench/sql_bench.py [--rows 100000] [--repeat 3]
+
+Result: bench-results/sql.json and lines on stdout; `uptime` before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.engine import bench_engine  # noqa: E402
+from bench.read_bench import (DM, TABLE, bench_config, check, import_seconds, lake_arguments, land,  # noqa: E402
+                              python_start, save, story, uptime)
+from platform_assets.cli.read_format import iso  # noqa: E402
+
+AGGREGATE = (f"SELECT count(*) AS n, sum(i32) AS s, min(day) AS first_day, max(v) AS last_v "
+             f"FROM {DM}.{TABLE}{{clause}}")
+
+
+def cli(config: Path, args: list[str], env: dict, *, python=()) -> tuple[float, str, str]:
+    """(seconds, stdout, stderr) of `deltaport ARGS --config CONFIG`, run as users run it."""
+    cmd = [sys.executable, *python, "-m", "platform_assets.cli", *args, "--config", str(config)]
+    began = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)}: exit {done.returncode}: {done.stderr[-2000:]}")
+    return time.perf_counter() - began, done.stdout, done.stderr
+
+
+def aggregate_truth(truth: dict) -> dict:
+    rows = list(truth.values())
+    present = [r for r in rows if r["i32"] is not None]
+    return {"n": len(rows), "s": sum(r["i32"] for r in present),
+            "first_day": iso(min(r["day"] for r in rows if r["day"] is not None)),
+            "last_v": max(r["v"] for r in rows if r["v"] is not None)}
+
+
+def timed(config: Path, args: list[str], env: dict, repeat: int, verify) -> dict:
+    times = []
+    for _ in range(repeat):
+        seconds, out, _ = cli(config, args, env)
+        verify(out)
+        times.append(round(seconds, 3))
+    _, out, err = cli(config, args, env, python=("-X", "importtime"))
+    verify(out)
+    return {"seconds": times, "median_s": statistics.median(times), "imports_s": round(import_seconds(err), 3)}
+
+
+def run(args) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="deltaport-sql-bench-"))
+    res: dict = {"config": {k: str(v) for k, v in vars(args).items()}, "uptime": [uptime()], "runs": {}}
+    print(res["uptime"][0], flush=True)
+    deltas, truths = story(args.rows, args.seed)
+    try:
+        with bench_engine(work) as engine:
+            land(engine.spark, deltas)
+            config, env = bench_config(work, engine.url)
+            res["python_start_s"] = round(python_start(env, args.repeat), 3)
+
+            def same_aggregate(truth):
+                def verify(out):
+                    got = json.loads(out)
+                    assert {k: float(v) if k == "s" else v for k, v in got.items()} == \
+                        {k: float(v) if k == "s" else v for k, v in aggregate_truth(truth).items()}, got
+                return verify
+
+            for engine_name in ("duckdb", "spark"):
+                for label, clause, truth in (("current aggregate", "", truths[1]),
+                                             ("as-of-delta-0 aggregate", " FOR SYSTEM_TIME AS OF DELTA_NUM 0", truths[0])):
+                    key = f"sql {engine_name} {label}"
+                    res["runs"][key] = timed(config, ["sql", AGGREGATE.format(clause=clause), "--engine", engine_name],
+                                             env, args.repeat, same_aggregate(truth))
+                    print(f"{key}: {res['runs'][key]}", flush=True)
+            for engine_name in ("pyiceberg", "spark"):
+                key = f"read {engine_name} {len(truths[1])} rows"
+                res["runs"][key] = timed(config, ["read", f"{DM}.{TABLE}", "--engine", engine_name], env, args.repeat,
+                                         lambda out: check(out, "jsonl", truths[1]))
+                print(f"{key}: {res['runs'][key]}", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    runs = res["runs"]
+    res["ratios_spark_over_jvm_free"] = {
+        "sql current aggregate": round(runs["sql spark current aggregate"]["median_s"]
+                                       / runs["sql duckdb current aggregate"]["median_s"], 2),
+        "read": round(runs[f"read spark {len(truths[1])} rows"]["median_s"]
+                      / runs[f"read pyiceberg {len(truths[1])} rows"]["median_s"], 2)}
+    res["uptime"].append(uptime())
+    return res
+
+
+def report(res: dict, out: Path) -> int:
+    save(res, out)
+    print(f"sql: python start {res['python_start_s']} s")
+    for key, r in res["runs"].items():
+        print(f"sql: {key}: median {r['median_s']} s of {r['seconds']}; imports {r['imports_s']} s; "
+              "equal to the truth")
+    print(f"sql: Spark / JVM-free: {res['ratios_spark_over_jvm_free']}")
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    lake_arguments(ap, "sql.json")
+    args = ap.parse_args(argv)
+    return report(run(args), args.out)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

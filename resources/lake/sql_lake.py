@@ -1,0 +1,90 @@
+"""What `deltaport sql` needs to know of the lake, read with PyIceberg (no JVM, no pyspark import,
+no Dagster), and the Arrow scans its JVM-free engine runs on.
+
+In: a function opening a lake table by name (``ns.table``: `platform_assets.engine.pyiceberg_tables`)
+and the config's sources with their kinds. Out: the `resources.lake.prostore_sql.LakeInfo`
+answers (table columns, a datamart table's DDL as of a delta from its changelog, last landed
+deltas, history starts, close times), and `scan(Scan)`: the table's rows passing the scan's
+filter, as a `pyarrow.Table`.
+
+Both engines rewrite with this: the metadata reads are PyIceberg's whatever engine runs the
+query, so the Spark and the DuckDB plan of one query are the same SQL. Every table is opened once
+per `SqlLake` (one consistent metadata version per table for the whole query).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from resources.lake.prostore_sql import Scan
+from resources.lake.pyiceberg_history import close_times, history_start, last_applied
+from resources.lake.pyiceberg_read import NoSuchLakeTableError, PyIcebergReadError
+from resources.lake.pyiceberg_rows import entity_as_of
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+class SqlLake:
+    """`LakeInfo` on PyIceberg; `kinds`: {source: DATAMART | STREAM} from the config."""
+
+    def __init__(self, open_table: Callable[[str], object], kinds: Mapping[str, str]):
+        self._open, self.kinds = open_table, dict(kinds)
+        self._tables: dict[str, object | None] = {}
+        self._close: dict[str, Mapping[int, dt.datetime]] = {}
+
+    def table(self, namespace: str, table: str):
+        """The PyIceberg table, or None when the catalog has none of that name."""
+        ident = f"{namespace}.{table}"
+        if ident not in self._tables:
+            try:
+                self._tables[ident] = self._open(ident)
+            except NoSuchLakeTableError:
+                self._tables[ident] = None
+        return self._tables[ident]
+
+    def source_kind(self, source: str) -> str | None:
+        return self.kinds.get(source)
+
+    def table_columns(self, namespace: str, table: str) -> list[str] | None:
+        found = self.table(namespace, table)
+        return None if found is None else [f.name for f in found.schema().fields]
+
+    def ddl_columns(self, datamart: str, table: str, delta: int) -> list[str]:
+        changelog = self.table(f"{datamart}_meta", "changelog")
+        if changelog is None:
+            raise PyIcebergReadError(f"datamart {datamart!r} has no changelog in the lake yet")
+        return [c.name for c in entity_as_of(changelog, datamart, table, delta).columns]
+
+    def last_landed(self, namespace: str, table: str) -> int:
+        found = self.table(namespace, table)
+        if found is None:
+            raise NoSuchLakeTableError(f"{namespace}.{table} is not a table of the lake")
+        if namespace.endswith("_marts"):  # a mart records no delta in its commits: its last partition
+            import pyarrow.compute as pc
+
+            column = found.scan(selected_fields=("delta_num",)).to_arrow().column("delta_num")
+            last = pc.max(column).as_py() if len(column) else None
+            if last is None:
+                raise PyIcebergReadError(f"no delta of {namespace}.{table} has landed yet")
+            return int(last)
+        return last_applied(found, namespace, table)
+
+    def history_start(self, source: str, table: str) -> int | None:
+        found = self.table(source, table)
+        return None if found is None else history_start(found)
+
+    def close_times(self, source: str) -> Mapping[int, dt.datetime]:
+        if source not in self._close:
+            self._close[source] = close_times(lambda ident: self._open(ident), source)
+        return self._close[source]
+
+    def scan(self, scan: Scan) -> pa.Table:
+        """The rows of `scan`'s table passing its filter (PyIceberg prunes files by it)."""
+        found = self.table(scan.namespace, scan.table)
+        if found is None:
+            raise NoSuchLakeTableError(f"{scan.namespace}.{scan.table} is not a table of the lake")
+        return found.scan(row_filter=scan.row_filter, selected_fields=scan.columns or ("*",)).to_arrow()
+
