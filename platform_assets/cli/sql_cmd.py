@@ -35,9 +35,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from platform_assets.config import load_config
-    from platform_assets.sql_query import answer_sql, explain_sql
-
-    from platform_assets.sql_query import pick_engine
+    from platform_assets.sql_query import answer_sql, explain_sql, pick_engine
 
     query = sys.stdin.read() if args.query == "-" else args.query
     cfg = load_config(args.config)
