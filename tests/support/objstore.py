@@ -1,0 +1,51 @@
+"""A lake on object storage for the tests: the `lake:` block of deltaport.yaml for Iceberg's REST
+catalog server in front of moto's S3 server (both started by tests/integration/conftest.py), and
+what the store holds (listed through its S3 API, boto3).
+
+The secret key is random per test session, lives only in $LAKE_S3_SECRET_ENV, and is named in
+the config as ``{env: ...}``: a test can grep everything a run wrote for it.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from resources.objstore.rest_catalog import S3_FILE_IO, RestCatalogServer
+from resources.objstore.s3_server import S3Server
+
+SECRET_ENV = "DELTAPORT_TEST_S3_SECRET"
+ACCESS_KEY = "deltaport-test"  # not a secret: it names the key, as an AWS access key id does
+REGION = "us-east-1"
+
+
+def new_secret() -> str:
+    # Letters and digits only, long: no false match when grepping files for it.
+    return "dps3" + secrets.token_hex(20)
+
+
+def s3_properties(store: S3Server, secret: str) -> dict[str, str]:
+    """S3FileIO's properties (the Java names; PyIceberg reads the same ones) for `store`."""
+    return {"s3.endpoint": store.endpoint, "s3.path-style-access": "true", "s3.access-key-id": ACCESS_KEY,
+            "s3.secret-access-key": secret, "client.region": REGION}
+
+
+def rest_lake(catalog: RestCatalogServer, store: S3Server, name: str) -> dict:
+    """The `lake:` block of a deltaport.yaml on `catalog` and `store`, the secret as {env: NAME}."""
+    props: dict = {k: v for k, v in s3_properties(store, "").items() if k != "s3.secret-access-key"}
+    props.update({"io-impl": S3_FILE_IO, "s3.secret-access-key": {"env": SECRET_ENV}})
+    return {"catalog": name, "type": "rest", "uri": catalog.uri, "warehouse": catalog.warehouse,
+            "properties": props}
+
+
+def list_keys(store: S3Server, bucket: str, prefix: str = "") -> list[str]:
+    """Every object key of `bucket` under `prefix` (a listing by prefix, as orphan removal does)."""
+    import boto3
+    from botocore.config import Config
+
+    client = boto3.client("s3", endpoint_url=store.endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
+                          aws_secret_access_key="unused-moto-checks-no-signature",
+                          config=Config(connect_timeout=10, read_timeout=30, retries={"max_attempts": 2}))
+    keys: list[str] = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys += [o["Key"] for o in page.get("Contents", [])]
+    return keys
