@@ -102,17 +102,24 @@ def s3_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 
 @pytest.fixture(scope="module")
-def rest_catalog(s3_store, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def s3_endpoint(s3_store) -> str:
+    """Where a module's S3 clients reach the store: the store itself (a module overrides it to
+    put a fault proxy in between)."""
+    return s3_store.endpoint
+
+
+@pytest.fixture(scope="module")
+def rest_catalog(s3_store, s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """Iceberg's REST catalog server on loopback for one test module, its warehouse in a bucket of
-    its own on `s3_store` (resources/objstore/rest_catalog.py): a module's datamarts never meet
-    another module's namespaces."""
+    its own on `s3_store`, reached at `s3_endpoint` (resources/objstore/rest_catalog.py): a
+    module's datamarts never meet another module's namespaces."""
     from resources.objstore.rest_catalog import RestCatalogServer
     from tests.support.objstore import SECRET_ENV, s3_properties
 
     folder = tmp_path_factory.mktemp("rest")
     bucket = s3_store.make_bucket(f"lake-{uuid.uuid4().hex[:12]}")
     server = RestCatalogServer(folder, warehouse=f"{bucket}/warehouse",
-                               properties=s3_properties(s3_store, os.environ[SECRET_ENV])).start()
+                               properties=s3_properties(s3_endpoint, os.environ[SECRET_ENV])).start()
     try:
         yield server
     finally:

@@ -1,15 +1,28 @@
-"""A lake on object storage behind a REST catalog, end to end (issue 40): an emulated datamart
-lands through `sync` in a lake whose catalog is Apache Iceberg's REST catalog server and whose
-files are on an S3-compatible store (moto's server), both real servers on loopback started by
-the fixtures (tests/integration/conftest.py). Spark writes through Iceberg's S3FileIO
-(path-style, an endpoint); PyIceberg reads through the same catalog and store.
+"""A lake on object storage behind a REST catalog, end to end, through a store that fails
+(issue 40): an emulated datamart lands through `sync` in a lake whose catalog is Apache Iceberg's
+REST catalog server and whose files are on an S3-compatible store (moto's server), both real
+servers on loopback started by the fixtures (tests/integration/conftest.py). Spark writes through
+Iceberg's S3FileIO (path-style, an endpoint); PyIceberg reads through the same catalog and store.
 
-At every delta each table equals the emulator's truth, read by Spark and by PyIceberg; every
-file of every table is an object in the catalog's bucket and nothing of the lake is on local
-disk; `deltaport read` prints the same with both engines; the store's secret key, given as
-``{env: NAME}``, appears in no file the run wrote (config folder, state folder, the Dagster
-instance's event log, the Spark server's log), in no event of the run, in no `deltaport` output
-and in no error text.
+Every S3 client (Spark's S3FileIO: data files and manifests; the REST server's: table metadata;
+PyIceberg) reaches the store through a fault proxy (resources/objstore/fault_proxy.py) which,
+while `sync` lands the story, fails one request in `EVERY`, cycling 503 SlowDown, a reset before
+the store sees the request, a reset after the store applied it (the client never hears that its
+PUT landed) and a slow answer, `MAX_FAULTS` in all (each costs a retry's backoff; this runs in
+`make test`). One story serves every check below, so the faults cost seconds, not another landing.
+
+* Nothing lost: every delta lands in its own run (none needed a second), equal to the emulator's
+  truth at every delta, read by Spark and by PyIceberg. Nothing doubled: each increment table holds
+  each delta's changes exactly once (a retried append would double them). The proxy counts every
+  kind injected, and the clients' retries.
+* PyIceberg reads through resets and slow answers. A 503 on a GET is not retried by pyarrow's S3
+  client (measured: "AWS Error UNKNOWN (HTTP status 503) during GetObject"), so its reads run
+  without 503s (docs/operating.md says so).
+* Every file of every table is an object in the catalog's bucket; nothing of the lake is on disk.
+* `deltaport read` prints the same with both engines.
+* The store's secret key, given as ``{env: NAME}``, appears in no file the run wrote (config
+  folder, state folder, the Dagster instance's event log, the Spark server's log), in no event of
+  the run, in no `deltaport` output and in no error text.
 
 Real broker, real Spark, real Iceberg REST server, real S3 API.
 """
@@ -17,6 +30,7 @@ Real broker, real Spark, real Iceberg REST server, real S3 API.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import dagster as dg
@@ -35,6 +49,7 @@ from resources.kafka.publish import publish
 from resources.lake.prostore import LakeLayout
 from resources.lake.pyiceberg_rows import datamart_rows
 from resources.lake.read import rows_as_of
+from resources.objstore.fault_proxy import FAULT_KINDS, FaultProxy
 from tests.support.objstore import SECRET_ENV, list_keys, rest_lake
 from tests.support.read_engines import read_with_both_engines
 
@@ -43,12 +58,26 @@ pytestmark = pytest.mark.integration
 DM = "marketing"
 DELTAS = 3
 CATALOG = "s3lake"
+EVERY = 13  # one request in thirteen fails while the story lands ...
+MAX_FAULTS = 32  # ... 8 of each kind
 
 
 @pytest.fixture(scope="module")
-def landed(kafka_bootstrap, spark_remote, s3_store, rest_catalog, tmp_path_factory):
+def fault_proxy(s3_store):
+    with FaultProxy(s3_store.endpoint, every=EVERY, max_faults=MAX_FAULTS, delay_seconds=0.1) as proxy:
+        yield proxy
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint(fault_proxy) -> str:
+    """This module's S3 clients, the REST catalog server's included, go through the proxy."""
+    return fault_proxy.endpoint
+
+
+@pytest.fixture(scope="module")
+def landed(kafka_bootstrap, spark_remote, s3_endpoint, fault_proxy, rest_catalog, tmp_path_factory):
     """(scenario, config, Spark session, Dagster instance, sync's output lines) after `sync`
-    landed the story one delta per run (a tag per delta) in the REST + S3 lake."""
+    landed the story one delta per run (a tag per delta) in the REST + S3 lake, the proxy armed."""
     sc = build_scenario(EmulatorConfig(seed=41, deltas=DELTAS, datamarts=(DM,), chunk_size=20, ddl_at_delta=1,
                                        faults=Faults(duplicate_rate=0.0)))
     topic = f"objstore.{os.getpid()}"
@@ -58,7 +87,7 @@ def landed(kafka_bootstrap, spark_remote, s3_store, rest_catalog, tmp_path_facto
     (root / "deltaport.yaml").write_text(yaml.safe_dump({
         "sources": [{"name": DM, "format": "prostore", "backup_topic": topic}],
         "kafka": {"bootstrap_servers": kafka_bootstrap},
-        "lake": rest_lake(rest_catalog, s3_store, CATALOG),
+        "lake": rest_lake(rest_catalog, s3_endpoint, CATALOG),
         "state_dir": str(root / "state"),
         "sensor": {"max_deltas_per_run": 1},
     }))
@@ -67,14 +96,42 @@ def landed(kafka_bootstrap, spark_remote, s3_store, rest_catalog, tmp_path_facto
     lines: list[str] = []
     (root / "dagster").mkdir()
     with dg.instance_for_test(temp_dir=str(root / "dagster")) as instance:
-        result = sync(cfg, instance, echo=lines.append)
+        fault_proxy.arm()
+        try:
+            result = sync(cfg, instance, echo=lines.append)
+        finally:
+            fault_proxy.disarm()
         assert result.ok and result.landed() == [(DM, n) for n in sorted(sc.truth[DM])], lines
         yield sc, cfg, spark, instance, lines
 
 
-def test_every_delta_equals_the_truth_read_by_spark_and_by_pyiceberg(landed):
+def test_every_delta_lands_once_through_the_faults(landed, fault_proxy):
+    sc, cfg, spark, instance, _ = landed
+    assert len(instance.get_runs()) == len(sc.truth[DM]), "a delta needed a second run"
+    for kind in FAULT_KINDS:
+        assert fault_proxy.faults[kind] == MAX_FAULTS // len(FAULT_KINDS), dict(fault_proxy.faults)
+    retries = fault_proxy.retries()
+    assert Counter(kind for kind, *_ in retries)["503"] == fault_proxy.faults["503"], "a 503 was not retried"
+    layout = LakeLayout(cfg.lake.catalog)
+    for table in sc.truth[DM][max(sc.truth[DM])]:  # each change once: no append applied twice
+        want = Counter({n: sum(1 for c in changes if c.table == table) for n, changes in sc.increments[DM].items()})
+        got = Counter({r["delta_num"]: r["n"] for r in spark.sql(
+            f"SELECT delta_num, count(*) AS n FROM {layout.increment(DM, table)} GROUP BY delta_num").collect()})
+        assert got == +want, f"{table}: changes per delta"
+    waits = sorted(w for *_, w in retries)
+    print(f"\nS3 requests while landing {DELTAS} deltas: {dict(fault_proxy.counts)}; injected "
+          f"{dict(fault_proxy.faults)}; retried {len(retries)} (wait median {waits[len(waits) // 2]:.2f} s, "
+          f"max {waits[-1]:.2f} s: {max(retries, key=lambda r: r[3])[:2]})")
+
+
+def test_every_delta_equals_the_truth_read_by_spark_and_by_pyiceberg(landed, fault_proxy):
     sc, cfg, spark, _, _ = landed
     layout, open_table = LakeLayout(cfg.lake.catalog), pyiceberg_tables(cfg)
+    # PyIceberg's reads through resets and slow answers (pyarrow does not retry a 503 on a GET);
+    # Spark's too, and it would take the 503s (its writes just did).
+    fault_proxy.kinds, fault_proxy.max_faults = ("reset", "reset_after", "delay"), 10**6
+    before = sum(fault_proxy.faults.values())
+    fault_proxy.arm()
     compared = 0
     for n, tables in sorted(sc.truth[DM].items()):
         for table, state in tables.items():
@@ -83,10 +140,12 @@ def test_every_delta_equals_the_truth_read_by_spark_and_by_pyiceberg(landed):
             assert rows_as_of(spark, layout, DM, table, n) == truth, f"spark: {table} as of delta {n}"
             assert datamart_rows(open_table, DM, table, n)[1] == truth, f"pyiceberg: {table} as of delta {n}"
             compared += len(truth)
-    assert compared > 20
+    fault_proxy.disarm()
+    assert compared > 20 and sum(fault_proxy.faults.values()) > before
 
 
 def test_every_file_is_an_object_in_the_catalogs_bucket(landed, s3_store, rest_catalog):
+    # listed at the store itself, not through the proxy
     sc, cfg, _, _, _ = landed
     bucket, prefix = rest_catalog.warehouse.removeprefix("s3://").split("/", 1)
     keys = set(list_keys(s3_store, bucket, prefix))

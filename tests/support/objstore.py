@@ -23,15 +23,16 @@ def new_secret() -> str:
     return "dps3" + secrets.token_hex(20)
 
 
-def s3_properties(store: S3Server, secret: str) -> dict[str, str]:
-    """S3FileIO's properties (the Java names; PyIceberg reads the same ones) for `store`."""
-    return {"s3.endpoint": store.endpoint, "s3.path-style-access": "true", "s3.access-key-id": ACCESS_KEY,
+def s3_properties(endpoint: str, secret: str) -> dict[str, str]:
+    """S3FileIO's properties (the Java names; PyIceberg reads the same ones) for a store at `endpoint`."""
+    return {"s3.endpoint": endpoint, "s3.path-style-access": "true", "s3.access-key-id": ACCESS_KEY,
             "s3.secret-access-key": secret, "client.region": REGION}
 
 
-def rest_lake(catalog: RestCatalogServer, store: S3Server, name: str) -> dict:
-    """The `lake:` block of a deltaport.yaml on `catalog` and `store`, the secret as {env: NAME}."""
-    props: dict = {k: v for k, v in s3_properties(store, "").items() if k != "s3.secret-access-key"}
+def rest_lake(catalog: RestCatalogServer, endpoint: str, name: str) -> dict:
+    """The `lake:` block of a deltaport.yaml on `catalog` and the store at `endpoint`, the secret
+    as {env: NAME}."""
+    props: dict = {k: v for k, v in s3_properties(endpoint, "").items() if k != "s3.secret-access-key"}
     props.update({"io-impl": S3_FILE_IO, "s3.secret-access-key": {"env": SECRET_ENV}})
     return {"catalog": name, "type": "rest", "uri": catalog.uri, "warehouse": catalog.warehouse,
             "properties": props}
