@@ -168,6 +168,28 @@ def test_read_prints_the_same_with_both_engines(landed, capsys):
         assert out.count("\n") > 1
 
 
+def test_the_documented_rest_block_reads_the_lake(landed, capsys, s3_endpoint, rest_catalog, tmp_path):
+    """docs/operating.md's generic REST `lake:` block, with this test's addresses put in for its
+    examples, reads what `sync` wrote (the service's namespaces do not depend on the catalog's name
+    in deltaport.yaml)."""
+    sc, cfg, _, _, _ = landed
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operating.md").read_text(encoding="utf-8")
+    block = text.split("### REST, generic", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    lake = yaml.safe_load(block)["lake"]
+    assert lake["properties"]["s3.secret-access-key"] == {"env": "LAKE_S3_SECRET"}
+    lake.update(uri=rest_catalog.uri, warehouse=rest_catalog.warehouse)
+    lake["properties"].update({"s3.endpoint": s3_endpoint, "s3.secret-access-key": {"env": SECRET_ENV},
+                               "s3.access-key-id": cfg.lake.properties["s3.access-key-id"]})
+    assert lake["properties"].keys() == cfg.lake.properties.keys()
+    doc_config = tmp_path / "deltaport.yaml"
+    doc_config.write_text(yaml.safe_dump({**yaml.safe_load(Path(cfg.source_file).read_text()), "lake": lake,
+                                          "state_dir": str(tmp_path / "state")}))
+    table, delta = f"{DM}.stores", ["--as-of-delta", str(max(sc.truth[DM]))]
+    want = main(["read", table, "--engine", "pyiceberg", "--config", str(cfg.source_file), *delta]), capsys.readouterr()
+    got = main(["read", table, "--engine", "pyiceberg", "--config", str(doc_config), *delta]), capsys.readouterr()
+    assert want[0] == got[0] == 0 and got[1].out == want[1].out and want[1].out.count("\n") > 1
+
+
 def test_the_secret_key_is_never_written_or_printed(landed, capsys, spark_server_log):
     sc, cfg, _, instance, lines = landed
     secret = os.environ[SECRET_ENV]
