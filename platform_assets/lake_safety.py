@@ -18,24 +18,21 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["OBJECT_STORE_SCHEMES", "SECRET_SUFFIXES", "check_lake"]
+from resources.objstore.locations import is_object_store
 
-OBJECT_STORE_SCHEMES = ("s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "wasb", "wasbs", "oss", "cos", "obs")
+__all__ = ["SECRET_SUFFIXES", "check_lake"]
+
 # The last dot-separated part of a property's name that marks a secret (s3.secret-access-key,
 # jdbc.password, credential, token, gcs.oauth2.token, s3.session-token, client.secret-access-key).
 SECRET_SUFFIXES = ("secret-access-key", "session-token", "password", "credential", "token")
-
-
-def _scheme(location: str) -> str:
-    return location.split("://", 1)[0].lower() if "://" in location else ""
 
 
 def check_lake(lake: Any, file: str | None) -> None:
     """Raise `ConfigError` naming the key of the first unsafe combination in `lake` (a LakeConfig)."""
     from platform_assets.config import ConfigError
 
-    scheme = _scheme(lake.warehouse)
-    if lake.type == "hadoop" and scheme in OBJECT_STORE_SCHEMES:
+    if lake.type == "hadoop" and is_object_store(lake.warehouse):
+        scheme = lake.warehouse.split("://", 1)[0]
         raise ConfigError("lake.type", f"a hadoop catalog cannot live on object storage (warehouse "
                                        f"{lake.warehouse!r}): its commits rely on an atomic rename, which "
                                        f"{scheme}:// does not have, so concurrent or retried commits can be lost; "

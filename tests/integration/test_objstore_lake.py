@@ -19,6 +19,8 @@ PUT landed) and a slow answer, `MAX_FAULTS` in all (each costs a retry's backoff
   client (measured: "AWS Error UNKNOWN (HTTP status 503) during GetObject"), so its reads run
   without 503s (docs/operating.md says so).
 * Every file of every table is an object in the catalog's bucket; nothing of the lake is on disk.
+* The orphan pass lists the store by prefix (a folder listing fails on s3://) and keeps a young
+  orphan.
 * `deltaport read` prints the same with both engines.
 * The store's secret key, given as ``{env: NAME}``, appears in no file the run wrote (config
   folder, state folder, the Dagster instance's event log, the Spark server's log), in no event of
@@ -49,9 +51,10 @@ from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
 from resources.lake.prostore import LakeLayout
 from resources.lake.pyiceberg_rows import datamart_rows
+from resources.lake.maintenance import MaintenanceSettings, maintain_table, table_location
 from resources.lake.read import rows_as_of
 from resources.objstore.fault_proxy import FAULT_KINDS, FaultProxy
-from tests.support.objstore import SECRET_ENV, list_keys, rest_lake
+from tests.support.objstore import SECRET_ENV, list_keys, rest_lake, s3_client
 from tests.support.read_engines import read_with_both_engines
 
 pytestmark = pytest.mark.integration
@@ -163,6 +166,23 @@ def test_every_file_is_an_object_in_the_catalogs_bucket(landed, s3_store, rest_c
             assert path.removeprefix(f"s3://{bucket}/") in keys, f"{path} is not in the store"
     local = Path(cfg.source_file).parent
     assert not [p for p in local.rglob("*") if p.suffix in (".parquet", ".avro") or p.name.endswith(".metadata.json")]
+
+
+def test_the_orphan_pass_lists_the_store_by_prefix_and_keeps_young_files(landed, s3_store, rest_catalog):
+    """Orphan removal on object storage lists the table's key prefix through its FileIO (there is
+    no s3:// Hadoop file system on the server: a folder listing would fail). A file younger than
+    `orphan_age_seconds` is never removed; Iceberg refuses an age under 24 hours, so a young
+    orphan (all moto can make) shows the listing and the margin, not a removal."""
+    _, cfg, spark, _, _ = landed
+    ident = LakeLayout(cfg.lake.catalog).increment(DM, "stores")
+    location = table_location(spark, ident)
+    bucket, prefix = location.removeprefix("s3://").split("/", 1)
+    orphan = f"{prefix}/data/orphan-{os.urandom(4).hex()}.parquet"  # as a killed writer leaves one
+    s3_client(s3_store).put_object(Bucket=bucket, Key=orphan, Body=b"PAR1 left by a killed run")
+    before = set(list_keys(s3_store, bucket, prefix))
+    done = maintain_table(spark, ident, "increment", MaintenanceSettings(orphans=True, expire_after_seconds=10**9))
+    assert done is not None and not [d for d in done.done if "orphan" in d], done.done
+    assert set(list_keys(s3_store, bucket, prefix)) == before and orphan in before
 
 
 def test_read_prints_the_same_with_both_engines(landed, capsys):

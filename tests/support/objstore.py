@@ -38,15 +38,19 @@ def rest_lake(catalog: RestCatalogServer, endpoint: str, name: str) -> dict:
             "properties": props}
 
 
-def list_keys(store: S3Server, bucket: str, prefix: str = "") -> list[str]:
-    """Every object key of `bucket` under `prefix` (a listing by prefix, as orphan removal does)."""
+def s3_client(store: S3Server):
+    """boto3's S3 client of `store` itself (not through a proxy)."""
     import boto3
     from botocore.config import Config
 
-    client = boto3.client("s3", endpoint_url=store.endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
-                          aws_secret_access_key="unused-moto-checks-no-signature",
-                          config=Config(connect_timeout=10, read_timeout=30, retries={"max_attempts": 2}))
+    return boto3.client("s3", endpoint_url=store.endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
+                        aws_secret_access_key="unused-moto-checks-no-signature",
+                        config=Config(connect_timeout=10, read_timeout=30, retries={"max_attempts": 2}))
+
+
+def list_keys(store: S3Server, bucket: str, prefix: str = "") -> list[str]:
+    """Every object key of `bucket` under `prefix` (a listing by prefix, as orphan removal does)."""
     keys: list[str] = []
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+    for page in s3_client(store).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         keys += [o["Key"] for o in page.get("Contents", [])]
     return keys
