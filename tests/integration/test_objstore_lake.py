@@ -60,7 +60,7 @@ from tests.support.read_engines import read_with_both_engines
 pytestmark = pytest.mark.integration
 
 DM = "marketing"
-DELTAS = 2  # delta 1 changes the schema (a table added); each delta costs ~10 s of make test
+DELTAS = 2  # delta 1 changes the schema (a table added); each delta is a run (~15 s on 2 busy cores)
 CATALOG = "s3lake"
 EVERY = 13  # one request in thirteen fails while the story lands ...
 MAX_FAULTS = 32  # ... 8 of each kind
