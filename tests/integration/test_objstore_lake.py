@@ -224,6 +224,15 @@ def test_the_secret_key_is_never_written_or_printed(landed, capsys, spark_server
         captured = capsys.readouterr()
         assert code != 0
         said += captured.out + captured.err
+    # ... and a store that does not answer (a closed port): the read fails, naming no secret
+    down = Path(cfg.source_file).parent / "store-down.yaml"
+    raw = yaml.safe_load(Path(cfg.source_file).read_text())
+    raw["lake"]["properties"]["s3.endpoint"] = "http://127.0.0.1:9"
+    down.write_text(yaml.safe_dump(raw))
+    code = main(["read", f"{DM}.stores", "--engine", "pyiceberg", "--config", str(down)])
+    captured = capsys.readouterr()
+    assert code != 0 and "127.0.0.1:9" in captured.err, captured.err[-2000:]
+    said += captured.out + captured.err
     for engine in ("spark", "pyiceberg"):
         main(["read", f"{DM}.stores", "--engine", engine, "--config", str(cfg.source_file)])
         captured = capsys.readouterr()
