@@ -87,18 +87,21 @@ def lake_ns(spark: object, request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def s3_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """moto's S3 server on loopback for the session (resources/objstore/s3_server.py), and the
-    session's random secret key in $DELTAPORT_TEST_S3_SECRET (moto checks none; the tests check
-    that it is never printed)."""
+    session's random secret key in $DELTAPORT_TEST_S3_SECRET and catalog credential in
+    $DELTAPORT_TEST_CATALOG_CREDENTIAL (neither server checks them; the tests check that they are
+    never printed)."""
     from resources.objstore.s3_server import S3Server
-    from tests.support.objstore import SECRET_ENV, new_secret
+    from tests.support.objstore import CREDENTIAL_ENV, SECRET_ENV, new_secret
 
     os.environ[SECRET_ENV] = new_secret()
+    os.environ[CREDENTIAL_ENV] = f"deltaport:{new_secret()}"
     server = S3Server(tmp_path_factory.mktemp("s3")).start()
     try:
         yield server
     finally:
         server.stop()
         os.environ.pop(SECRET_ENV, None)
+        os.environ.pop(CREDENTIAL_ENV, None)
 
 
 @pytest.fixture(scope="module")

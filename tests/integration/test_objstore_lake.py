@@ -22,7 +22,8 @@ PUT landed) and a slow answer, `MAX_FAULTS` in all (each costs a retry's backoff
 * The orphan pass lists the store by prefix (a folder listing fails on s3://) and keeps a young
   orphan.
 * `deltaport read` prints the same with both engines.
-* The store's secret key, given as ``{env: NAME}``, appears in no file the run wrote (config
+* The store's secret key and the catalog's OAuth2 credential (the clients get a token from the
+  REST server with it), given as ``{env: NAME}``, appear in no file the run wrote (config
   folder, state folder, the Dagster instance's event log, the Spark server's log), in no event of
   the run, in no `deltaport` output and in no error text.
 
@@ -54,7 +55,7 @@ from resources.lake.pyiceberg_rows import datamart_rows
 from resources.lake.maintenance import MaintenanceSettings, maintain_table, table_location
 from resources.lake.read import rows_as_of
 from resources.objstore.fault_proxy import FAULT_KINDS, FaultProxy
-from tests.support.objstore import SECRET_ENV, list_keys, rest_lake, s3_client
+from tests.support.objstore import CREDENTIAL_ENV, SECRET_ENV, list_keys, rest_lake, s3_client
 from tests.support.read_engines import read_with_both_engines
 
 pytestmark = pytest.mark.integration
@@ -202,8 +203,10 @@ def test_the_documented_rest_block_reads_the_lake(landed, capsys, s3_endpoint, r
     lake = yaml.safe_load(block)["lake"]
     assert lake["properties"]["s3.secret-access-key"] == {"env": "LAKE_S3_SECRET"}
     lake.update(uri=rest_catalog.uri, warehouse=rest_catalog.warehouse)
+    assert lake["properties"]["credential"] == {"env": "LAKE_CATALOG_CREDENTIAL"}
     lake["properties"].update({"s3.endpoint": s3_endpoint, "s3.secret-access-key": {"env": SECRET_ENV},
-                               "s3.access-key-id": cfg.lake.properties["s3.access-key-id"]})
+                               "s3.access-key-id": cfg.lake.properties["s3.access-key-id"],
+                               "credential": {"env": CREDENTIAL_ENV}})
     assert lake["properties"].keys() == cfg.lake.properties.keys()
     doc_config = tmp_path / "deltaport.yaml"
     doc_config.write_text(yaml.safe_dump({**yaml.safe_load(Path(cfg.source_file).read_text()), "lake": lake,
@@ -216,7 +219,7 @@ def test_the_documented_rest_block_reads_the_lake(landed, capsys, s3_endpoint, r
 
 def test_the_secret_key_is_never_written_or_printed(landed, capsys, spark_server_log):
     sc, cfg, _, instance, lines = landed
-    secret = os.environ[SECRET_ENV]
+    secrets = (os.environ[SECRET_ENV], os.environ[CREDENTIAL_ENV], os.environ[CREDENTIAL_ENV].split(":", 1)[1])
     said = "\n".join(lines)
     # an error's text too: a table that does not exist, read with each engine
     for engine in ("spark", "pyiceberg"):
@@ -237,17 +240,17 @@ def test_the_secret_key_is_never_written_or_printed(landed, capsys, spark_server
         main(["read", f"{DM}.stores", "--engine", engine, "--config", str(cfg.source_file)])
         captured = capsys.readouterr()
         said += captured.out + captured.err
-    assert secret not in said
+    assert not [s for s in secrets if s in said]
     runs = instance.get_runs()
     assert len(runs) == len(sc.truth[DM])
     for run in runs:
         for record in instance.all_logs(run.run_id):
-            assert secret not in repr(record), f"run {run.run_id}: an event holds the secret"
-        assert secret not in repr(run.run_config) and secret not in repr(run.tags)
+            assert not [s for s in secrets if s in repr(record)], f"run {run.run_id}: an event holds a secret"
+        assert not [s for s in secrets if s in repr(run.run_config) + repr(run.tags)]
     written = [p for p in Path(cfg.source_file).parent.rglob("*") if p.is_file()]
     if spark_server_log is not None:
         written += [p for p in Path(spark_server_log).parent.rglob("*") if p.is_file() and p.suffix != ".jar"]
     assert spark_server_log is None or any(p.name == "spark.json" for p in written)
-    leaks = [str(p) for p in written if secret.encode() in p.read_bytes()]
-    assert not leaks, f"the secret key is in {leaks}"
+    leaks = [str(p) for p in written for s in secrets if s.encode() in p.read_bytes()]
+    assert not leaks, f"a secret is in {leaks}"
     assert len(written) > 10, written

@@ -2,8 +2,9 @@
 catalog server in front of moto's S3 server (both started by tests/integration/conftest.py), and
 what the store holds (listed through its S3 API, boto3).
 
-The secret key is random per test session, lives only in $LAKE_S3_SECRET_ENV, and is named in
-the config as ``{env: ...}``: a test can grep everything a run wrote for it.
+The store's secret key and the catalog's credential are random per test session, live only in
+$DELTAPORT_TEST_S3_SECRET and $DELTAPORT_TEST_CATALOG_CREDENTIAL, and are named in the config as
+``{env: ...}``: a test can grep everything a run wrote for them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from resources.objstore.rest_catalog import S3_FILE_IO, RestCatalogServer
 from resources.objstore.s3_server import S3Server
 
 SECRET_ENV = "DELTAPORT_TEST_S3_SECRET"
+# The catalog's OAuth2 client credential (client_id:client_secret): Iceberg's test server grants a
+# token for any, as a Polaris or a Gravitino grants one for theirs.
+CREDENTIAL_ENV = "DELTAPORT_TEST_CATALOG_CREDENTIAL"
 ACCESS_KEY = "deltaport-test"  # not a secret: it names the key, as an AWS access key id does
 REGION = "us-east-1"
 
@@ -33,7 +37,8 @@ def rest_lake(catalog: RestCatalogServer, endpoint: str, name: str) -> dict:
     """The `lake:` block of a deltaport.yaml on `catalog` and the store at `endpoint`, the secret
     as {env: NAME}."""
     props: dict = {k: v for k, v in s3_properties(endpoint, "").items() if k != "s3.secret-access-key"}
-    props.update({"io-impl": S3_FILE_IO, "s3.secret-access-key": {"env": SECRET_ENV}})
+    props.update({"io-impl": S3_FILE_IO, "s3.secret-access-key": {"env": SECRET_ENV},
+                  "credential": {"env": CREDENTIAL_ENV}})
     return {"catalog": name, "type": "rest", "uri": catalog.uri, "warehouse": catalog.warehouse,
             "properties": props}
 
