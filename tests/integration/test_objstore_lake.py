@@ -206,7 +206,8 @@ def test_the_documented_rest_block_reads_the_lake(landed, capsys, s3_endpoint, r
     assert lake["properties"]["credential"] == {"env": "LAKE_CATALOG_CREDENTIAL"}
     lake["properties"].update({"s3.endpoint": s3_endpoint, "s3.secret-access-key": {"env": SECRET_ENV},
                                "s3.access-key-id": cfg.lake.properties["s3.access-key-id"],
-                               "credential": {"env": CREDENTIAL_ENV}})
+                               "credential": {"env": CREDENTIAL_ENV},
+                               "oauth2-server-uri": cfg.lake.properties["oauth2-server-uri"]})
     assert lake["properties"].keys() == cfg.lake.properties.keys()
     doc_config = tmp_path / "deltaport.yaml"
     doc_config.write_text(yaml.safe_dump({**yaml.safe_load(Path(cfg.source_file).read_text()), "lake": lake,

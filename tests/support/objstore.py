@@ -38,7 +38,7 @@ def rest_lake(catalog: RestCatalogServer, endpoint: str, name: str) -> dict:
     as {env: NAME}."""
     props: dict = {k: v for k, v in s3_properties(endpoint, "").items() if k != "s3.secret-access-key"}
     props.update({"io-impl": S3_FILE_IO, "s3.secret-access-key": {"env": SECRET_ENV},
-                  "credential": {"env": CREDENTIAL_ENV}})
+                  "credential": {"env": CREDENTIAL_ENV}, "oauth2-server-uri": f"{catalog.uri}/v1/oauth/tokens"})
     return {"catalog": name, "type": "rest", "uri": catalog.uri, "warehouse": catalog.warehouse,
             "properties": props}
 
