@@ -19,11 +19,13 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Apache Kafka's and Iceberg's Spark jars, resolved from Maven Central into ~/.cache/deltaport
-# (or $DELTAPORT_CACHE_DIR; outside git).
+# Apache Kafka's and Iceberg's Spark jars (with the AWS bundle for S3FileIO), and Iceberg's REST
+# catalog server for the object-store tests (its launcher compiled by the JDK's javac), resolved
+# from Maven Central into ~/.cache/deltaport (or $DELTAPORT_CACHE_DIR; outside git).
 jars: install
 	$(PY) -c "from resources.kafka.broker import ensure_kafka_jars; print('kafka jars in', ensure_kafka_jars())"
 	$(PY) -c "from resources.spark.jars import ensure_iceberg_jars; print('iceberg jars in', ensure_iceberg_jars()[0].parent)"
+	$(PY) -c "from resources.objstore.rest_jars import rest_catalog_classpath; print('iceberg REST catalog server in', rest_catalog_classpath()[1].parent)"
 
 # Debian's chromium, for the UI test (headless screenshots of the Dagster UI).
 chromium:

@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from platform_assets.lake_safety import check_lake
 from resources.errors import DeltaportError
 
 CONFIG_ENV = "DELTAPORT_CONFIG"
@@ -288,6 +289,7 @@ def parse_config(raw: Any, file: str | None = None) -> PlatformConfig:
         raise ConfigError("lake.type", f"must be one of {', '.join(_LAKE_TYPES)}, got {cfg.lake.type!r}", file)
     if cfg.lake.type in ("rest", "jdbc", "hive") and not cfg.lake.uri:
         raise ConfigError("lake.uri", f"is required for a {cfg.lake.type} catalog", file)
+    check_lake(cfg.lake, file)  # object storage under a hadoop catalog, secrets in the file
     maintenance_settings(cfg)  # its keys, checked now
     if cfg.spark.remote is not None and not str(cfg.spark.remote).startswith("sc://"):
         raise ConfigError("spark.remote", f"must be a Spark Connect address sc://host:port, got {cfg.spark.remote!r}",

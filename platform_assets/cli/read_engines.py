@@ -19,6 +19,7 @@ engine's alone (it rebuilds it from the increments).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from platform_assets.config import PlatformConfig
@@ -100,6 +101,21 @@ class SparkReader:
         return mart_rows(self.spark.table(ident).where(F.col(DELTA_COLUMN) == F.lit(delta)).toArrow())
 
 
+@contextlib.contextmanager
+def _store_errors(what: str):
+    """pyarrow's I/O errors (a store that does not answer, refuses, or times out) as a typed error
+    naming what was read; the store's message says where (its endpoint and key), never a key's
+    secret (PyIceberg's FileIO keeps it out of its messages)."""
+    from resources.lake.pyiceberg_read import PyIcebergReadError
+
+    try:
+        yield
+    except BrokenPipeError:  # our own stdout closed (`| head`): not the store's
+        raise
+    except OSError as exc:
+        raise PyIcebergReadError(f"reading {what} from the lake's files failed: {exc}") from exc
+
+
 @dataclass
 class PyIcebergReader:
     cfg: PlatformConfig
@@ -113,24 +129,28 @@ class PyIcebergReader:
     def close_times(self, source: str) -> dict:
         from resources.lake.pyiceberg_history import close_times
 
-        return close_times(self.open_table, source)
+        with _store_errors(f"{source}'s close times"):
+            return close_times(self.open_table, source)
 
     def last_landed(self, source: str, table: str) -> int:
         from resources.lake.pyiceberg_rows import last_landed
 
-        return last_landed(self.open_table, source, table)
+        with _store_errors(f"{source}.{table}"):
+            return last_landed(self.open_table, source, table)
 
     def state(self, source: str, table: str, delta: int):
         from resources.lake import pyiceberg_rows
 
         read = pyiceberg_rows.datamart_table if source in self.datamarts else pyiceberg_rows.stream_table
-        return read(self.open_table, source, table, delta)
+        with _store_errors(f"{source}.{table} as of delta {delta}"):
+            return read(self.open_table, source, table, delta)
 
     def versions(self, source: str, table: str, form: StartedIn | FinishedIn):
         from resources.lake import pyiceberg_rows
 
         read = pyiceberg_rows.datamart_versions if source in self.datamarts else pyiceberg_rows.stream_versions
-        return read(self.open_table, source, table, form)
+        with _store_errors(f"{source}.{table} versions"):
+            return read(self.open_table, source, table, form)
 
     def mart_deltas(self, source: str, asset: str) -> list[int] | None:
         from resources.lake.mart_read import DELTA_COLUMN, landed_deltas, mart_ident

@@ -27,7 +27,8 @@ before and after, what was done, and the seconds it took (`TableMaintenance`). T
   age, `VERSION AS OF 'delta_<N>'` works for those last deltas, and `deltaport read --as-of-delta N`
   stays exact for every N. Tags from before the history began are kept (reads need them).
 - **Orphans.** `remove_orphan_files` runs only when asked (`orphans=True`): it lists every file
-  under the table's location, which costs O(table files). It only removes files older than
+  under the table's location, which costs O(table files); on object storage by key prefix
+  through the table's FileIO (`prefix_listing`), since there is no folder to list. It only removes files older than
   `orphan_age_seconds`, 3 days by default, far beyond any write in flight.
 
 Guarantees:
@@ -47,6 +48,7 @@ import time
 from dataclasses import dataclass, field
 
 from resources.failpoints import failpoint
+from resources.objstore.locations import is_object_store
 from resources.lake.prostore import LakeLayout
 from resources.lake.stream_keys import snapshot_tables
 from resources.lake.history_layout import compact, snapshot_of
@@ -142,7 +144,11 @@ def maintain_table(spark, ident: str, kind: str, settings: MaintenanceSettings) 
     if removed:
         out.done.append(f"expired ({removed} files deleted)")
     if settings.orphans:
-        orphans = _call(spark, ident, "remove_orphan_files", f", older_than => {_timestamp(settings.orphan_age_seconds)}")
+        # On object storage there is no folder to list through Hadoop's file system (and no
+        # s3:// FileSystem on the server): the table's FileIO lists its location's key prefix.
+        listing = ", prefix_listing => true" if is_object_store(table_location(spark, ident)) else ""
+        orphans = _call(spark, ident, "remove_orphan_files",
+                        f", older_than => {_timestamp(settings.orphan_age_seconds)}{listing}")
         if orphans:
             out.done.append(f"{len(orphans)} orphan files removed")
     spark.catalog.refreshTable(ident)
@@ -150,6 +156,13 @@ def maintain_table(spark, ident: str, kind: str, settings: MaintenanceSettings) 
     out.data_files, out.delete_files, out.bytes = (data0, data1), (deletes0, deletes1), (bytes0, bytes1)
     out.seconds = time.monotonic() - started
     return out
+
+
+def table_location(spark, ident: str) -> str | None:
+    """The table's location, as DESCRIBE TABLE EXTENDED gives it (a query that does not fail for
+    a table that exists)."""
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {_quote(ident)}").collect()
+    return next((r["data_type"] for r in rows if r["col_name"] == "Location"), None)
 
 
 def expire_tags(spark, ident: str, tags: dict[int, int], keep: int) -> list[int]:

@@ -4,7 +4,10 @@ What this module guarantees:
 
 * The jar is Iceberg's own Spark runtime (``org.apache.iceberg:iceberg-spark-runtime-4.1_2.13``,
   version `ICEBERG_VERSION`), as Maven resolves it for ``resources/spark/pom.xml``. It is one
-  shaded jar built for Spark 4.1 and Scala 2.13, i.e. for pyspark 4.1.x.
+  shaded jar built for Spark 4.1 and Scala 2.13, i.e. for pyspark 4.1.x. Beside it, the AWS SDK
+  its S3FileIO needs (``iceberg-aws-bundle``, ``aws-pom.xml``), in a folder of its own
+  (``iceberg-aws-<version>/``): a lake on S3 or an S3-compatible store works with any embedded
+  server, and the runtime's folder (shared by every checkout on a machine) is left as it was.
 * Jars are cached in ``$DELTAPORT_CACHE_DIR/iceberg-<version>/`` (default
   ``~/.cache/deltaport/iceberg-<version>/``); the environment is read at call time, never at
   import time. Resolution is `resources.maven.resolve_pom`: a marker file holding the POM's
@@ -37,6 +40,8 @@ __all__ = [
 ICEBERG_VERSION = "1.11.0"  # keep in step with <iceberg.version> in pom.xml
 ICEBERG_RUNTIME_ARTIFACT = "iceberg-spark-runtime-4.1_2.13"  # Spark minor _ Scala binary version
 POM_PATH = Path(__file__).with_name("pom.xml")
+AWS_POM_PATH = Path(__file__).with_name("aws-pom.xml")
+AWS_BUNDLE_ARTIFACT = "iceberg-aws-bundle"
 
 
 class IcebergJarsError(DeltaportError):
@@ -51,7 +56,8 @@ def iceberg_cache_dir() -> Path:
 
 def ensure_iceberg_jars(cache_dir: Path | None = None, *, timeout: float = 900.0) -> list[Path]:
     """Make sure the Iceberg Spark runtime is in `cache_dir` (default `iceberg_cache_dir()`) and
-    return the absolute paths of every jar there (what ``spark.jars`` needs), sorted.
+    the AWS bundle in its sibling ``iceberg-aws-<version>``, and return the absolute paths of
+    every jar of both (what ``spark.jars`` needs), sorted.
 
     Quick when already present. Otherwise runs ``mvn dependency:copy-dependencies`` on
     ``pom.xml`` (see `resources.maven.resolve_pom`); raises `IcebergJarsError` with the tail of
@@ -69,4 +75,13 @@ def ensure_iceberg_jars(cache_dir: Path | None = None, *, timeout: float = 900.0
         f"({ICEBERG_RUNTIME_ARTIFACT}): Maven ('mvn') is not on PATH; install Maven "
         "(it downloads from Maven Central into ~/.m2 and copies into the cache)",
     )
-    return sorted(directory.glob("*.jar"))
+    aws = directory.with_name(f"iceberg-aws-{ICEBERG_VERSION}")
+    resolve_pom(
+        AWS_POM_PATH,
+        aws,
+        timeout=timeout,
+        error_cls=IcebergJarsError,
+        what=f"Iceberg {ICEBERG_VERSION} AWS bundle (S3FileIO)",
+        expect=f"{AWS_BUNDLE_ARTIFACT}-*.jar",
+    )
+    return sorted([*directory.glob("*.jar"), *aws.glob("*.jar")])

@@ -82,3 +82,48 @@ def lake_ns(spark: object, request: pytest.FixtureRequest) -> str:
     """A namespace of the ``lake`` catalog unique to this test: ``lake.<test>_<random>``."""
     name = re.sub(r"[^A-Za-z0-9_]+", "_", request.node.name).strip("_").lower()[:40]
     return f"lake.{name}_{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def s3_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """moto's S3 server on loopback for the session (resources/objstore/s3_server.py), and the
+    session's random secret key in $DELTAPORT_TEST_S3_SECRET and catalog credential in
+    $DELTAPORT_TEST_CATALOG_CREDENTIAL (neither server checks them; the tests check that they are
+    never printed)."""
+    from resources.objstore.s3_server import S3Server
+    from tests.support.objstore import CREDENTIAL_ENV, SECRET_ENV, new_secret
+
+    os.environ[SECRET_ENV] = new_secret()
+    os.environ[CREDENTIAL_ENV] = f"deltaport:{new_secret()}"
+    server = S3Server(tmp_path_factory.mktemp("s3")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        os.environ.pop(SECRET_ENV, None)
+        os.environ.pop(CREDENTIAL_ENV, None)
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint(s3_store) -> str:
+    """Where a module's S3 clients reach the store: the store itself (a module overrides it to
+    put a fault proxy in between)."""
+    return s3_store.endpoint
+
+
+@pytest.fixture(scope="module")
+def rest_catalog(s3_store, s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """Iceberg's REST catalog server on loopback for one test module, its warehouse in a bucket of
+    its own on `s3_store`, reached at `s3_endpoint` (resources/objstore/rest_catalog.py): a
+    module's datamarts never meet another module's namespaces."""
+    from resources.objstore.rest_catalog import RestCatalogServer
+    from tests.support.objstore import SECRET_ENV, s3_properties
+
+    folder = tmp_path_factory.mktemp("rest")
+    bucket = s3_store.make_bucket(f"lake-{uuid.uuid4().hex[:12]}")
+    server = RestCatalogServer(folder, warehouse=f"{bucket}/warehouse",
+                               properties=s3_properties(s3_endpoint, os.environ[SECRET_ENV])).start()
+    try:
+        yield server
+    finally:
+        server.stop()
