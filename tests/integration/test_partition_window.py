@@ -1,0 +1,132 @@
+"""A window of 2 deltas in Dagster (sensor.partition_window; platform_assets/retirement.py):
+every delta still lands, reads exactly and can be landed again, while the instance holds only
+the window's partitions, runs and materializations.
+
+Eight deltas of a backup-only datamart, one run each, maintenance (and so retirement) every 2:
+- the first `sync` lands deltas 0-5: the partitions, runs and materialized partitions of 0-2
+  are gone from the instance, the snapshot says `retired_through` 2;
+- every table as of every delta, retired or not, equals the emulator's truth (`deltaport
+  read --as-of-delta N`'s own read, and the CLI itself for delta 0);
+- `deltaport rerun` of retired delta 1 puts its partition back and lands the same tables;
+- with the sync's cursor gone, the next `sync` resumes from the landed mark and lands 6-7 only;
+  its retirement sweeps the partition the re-run put back.
+
+Real broker, real Spark, real Iceberg, through `sync`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+import pytest
+import yaml
+
+from platform_assets.cli import main
+from platform_assets.config import load_config
+from platform_assets.definitions import build_definitions
+from platform_assets.rerun import rerun
+from platform_assets.retirement import deltas_of_run
+from platform_assets.prostore.sensors import datamart_tags
+from platform_assets.sync import sync
+from resources.emulator.outgoing import BACKUP
+from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
+from resources.kafka.admin import create_topic
+from resources.kafka.publish import publish
+from resources.lake.prostore import LakeLayout
+from resources.lake.read import rows_as_of
+from resources.state.cursors import SyncCursors
+from resources.state.delta_marks import DeltaMarks, Marks
+from resources.state.store import state_store
+
+pytestmark = pytest.mark.integration
+
+DM = "marketing"
+FIRST, DELTAS = 6, 8  # the first sync lands 0..FIRST-1, the second the rest
+
+
+def _held(instance) -> tuple[list[int], list[int], list[list[int]]]:
+    """(partitions, materialized snapshot partitions, each run's deltas) the instance holds."""
+    parts = sorted(int(k) for k in instance.get_dynamic_partitions(f"{DM}_deltas"))
+    done = sorted(int(k) for k in instance.get_materialized_partitions(dg.AssetKey([DM, "snapshot"])))
+    runs = sorted(deltas_of_run(r.tags) for r in instance.get_runs(filters=dg.RunsFilter(tags=datamart_tags(DM))))
+    return parts, done, runs
+
+
+def _retired_through(instance) -> list[int]:
+    records = instance.fetch_observations(dg.AssetKey([DM, "snapshot"]), limit=50).records
+    return [r.asset_observation.metadata["retired_through"].value for r in records
+            if "retired_through" in r.asset_observation.metadata]
+
+
+def test_a_window_of_two_deltas_keeps_every_delta_landed_readable_and_rerunnable(spark_remote, kafka_bootstrap,
+                                                                                  tmp_path, capsys):
+    sc = build_scenario(EmulatorConfig(seed=23, deltas=DELTAS, datamarts=(DM,), streams=1, chunk_size=20,
+                                       backup_partitions=1, faults=Faults(duplicate_rate=0.0)))
+    topic = f"window.{os.getpid()}"
+    create_topic(kafka_bootstrap, topic)
+    backups = [m for m in sc.messages if m.role == BACKUP]
+    later = [m for m in backups if int(m.note.split(":")[1]) >= FIRST]
+    publish([m for m in backups if m not in later], kafka_bootstrap, {BACKUP: topic})
+    config = tmp_path / "deltaport.yaml"
+    config.write_text(yaml.safe_dump({
+        "sources": [{"name": DM, "format": "prostore", "backup_topic": topic}],
+        "kafka": {"bootstrap_servers": kafka_bootstrap},
+        "lake": {"catalog": "window", "warehouse": str(tmp_path / "lake"), "maintenance": {"every_deltas": 2}},
+        "state_dir": str(tmp_path / "state"),
+        "sensor": {"max_deltas_per_run": 1, "partition_window": 2},
+    }))
+    cfg = load_config(config)
+    spark = build_definitions(cfg).resources["spark"].get_session()
+    layout = LakeLayout("window")
+    store = state_store(cfg.state_url("index"))
+    marks = DeltaMarks(store)
+
+    def exact(n: int) -> None:
+        for table, state in sc.truth[DM][n].items():
+            key = sc.databases[DM].tables[table].primary_key
+            truth = sorted(state.values(), key=lambda r: tuple(r[k] for k in key))
+            assert rows_as_of(spark, layout, DM, table, n) == truth, f"{table} as of delta {n}"
+
+    def lake(n: int) -> dict:
+        """Every table's rows now and delta n's increment rows: what a re-run of n must leave as is."""
+        out = {}
+        for table in sc.truth[DM][FIRST - 1]:
+            for ident, where in ((layout.snapshot(DM, table), ""), (layout.increment(DM, table), f" WHERE delta_num = {n}")):
+                spark.catalog.refreshTable(ident)
+                out[ident] = sorted(map(repr, spark.sql(f"SELECT * FROM {ident}{where}").collect()))
+        return out
+
+    with dg.instance_for_test() as instance:
+        first = sync(cfg, instance, echo=lambda line: None)
+        assert first.ok and first.landed() == [(DM, n) for n in range(FIRST)]
+        # runs 2 and 4 retired (every 2 deltas): 0, then 1-2; the window holds 3-5
+        assert _held(instance) == ([3, 4, 5], [3, 4, 5], [[3], [4], [5]])
+        assert marks.get(DM) == Marks(FIRST - 1, 2)
+        # the pass of run 2 said 0, and went with run 2's events when the pass of run 4 deleted that run
+        assert _retired_through(instance) == [2]
+
+        for n in range(FIRST):
+            exact(n)
+        table = sorted(sc.truth[DM][0])[0]
+        assert main(["read", f"{DM}.{table}", "--as-of-delta", "0", "--format", "jsonl", "--config", str(config)]) == 0
+        assert len(capsys.readouterr().out.splitlines()) == len(sc.truth[DM][0][table])
+
+        before = lake(1)
+        outcomes = rerun(cfg, instance, DM, 1, 1, echo=lambda line: None)
+        assert [(o.deltas, o.success) for o in outcomes] == [([1], True)]
+        assert _held(instance)[0] == [1, 3, 4, 5]  # put back; a re-run of old deltas does not retire
+        assert lake(1) == before
+        exact(1)
+        assert marks.get(DM) == Marks(FIRST - 1, 2)
+
+        publish(later, kafka_bootstrap, {BACKUP: topic})
+        SyncCursors(store).put(DM, None)  # no cursor: resume from the landed mark
+        second = sync(cfg, instance, echo=lambda line: None)
+        assert second.ok and second.landed() == [(DM, n) for n in range(FIRST, DELTAS)]
+        parts, materialized, runs = _held(instance)
+        assert parts == [5, 6, 7] and materialized == [5, 6, 7]  # run 6 retired through 4, the re-run's 1 too
+        assert runs == [[5], [6], [7]]
+        assert marks.get(DM) == Marks(DELTAS - 1, 4) and _retired_through(instance) == [4]
+    for n in range(FIRST, DELTAS):
+        exact(n)
