@@ -125,3 +125,19 @@ def test_a_pass_that_died_after_the_partitions_is_finished_by_the_next(tmp_path,
         done = retire(instance, SRC, marks, 3)
         assert (done.partitions, done.runs, done.through) == (0, 4, 3)
         assert _held(instance) == ([4, 5], [4, 5], [[4], [5]])
+
+
+def test_on_a_sqlite_instance_a_retired_run_leaves_neither_events_nor_its_event_file(tmp_path):
+    marks = DeltaMarks(tmp_path / "index.sqlite")
+    (tmp_path / "dagster").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
+        for n in range(3):
+            _land(instance, n, n)
+        shards = tmp_path / "dagster" / "history" / "runs"
+        old = {r.run_id for r in instance.get_runs() if deltas_of_run(r.tags) != [2]}
+        assert old <= {p.stem for p in shards.glob("*.db")}
+        done = retire(instance, SRC, marks, 1)
+        assert (done.partitions, done.runs) == (2, 2)
+        assert _held(instance) == ([2], [2], [[2]])
+        assert not old & {p.stem for p in shards.glob("*.db")}
+        assert not any(instance.get_records_for_run(run_id).records for run_id in old)
