@@ -12,11 +12,11 @@ last landed delta, the last retired one) and the instance's partitions and runs.
 the deltas up to `landed_through - window`:
 1. deletes their dynamic partitions (listed from the instance: at most the window plus a batch
    once the first passes are done, and the partitions a re-run put back are swept too);
-2. deletes the finished runs of the source whose deltas are all retired (`delete_run` takes their
-   event logs with them: the materializations, check evaluations' events and logs). On the SQLite
-   instance the run's own event file is removed as well. `wipe_asset_partitions` would have been
-   the direct tool, but Dagster 1.13's SQL event log storages (SQLite, PostgreSQL) raise
-   NotImplementedError for it;
+2. deletes the finished runs of the source whose deltas are all retired, with their events (the
+   materializations, check evaluations' events and logs): `delete_run`, or on a SQLite instance
+   the run's record and index rows and then the run's own event file (`_delete_run`).
+   `wipe_asset_partitions` would have been the direct tool, but Dagster 1.13's SQL event log
+   storages (SQLite, PostgreSQL) raise NotImplementedError for it;
 3. moves the `retired_through` mark.
 
 Guarantees:
