@@ -14,7 +14,7 @@ the deltas up to `landed_through - window`:
    once the first passes are done, and the partitions a re-run put back are swept too);
 2. deletes the finished runs of the source whose deltas are all retired, with their events (the
    materializations, check evaluations' events and logs): `delete_run`, or on a SQLite instance
-   the run's record and index rows and then the run's own event file (`_delete_run`).
+   the runs' index rows, then each run's record and its own event file (`_delete_runs`).
    `wipe_asset_partitions` would have been the direct tool, but Dagster 1.13's SQL event log
    storages (SQLite, PostgreSQL) raise NotImplementedError for it;
 3. moves the `retired_through` mark.
@@ -23,7 +23,7 @@ Guarantees:
 - Runs inside the source's own delta run, after its snapshot landed and its tables were
   maintained: the run holds the source (one run at a time), so no delta run races it. A run that
   only re-runs old deltas (its last delta below `landed_through`) does not retire.
-- Bounded: at most `max_per_pass` partitions deleted and runs looked at per pass, so the first
+- Bounded: at most `MAX_PER_PASS` partitions deleted and runs looked at per pass, so the first
   pass on an old deployment does not stall a delta; the next runs go on where it stopped.
   Batched: a pass starts once `every` deltas are retirable (maintenance's `every_deltas`).
 - Crash-safe and idempotent: each step deletes what is still there; a kill between (or inside)
@@ -45,7 +45,9 @@ from platform_assets.prostore.sensors import RANGE_END_TAG, RANGE_START_TAG, dat
 from resources.failpoints import failpoint
 from resources.state.delta_marks import DeltaMarks, Marks
 
-MAX_PER_PASS = 1000  # partitions deleted, and runs looked at, per pass
+# Partitions deleted, and runs looked at, per pass: about 25 s on a SQLite instance on 2 loaded
+# cores (bench/partitions_bench.py: 51 ms a delta with a run each, before runs were batched).
+MAX_PER_PASS = 500
 PARTITION_TAG = "dagster/partition"  # Dagster's tag of a one-partition run
 FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
 HOW_TO_READ = ("Older deltas stay in the lake: `deltaport read SOURCE.TABLE --as-of-delta N` reads any of them, "
@@ -109,41 +111,37 @@ def retire(instance: dg.DagsterInstance, source: str, marks: DeltaMarks, cutoff:
 def _delete_runs(instance: dg.DagsterInstance, cutoff: int, run_tags: Mapping[str, str], limit: int) -> int:
     """Delete the source's finished runs whose deltas are all up to `cutoff`, looking at its
     `limit` oldest ones (a run still in flight, or one whose tags name no delta, is kept)."""
-    deleted = 0
     runs = instance.get_runs(filters=dg.RunsFilter(tags=dict(run_tags), statuses=FINISHED), limit=limit,
                              ascending=True)
-    for run in runs:
-        deltas = deltas_of_run(run.tags)
-        if deltas is None or max(deltas) > cutoff:
-            continue
-        _delete_run(instance, run.run_id)
-        deleted += 1
-        failpoint("retire.run_deleted")
-    return deleted
-
-
-def _delete_run(instance: dg.DagsterInstance, run_id: str) -> None:
-    """`instance.delete_run`, but on a SQLite instance, whose runs' events sit in a file each
-    besides the index: the run's record and its index rows are deleted, then its file is removed.
-    `delete_run` would open (and first check the schema of) that file only to empty it and leave
-    it: 0.3-0.5 s a run on 2 loaded cores (bench/partitions_bench.py), and 300,000 emptied files."""
+    old = [r.run_id for r in runs if (d := deltas_of_run(r.tags)) is not None and max(d) <= cutoff]
     storage = instance.event_log_storage
     shard = getattr(storage, "path_for_shard", None)
     if shard is None or not getattr(storage, "is_run_sharded", False):
-        instance.delete_run(run_id)
-        return
-    instance.run_storage.delete_run(run_id)
+        for run_id in old:
+            instance.delete_run(run_id)
+            failpoint("retire.run_deleted")
+        return len(old)
+    # A SQLite instance: `delete_run` would open (and first check the schema of) each run's own
+    # event file only to empty it and leave it, 0.3-0.5 s a run on 2 loaded cores
+    # (bench/partitions_bench.py), and 300,000 emptied files. Instead: the runs' rows in the
+    # index, in one connection, then each run's record and file. Killed after the index rows,
+    # the records are still there for the next pass to find; never records gone and rows left.
     with storage.index_connection() as conn:
-        storage.delete_events_for_run(conn, run_id)
-    if storage.supports_global_concurrency_limits:
-        storage.free_concurrency_slots_for_run(run_id)
-    path = shard(run_id)
-    for leftover in (path, f"{path}-wal", f"{path}-shm"):
-        if os.path.exists(leftover):
-            os.remove(leftover)
-    # The storage remembers the files it has opened as having their tables: forgotten, a later
-    # read of the deleted run in this process (a `sync` ran it) finds it empty, not broken.
-    getattr(storage, "_initialized_dbs", set()).discard(run_id)
+        for run_id in old:
+            storage.delete_events_for_run(conn, run_id)
+    for run_id in old:
+        instance.run_storage.delete_run(run_id)
+        if storage.supports_global_concurrency_limits:
+            storage.free_concurrency_slots_for_run(run_id)
+        path = shard(run_id)
+        for leftover in (path, f"{path}-wal", f"{path}-shm"):
+            if os.path.exists(leftover):
+                os.remove(leftover)
+        # The storage remembers the files it opened as having their tables: forgotten, a later
+        # read of the deleted run in this process (a `sync` ran it) finds it empty, not broken.
+        getattr(storage, "_initialized_dbs", set()).discard(run_id)
+        failpoint("retire.run_deleted")
+    return len(old)
 
 
 def record_landed(events: Iterator, *, marks: DeltaMarks, source: str, snapshot: dg.AssetKey,
