@@ -68,8 +68,10 @@ dev: jars
 # delta and `deltaport read` at age ~100 and on the same lake aged to 20,000 deltas by a generator
 # (AGE_BENCH_ARGS="--age 5000"); then a warm `deltaport read` of a 100k-row table, current and as of
 # an older delta, each format, split into start, imports and the read's phases (READ_BENCH_ARGS="--rows 20000");
-# last, `deltaport sql` of an aggregate (current and as of delta 0) and `deltaport read` of the same 100k-row
-# table, JVM-free (DuckDB, PyIceberg) against Spark, process start included (SQL_BENCH_ARGS="--rows 20000").
+# then `deltaport sql` of an aggregate (current and as of delta 0) and `deltaport read` of the same 100k-row
+# table, JVM-free (DuckDB, PyIceberg) against Spark, process start included (SQL_BENCH_ARGS="--rows 20000");
+# last, a Dagster instance aged to 1k and 20k deltas, without and with the partition window
+# (PARTITIONS_BENCH_ARGS="--sizes 1000,100000,300000 --window 10000").
 # Results: bench-results/*.json.
 bench: jars
 	$(PY) bench/avro_decode.py
@@ -85,6 +87,7 @@ bench: jars
 	$(PY) bench/age_bench.py $(AGE_BENCH_ARGS)
 	$(PY) bench/read_bench.py $(READ_BENCH_ARGS)
 	$(PY) bench/sql_bench.py $(SQL_BENCH_ARGS)
+	$(PY) bench/partitions_bench.py $(PARTITIONS_BENCH_ARGS)
 
 # The fault suite at full size (issue 11; its quick cases are in `make test`): `sync` killed at six
 # points of a range run, then recovered and compared with the truth; the embedded Spark server

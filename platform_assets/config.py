@@ -83,6 +83,12 @@ class SensorConfig:
     # The check lag_within_bound fails past this: now minus the time of the oldest delta ready at
     # the source and not landed (platform_assets/lag.py).
     max_lag_seconds: float = 3600.0
+    # Dagster holds the partitions, runs and events of a source's last this many landed deltas;
+    # the delta runs retire older ones from the instance (platform_assets/retirement.py), so the
+    # UI's partition views and the sensors cost what the window holds, not the lake's age. A
+    # retired delta stays in the lake: `deltaport read --as-of-delta N` reads it, `deltaport
+    # rerun SOURCE N` puts its partition back and lands it again. 0: keep every partition.
+    partition_window: int = 10_000
 
 
 @dataclass(frozen=True)
@@ -181,9 +187,9 @@ class PlatformConfig:
 
 _LAKE_TYPES = ("hadoop", "rest", "jdbc", "hive")
 # 0 means "no lateness" / "seal at once" / "the snapshot ends at source delta 0" / "never idle" /
-# "expire anything older than now" / "a history partition per delta"
+# "expire anything older than now" / "a history partition per delta" / "keep every partition"
 _ZERO_ALLOWED = ("lateness_seconds", "idle_seconds", "last_delta", "idle_timeout_minutes", "expire_after_seconds",
-                 "orphan_age_seconds", "history_partition_deltas")
+                 "orphan_age_seconds", "history_partition_deltas", "partition_window")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")  # a source names Iceberg namespaces and Dagster assets
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 

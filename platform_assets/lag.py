@@ -1,8 +1,8 @@
 """How far behind its source the lake is, per source: the lag in deltas and in seconds.
 
 What flows through: the state store's view of the source (closed or sealed deltas and their
-times) and the Dagster instance's view of the lake (the snapshot's materialized partitions). Out
-comes a `Lag`:
+times, and the last delta whose snapshot landed: resources/state/delta_marks.py). Out comes a
+`Lag`:
 - `deltas`: the deltas that are ready at the source and not landed yet;
 - `seconds`: now minus the time of the oldest of them, 0 when there are none.
 
@@ -19,8 +19,9 @@ Every sensor tick (the daemon's, and `sync`'s, which ticks after every run) repo
   `sensor.max_lag_seconds`.
 
 The check's own execution (from the UI) computes the same thing on demand. `deltaport status`
-prints it per source. Landing is in order, so "landed" is every delta up to the greatest
-materialized partition.
+prints it per source. Landing is in order, so "landed" is every delta up to the `landed_through`
+mark the snapshot's step writes. Not the instance's materialized partitions: listing those grows
+with the lake's age, and the partition window (platform_assets/retirement.py) drops old ones.
 """
 
 from __future__ import annotations
@@ -67,9 +68,18 @@ def utc(value: str | int | dt.datetime) -> dt.datetime:
     return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
 
 
-def landed_through(instance: dg.DagsterInstance, source: str) -> int | None:
+def landed_through(marks, instance: dg.DagsterInstance, source: str) -> int | None:
+    """The last delta whose snapshot landed: the source's mark in the state store (`marks`: a
+    DeltaMarks). A deployment older than the mark has none until its next run lands: then the
+    instance's materialized snapshot partitions say it, read once and written as the mark."""
+    landed = marks.get(source).landed_through
+    if landed is not None:
+        return landed
     keys = instance.get_materialized_partitions(dg.AssetKey([source, "snapshot"]))
-    return max((int(k) for k in keys), default=None)
+    landed = max((int(k) for k in keys), default=None)
+    if landed is not None:
+        marks.landed(source, landed)
+    return landed
 
 
 def _lag(source: str, waiting: list[int], oldest_time: dt.datetime | None, landed: int | None,

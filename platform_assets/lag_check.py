@@ -14,6 +14,7 @@ from platform_assets.lag_live import live_lag
 from resources.changestream.resource import CdcLedgerResource
 from resources.kafka.resource import KafkaResource
 from resources.prostore.resource import DeltaIndexResource
+from resources.state.delta_marks import DeltaMarks
 
 
 def build_lag_check(*, source, kind: str, max_lag_seconds: float) -> dg.AssetChecksDefinition:
@@ -32,10 +33,13 @@ def build_lag_check(*, source, kind: str, max_lag_seconds: float) -> dg.AssetChe
         @dg.asset_check(asset=key, name=LAG_CHECK, description=about)
         def prostore_lag_check(context: dg.AssetCheckExecutionContext, index: DeltaIndexResource,
                                kafka: KafkaResource):
-            return result(live_lag(source, kind=kind, instance=context.instance, kafka=kafka, index=index.get()))
+            return result(live_lag(source, kind=kind, instance=context.instance, kafka=kafka, index=index.get(),
+                                   marks=DeltaMarks(index.store())))
         return prostore_lag_check
 
     @dg.asset_check(asset=key, name=LAG_CHECK, description=about)
-    def stream_lag_check(context: dg.AssetCheckExecutionContext, ledger: CdcLedgerResource, kafka: KafkaResource):
-        return result(live_lag(source, kind=kind, instance=context.instance, kafka=kafka, ledger=ledger.get()))
+    def stream_lag_check(context: dg.AssetCheckExecutionContext, ledger: CdcLedgerResource, kafka: KafkaResource,
+                         index: DeltaIndexResource):
+        return result(live_lag(source, kind=kind, instance=context.instance, kafka=kafka, ledger=ledger.get(),
+                               marks=DeltaMarks(index.store())))
     return stream_lag_check

@@ -26,12 +26,13 @@ STATUS_TIMEOUT_SECONDS = 10.0  # a cron `status` with the broker down answers in
 UNREAD_BUDGET = 5000  # messages read per topic past the store's progress; more are counted, not read
 
 
-def live_lag(source, *, kind: str, instance: dg.DagsterInstance, kafka, index=None, ledger=None,
+def live_lag(source, *, kind: str, instance: dg.DagsterInstance, kafka, marks, index=None, ledger=None,
              now: dt.datetime | None = None, timeout: float = STATUS_TIMEOUT_SECONDS) -> Lag:
     """`source`'s lag (a DatamartConfig with `index`, kind "prostore"; a StreamConfig with
-    `ledger`, kind "stream"), the unread part of its topic included; `kafka`: a KafkaResource."""
+    `ledger`, kind "stream"), the unread part of its topic included; `kafka`: a KafkaResource;
+    `marks`: the DeltaMarks saying what landed."""
     now = now or utc_now()
-    landed = landed_through(instance, source.name)
+    landed = landed_through(marks, instance, source.name)
     try:
         config = kafka.client_config()
         if kind == "prostore":

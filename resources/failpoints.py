@@ -56,6 +56,9 @@ POINTS = {
     "maintenance.compact_history": "when a history table's compaction is sent to Spark (use ~MS to die while it "
                                    "runs)",
     "maintenance.table_done": "after one table's maintenance (compaction, expiry), before the next table's",
+    "retire.partitions_deleted": "after a retirement pass deleted its old partitions from Dagster, before it "
+                                 "deletes their runs (platform_assets/retirement.py)",
+    "retire.run_deleted": "after a retirement pass deleted one old run, before the next one",
 }
 
 _passes: Counter = Counter()

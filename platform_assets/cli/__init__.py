@@ -13,8 +13,8 @@ from resources.errors import DeltaportError
 # imported: each brings its own libraries (demo the emulator and the Kafka client, sync Dagster),
 # and a `deltaport read` that imported them all spent longer importing than reading.
 COMMAND_MODULES = {"broker": "broker_cmd", "spark": "spark_cmd", "emulate": "emulate_cmd", "inspect": "inspect_cmd",
-                   "sync": "sync_cmd", "status": "status_cmd", "read": "read_cmd", "export": "export_cmd",
-                   "sql": "sql_cmd", "demo": "demo_cmd"}
+                   "sync": "sync_cmd", "rerun": "rerun_cmd", "status": "status_cmd", "read": "read_cmd",
+                   "export": "export_cmd", "sql": "sql_cmd", "demo": "demo_cmd"}
 
 
 def _modules(names) -> tuple:

@@ -36,11 +36,14 @@ def report(cfg, instance, *, max_lag_seconds: float | None = None, timeout: floa
     from platform_assets.definitions import index_resource, kafka_resource, ledger_resource
     from platform_assets.lag_live import STATUS_TIMEOUT_SECONDS, live_lag
 
+    from resources.state.delta_marks import DeltaMarks
+
     kafka, wait = kafka_resource(cfg), timeout or STATUS_TIMEOUT_SECONDS
-    lags = [live_lag(dm, kind="prostore", instance=instance, kafka=kafka, index=index_resource(cfg).get(), timeout=wait)
-            for dm in cfg.datamarts]
-    lags += [live_lag(s, kind="stream", instance=instance, kafka=kafka, ledger=ledger_resource(cfg).get(), timeout=wait)
-             for s in cfg.streams]
+    marks = DeltaMarks(index_resource(cfg).store())
+    lags = [live_lag(dm, kind="prostore", instance=instance, kafka=kafka, index=index_resource(cfg).get(), timeout=wait,
+                     marks=marks) for dm in cfg.datamarts]
+    lags += [live_lag(s, kind="stream", instance=instance, kafka=kafka, ledger=ledger_resource(cfg).get(), timeout=wait,
+                      marks=marks) for s in cfg.streams]
     bound = cfg.sensor.max_lag_seconds if max_lag_seconds is None else max_lag_seconds
     lines = [f"{lag.text()}{f'  LATE (bound {bound:.0f} s)' if lag.seconds > bound else ''}" for lag in lags]
     if any(lag.seconds > bound for lag in lags):

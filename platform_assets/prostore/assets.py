@@ -33,11 +33,13 @@ from platform_assets.prostore import checks
 from platform_assets.maintenance_step import maintain_after_landing
 from platform_assets.prostore.delta_step import DatamartKeys, land_delta_step
 from resources.lake.maintenance import MaintenanceSettings
-from platform_assets.prostore.partitions import delta_partitions
+from platform_assets.prostore.partitions import delta_partitions, run_deltas
+from platform_assets.retirement import record_landed, retire_after_landing
 from resources.kafka.io_managers import INPUT_TAG_PREFIX, BackupSlice, SignalSlice
 from resources.lake.prostore import LakeLayout
 from resources.lake.prostore_history import history_ident
 from resources.prostore.resource import DeltaIndexResource
+from resources.state.delta_marks import DeltaMarks
 from resources.spark.resource import SparkResource
 
 SIGNAL_IO, BACKUP_IO = "signal_topic_io", "backup_topic_io"
@@ -48,7 +50,7 @@ def topic_key(topic: str) -> dg.AssetKey:
 
 
 def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_deltas_per_run: int = 1,
-                          maintenance: MaintenanceSettings | None = None) -> list:
+                          maintenance: MaintenanceSettings | None = None, partition_window: int = 0) -> list:
     dm = datamart.name
     keys = DatamartKeys.of(dm)
     boot = datamart.bootstrap
@@ -90,9 +92,13 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
 
     def step(context, backup, signal, spark: SparkResource, index: DeltaIndexResource):
         session = spark.get_session()
-        yield from land_delta_step(context, datamart=dm, layout=layout, keys=keys, backup=backup, signal=signal,
-                                   session=session, index=index.get(), keep_history=datamart.history)
+        marks = DeltaMarks(index.store())
+        landing = land_delta_step(context, datamart=dm, layout=layout, keys=keys, backup=backup, signal=signal,
+                                  session=session, index=index.get(), keep_history=datamart.history)
+        yield from record_landed(landing, marks=marks, source=dm, snapshot=keys.snapshot, deltas=run_deltas(context))
         yield from maintain_after_landing(context, session, catalog=layout.catalog, source=dm, settings=maintenance)
+        yield from retire_after_landing(context, source=dm, marks=marks, window=partition_window,
+                                        every=(maintenance or MaintenanceSettings()).every_deltas)
 
     if datamart.backup_only:  # no signal topic: no signal input
         @decorate

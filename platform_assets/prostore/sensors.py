@@ -26,8 +26,9 @@ again, so a range never holds one.
 
 Restart safety: what was read lives in the delta index (durable, idempotent); the cursor holds
 only `next`, the first delta not yet requested, and moves only past requested deltas. A lost
-or reset cursor resumes after the deltas whose snapshot the instance has materialized
-(`resume_cursor`); Dagster drops a run whose run_key it has seen: no duplicate.
+or reset cursor resumes after the last delta whose snapshot landed, as the state store's mark
+says (`resume_cursor`; resources/state/delta_marks.py); Dagster drops a run whose run_key it has
+seen: no duplicate.
 """
 
 
@@ -47,6 +48,7 @@ from resources.kafka.fetch import fetch_values
 from resources.kafka.resource import KafkaResource
 from resources.prostore.chunk_check import checked_report
 from resources.prostore.snapshot_bootstrap import Bootstrap, check_against_live, plan_bootstrap
+from resources.state.delta_marks import DeltaMarks
 
 SNAPSHOT = "snapshot"  # the role of a bootstrap's snapshot topic in a tick's ingestion stats
 MAX_DELTAS_PER_TICK = 200  # requested per tick, in range runs; the rest on the next tick
@@ -229,7 +231,8 @@ def build_delta_sensor(*, datamart: DatamartConfig, job,
                default_status=dg.DefaultSensorStatus.RUNNING,
                description=f"Requests delta N of {datamart.name} {what}")
     def delta_close_sensor(context: dg.SensorEvaluationContext, kafka: KafkaResource, index: DeltaIndexResource):
-        cursor = resume_cursor(context, datamart.name)
+        marks = DeltaMarks(index.store())
+        cursor = resume_cursor(context, datamart.name, marks)
         try:
             due, waiting, new_cursor, _ = evaluate(datamart, index.get(), kafka, cursor,
                                                    max_messages=settings.max_messages_per_tick, log=context.log)
@@ -239,30 +242,26 @@ def build_delta_sensor(*, datamart: DatamartConfig, job,
             # exits 1. A source merely waiting is a skip.
             context.log.error(f"{datamart.name}: {exc}")
             raise
-        lag = prostore_lag(datamart, index.get(), landed_through(context.instance, datamart.name), utc_now())
+        lag = prostore_lag(datamart, index.get(), landed_through(marks, context.instance, datamart.name), utc_now())
         return delta_runs(context, parts, datamart.name, due, waiting or "no new closed delta", new_cursor,
                           settings.max_deltas_per_run, lag_events(lag, settings.max_lag_seconds))
 
     return delta_close_sensor
 
 
-def resume_cursor(context: dg.SensorEvaluationContext, source: str) -> dict:
-    """The sensor's cursor. Without one (a new sensor, or a reset), resume after the deltas
-    whose snapshot the instance already holds, in one unbroken run from the first: a reset
+def resume_cursor(context: dg.SensorEvaluationContext, source: str, marks: DeltaMarks) -> dict:
+    """The sensor's cursor. Without one (a new sensor, or a reset), resume after the last delta
+    whose snapshot landed (the state store's mark, `platform_assets.lag.landed_through`): a reset
     re-requests nothing that landed (ranges may be cut differently than before, so run keys
-    alone would not say so)."""
+    alone would not say so). Read from the mark, not by listing the instance's materialized
+    partitions: those grow with the lake's age, and the window retires the old ones."""
     if context.cursor:
         return json.loads(context.cursor)
-    done = sorted(int(k) for k in context.instance.get_materialized_partitions(dg.AssetKey([source, "snapshot"])))
-    if not done:
+    landed = landed_through(marks, context.instance, source)
+    if landed is None:
         return {}
-    nxt = done[0]
-    for n in done:
-        if n != nxt:
-            break
-        nxt = n + 1
-    context.log.info(f"{source}: no cursor; resuming after delta {nxt - 1}, the last of the landed deltas")
-    return {"next": nxt}
+    context.log.info(f"{source}: no cursor; resuming after delta {landed}, the last landed delta")
+    return {"next": landed + 1}
 
 
 def ranges(due: list[int], max_per_run: int) -> list[tuple[int, int]]:

@@ -36,7 +36,8 @@ import dagster as dg
 from platform_assets.config import StreamConfig
 from platform_assets.history_asset import history_spec
 from platform_assets.prostore.assets import topic_key
-from platform_assets.prostore.partitions import delta_partitions
+from platform_assets.prostore.partitions import delta_partitions, run_deltas
+from platform_assets.retirement import record_landed, retire_after_landing
 from platform_assets.streams import checks
 from platform_assets.maintenance_step import maintain_after_landing
 from platform_assets.streams.delta_step import StreamKeys, land_stream_step
@@ -45,13 +46,15 @@ from resources.kafka.io_managers import INPUT_TAG_PREFIX
 from resources.kafka.stream_io_manager import StreamSlice
 from resources.lake.prostore import LakeLayout
 from resources.lake.prostore_history import history_ident
+from resources.prostore.resource import DeltaIndexResource
 from resources.spark.resource import SparkResource
+from resources.state.delta_marks import DeltaMarks
 
 STREAM_IO = "stream_topic_io"
 
 
 def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_per_run: int = 1,
-                        maintenance: MaintenanceSettings | None = None) -> list:
+                        maintenance: MaintenanceSettings | None = None, partition_window: int = 0) -> list:
     src = stream.name
     keys = StreamKeys.of(src)
     topic = topic_key(stream.topic)
@@ -81,11 +84,16 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_
         op_tags={f"{INPUT_TAG_PREFIX}source": src, f"{INPUT_TAG_PREFIX}format": stream.format},
         pool=f"deltaport_{src}", backfill_policy=dg.BackfillPolicy.multi_run(max_deltas_per_run),
         description=f"Lands a sealed delta (or a range) of {src}: every selected asset, in one step.")
-    def deltas(context: dg.AssetExecutionContext, topic: list[StreamSlice], spark: SparkResource):
+    def deltas(context: dg.AssetExecutionContext, topic: list[StreamSlice], spark: SparkResource,
+               index: DeltaIndexResource):
         session = spark.get_session()
-        yield from land_stream_step(context, source=src, layout=layout, keys=keys, topic=topic, session=session,
-                                    keep_history=stream.history)
+        marks = DeltaMarks(index.store())  # the source's landed and retired marks (resources/state/delta_marks.py)
+        landing = land_stream_step(context, source=src, layout=layout, keys=keys, topic=topic, session=session,
+                                   keep_history=stream.history)
+        yield from record_landed(landing, marks=marks, source=src, snapshot=keys.snapshot, deltas=run_deltas(context))
         yield from maintain_after_landing(context, session, catalog=layout.catalog, source=src, settings=maintenance)
+        yield from retire_after_landing(context, source=src, marks=marks, window=partition_window,
+                                        every=(maintenance or MaintenanceSettings()).every_deltas)
 
     return [deltas]
 

@@ -11,7 +11,7 @@ and never block the good ones.
 
 Restart safety: what was read and sealed lives in the ledger (one SQLite transaction per step);
 the cursor holds only `next` and moves only past requested deltas. A lost or reset cursor
-resumes after the deltas whose snapshot the instance has materialized; Dagster drops a run
+resumes after the last delta whose snapshot landed (the state store's mark); Dagster drops a run
 whose run_key it has seen: no duplicate.
 """
 
@@ -25,6 +25,8 @@ from platform_assets.prostore.partitions import delta_partitions
 from platform_assets.prostore.sensors import MAX_DELTAS_PER_TICK, delta_runs, resume_cursor
 from resources.errors import DeltaportError
 from resources.changestream.resource import CdcLedgerResource
+from resources.prostore.resource import DeltaIndexResource
+from resources.state.delta_marks import DeltaMarks
 from resources.kafka.resource import KafkaResource
 from resources.changestream.sealing import SealPolicy, SealResult, seal_topic
 
@@ -67,8 +69,10 @@ def build_seal_sensor(*, stream: StreamConfig, job, settings: SensorConfig) -> d
                default_status=dg.DefaultSensorStatus.RUNNING,
                description=f"Seals deltas of {stream.name} ({stream.format}) from {stream.topic} and requests "
                            "each sealed delta in order.")
-    def seal_sensor(context: dg.SensorEvaluationContext, kafka: KafkaResource, ledger: CdcLedgerResource):
-        cursor = resume_cursor(context, stream.name)
+    def seal_sensor(context: dg.SensorEvaluationContext, kafka: KafkaResource, ledger: CdcLedgerResource,
+                    index: DeltaIndexResource):
+        marks = DeltaMarks(index.store())  # what landed (resources/state/delta_marks.py), in the index's store
+        cursor = resume_cursor(context, stream.name, marks)
         try:
             due, waiting, new_cursor, _ = evaluate_stream(stream, ledger.get(), kafka, cursor,
                                                           max_messages=settings.max_messages_per_tick,
@@ -76,7 +80,7 @@ def build_seal_sensor(*, stream: StreamConfig, job, settings: SensorConfig) -> d
         except DeltaportError as exc:
             context.log.error(f"{stream.name}: {exc}")  # fails the tick (see the datamart sensor)
             raise
-        lag = stream_lag(stream, ledger.get(), landed_through(context.instance, stream.name), utc_now())
+        lag = stream_lag(stream, ledger.get(), landed_through(marks, context.instance, stream.name), utc_now())
         return delta_runs(context, parts, stream.name, due, waiting or "no new sealed delta", new_cursor,
                           settings.max_deltas_per_run, lag_events(lag, settings.max_lag_seconds))
 

@@ -39,6 +39,8 @@ def test_the_shipped_config_loads_with_paths_relative_to_the_file(tmp_path):
     ({"datamarts": [DM], "spark": {"remote": "localhost:15002"}}, "spark.remote"),
     ({"datamarts": [DM], "spark": {"idle_timeout_minutes": -1}}, "spark.idle_timeout_minutes"),
     ({"datamarts": [DM], "lake": {"history_partition_deltas": -5}}, "lake.history_partition_deltas"),
+    ({"datamarts": [DM], "sensor": {"partition_window": -1}}, "sensor.partition_window"),
+    ({"datamarts": [DM], "sensor": {"partition_window": "all"}}, "sensor.partition_window"),
     ({"datamarts": [DM], "colour": "blue"}, "colour"),
 ])
 def test_a_wrong_config_names_the_key(raw, key):
@@ -104,3 +106,8 @@ def test_history_tables_partition_in_spans_of_deltas_and_0_is_one_per_delta():
     assert parse_config({"datamarts": [DM], "lake": {"history_partition_deltas": 0}}).lake.history_partition_deltas == 0
     assert history_partition(1000) == "truncate(1000, delta_num)" and history_partition(0) == "delta_num"
     assert snapshot_of("lake.sales_history.orders") == "lake.sales.orders"
+
+
+def test_the_partition_window_defaults_to_ten_thousand_and_zero_keeps_every_partition():
+    assert parse_config({"datamarts": [DM]}).sensor.partition_window == 10_000
+    assert parse_config({"datamarts": [DM], "sensor": {"partition_window": 0}}).sensor.partition_window == 0

@@ -1,0 +1,178 @@
+"""Retiring old deltas from Dagster: what the instance holds per source stays bounded by a window.
+
+Why: every delta is a partition of `<source>_deltas`, and a deployment closes ~105,000 a year.
+Dagster's partition views, its asset status cache (rebuilt whole whenever a dynamic partitions
+definition gains or loses a key) and every "all materialized partitions" query grow with them
+(issue 43: 11 s for the lineage view at 300,000). The lake does not need Dagster to remember:
+every delta stays in the Iceberg tables (snapshot tags and history, increments by delta_num, the
+manifest) and the state store (the delta index, the ledger).
+
+What flows through: the source's marks in the state store (resources/state/delta_marks.py: the
+last landed delta, the last retired one) and the instance's partitions and runs. A pass retires
+the deltas up to `landed_through - window`:
+1. deletes their dynamic partitions (listed from the instance: at most the window plus a batch
+   once the first passes are done, and the partitions a re-run put back are swept too);
+2. deletes the finished runs of the source whose deltas are all retired, with their events (the
+   materializations, check evaluations' events and logs): `delete_run`, or on a SQLite instance
+   the runs' index rows, then each run's record and its own event file (`_delete_runs`).
+   `wipe_asset_partitions` would have been the direct tool, but Dagster 1.13's SQL event log
+   storages (SQLite, PostgreSQL) raise NotImplementedError for it;
+3. moves the `retired_through` mark.
+
+Guarantees:
+- Runs inside the source's own delta run, after its snapshot landed and its tables were
+  maintained: the run holds the source (one run at a time), so no delta run races it. A run that
+  only re-runs old deltas (its last delta below `landed_through`) does not retire.
+- Bounded: at most `MAX_PER_PASS` partitions deleted and runs looked at per pass, so the first
+  pass on an old deployment does not stall a delta; the next runs go on where it stopped.
+  Batched: a pass starts once `every` deltas are retirable (maintenance's `every_deltas`).
+- Crash-safe and idempotent: each step deletes what is still there; a kill between (or inside)
+  steps leaves some of them done, and the next pass does the rest (the mark moves last). Nothing
+  of the lake is touched, so nothing landed is lost.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+import dagster as dg
+
+from platform_assets.prostore.partitions import delta_partitions, partition_key, run_deltas
+from platform_assets.prostore.sensors import RANGE_END_TAG, RANGE_START_TAG, datamart_tags
+from resources.failpoints import failpoint
+from resources.state.delta_marks import DeltaMarks, Marks
+
+# Partitions deleted, and runs looked at, per pass: about 12 s a pass on a SQLite instance on 2
+# loaded cores (bench/partitions_bench.py: 9,000 deltas of a run each retired in 244 s, 20 passes).
+MAX_PER_PASS = 500
+PARTITION_TAG = "dagster/partition"  # Dagster's tag of a one-partition run
+FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
+HOW_TO_READ = ("Older deltas stay in the lake: `deltaport read SOURCE.TABLE --as-of-delta N` reads any of them, "
+               "`deltaport rerun SOURCE N[-M]` (or adding the partition in the UI's backfill dialog) lands one again.")
+
+
+@dataclass(frozen=True)
+class Retired:
+    through: int  # every delta up to this one now has no partition in Dagster
+    partitions: int  # deleted by this pass
+    runs: int  # deleted by this pass
+    done: bool  # False: the pass hit its bound; the next run goes on
+    seconds: float
+
+
+def retire_through(marks: Marks, *, window: int, every: int, run_last: int) -> int | None:
+    """The delta this pass retires through, or None: no window, nothing landed, a run re-running
+    old deltas, or fewer than `every` deltas retirable since the last pass."""
+    if window <= 0 or marks.landed_through is None or run_last < marks.landed_through:
+        return None
+    cutoff = marks.landed_through - window
+    if cutoff < 0:
+        return None
+    if marks.retired_through is not None and cutoff - marks.retired_through < max(1, every):
+        return None
+    return cutoff
+
+
+def partitions_to_delete(keys: Iterable[str], cutoff: int, limit: int) -> list[str]:
+    """The partition keys of deltas up to `cutoff`, oldest first, at most `limit`."""
+    return sorted((k for k in keys if int(k) <= cutoff), key=int)[:limit]
+
+
+def deltas_of_run(tags: Mapping[str, str]) -> list[int] | None:
+    """The deltas a delta run covers, from its tags; None when the tags do not say."""
+    if RANGE_START_TAG in tags and RANGE_END_TAG in tags:
+        return list(range(int(tags[RANGE_START_TAG]), int(tags[RANGE_END_TAG]) + 1))
+    if PARTITION_TAG in tags:
+        return [int(tags[PARTITION_TAG])]
+    return None
+
+
+def retire(instance: dg.DagsterInstance, source: str, marks: DeltaMarks, cutoff: int, *,
+           max_per_pass: int = MAX_PER_PASS) -> Retired:
+    """Retire `source`'s deltas up to `cutoff` from the instance (module docstring), at most
+    `max_per_pass` partitions deleted and runs looked at."""
+    started = time.monotonic()
+    name = delta_partitions(source).name
+    keys = partitions_to_delete(instance.get_dynamic_partitions(name), cutoff, max_per_pass + 1)
+    more = len(keys) > max_per_pass
+    keys = keys[:max_per_pass]
+    for key in keys:
+        instance.delete_dynamic_partition(name, key)
+    failpoint("retire.partitions_deleted")
+    runs = _delete_runs(instance, cutoff, datamart_tags(source), max_per_pass)
+    through = int(keys[-1]) if more else cutoff
+    marks.retired(source, through)
+    return Retired(through, len(keys), runs, not more, time.monotonic() - started)
+
+
+def _delete_runs(instance: dg.DagsterInstance, cutoff: int, run_tags: Mapping[str, str], limit: int) -> int:
+    """Delete the source's finished runs whose deltas are all up to `cutoff`, looking at its
+    `limit` oldest ones (a run still in flight, or one whose tags name no delta, is kept)."""
+    runs = instance.get_runs(filters=dg.RunsFilter(tags=dict(run_tags), statuses=FINISHED), limit=limit,
+                             ascending=True)
+    old = [r.run_id for r in runs if (d := deltas_of_run(r.tags)) is not None and max(d) <= cutoff]
+    storage = instance.event_log_storage
+    shard = getattr(storage, "path_for_shard", None)
+    if shard is None or not getattr(storage, "is_run_sharded", False):
+        for run_id in old:
+            instance.delete_run(run_id)
+            failpoint("retire.run_deleted")
+        return len(old)
+    # A SQLite instance: `delete_run` would open (and first check the schema of) each run's own
+    # event file only to empty it and leave it, 0.3-0.5 s a run on 2 loaded cores
+    # (bench/partitions_bench.py), and 300,000 emptied files. Instead: the runs' rows in the
+    # index, in one connection, then each run's record and file. Killed after the index rows,
+    # the records are still there for the next pass to find; never records gone and rows left.
+    with storage.index_connection() as conn:
+        for run_id in old:
+            storage.delete_events_for_run(conn, run_id)
+    for run_id in old:
+        instance.run_storage.delete_run(run_id)
+        if storage.supports_global_concurrency_limits:
+            storage.free_concurrency_slots_for_run(run_id)
+        path = shard(run_id)
+        for leftover in (path, f"{path}-wal", f"{path}-shm"):
+            if os.path.exists(leftover):
+                os.remove(leftover)
+        # The storage remembers the files it opened as having their tables: forgotten, a later
+        # read of the deleted run in this process (a `sync` ran it) finds it empty, not broken.
+        getattr(storage, "_initialized_dbs", set()).discard(run_id)
+        failpoint("retire.run_deleted")
+    return len(old)
+
+
+def record_landed(events: Iterator, *, marks: DeltaMarks, source: str, snapshot: dg.AssetKey,
+                  deltas: list[int]) -> Iterator:
+    """The step's events, passed on; when the snapshot's materialization comes by (its commits
+    are done), the source's `landed_through` mark moves to the run's last delta first, so the mark
+    never says more than the lake holds."""
+    for event in events:
+        if isinstance(event, dg.MaterializeResult) and event.asset_key == snapshot:
+            marks.landed(source, deltas[-1])
+        yield event
+
+
+def retire_after_landing(context: dg.AssetExecutionContext, *, source: str, marks: DeltaMarks, window: int,
+                         every: int) -> Iterator[dg.AssetObservation]:
+    """The retirement pass of a delta run, once its snapshot landed; an observation on the
+    snapshot saying what it did and where older deltas are read and re-run."""
+    snapshot = dg.AssetKey([source, "snapshot"])
+    if snapshot not in context.selected_asset_keys:
+        return
+    cutoff = retire_through(marks.get(source), window=window, every=every, run_last=run_deltas(context)[-1])
+    if cutoff is None:
+        return
+    done = retire(context.instance, source, marks, cutoff)
+    said = (f"deltas up to {done.through} of {source} retired from Dagster (window {window}): {done.partitions} "
+            f"partitions and {done.runs} runs deleted in {done.seconds:.2f} s"
+            + ("" if done.done else "; the next run goes on") + f". {HOW_TO_READ.replace('SOURCE', source)}")
+    context.log.info(said)
+    yield dg.AssetObservation(asset_key=snapshot, description=said, metadata={
+        "retired_through": dg.IntMetadataValue(done.through), "partition_window": dg.IntMetadataValue(window),
+        "retired/partitions": dg.IntMetadataValue(done.partitions), "retired/runs": dg.IntMetadataValue(done.runs),
+        "retired/seconds": dg.FloatMetadataValue(round(done.seconds, 3)),
+        "older_deltas": dg.MarkdownMetadataValue(HOW_TO_READ.replace("SOURCE", source)),
+        "first_partition": dg.TextMetadataValue(partition_key(done.through + 1))})

@@ -1,0 +1,191 @@
+"""A window of 2 deltas in Dagster (sensor.partition_window; platform_assets/retirement.py):
+every delta still lands, reads exactly and can be landed again, while the instance holds only
+the window's partitions, runs and materializations.
+
+Eight deltas of a backup-only datamart, one run each, maintenance (and so retirement) every 2:
+- the first `sync` lands deltas 0-5: the partitions, runs and materialized partitions of 0-2
+  are gone from the instance, the snapshot says `retired_through` 2;
+- every table as of every delta, retired or not, equals the emulator's truth (`deltaport
+  read --as-of-delta N`'s own read, and the CLI itself for delta 0);
+- `deltaport rerun` of retired delta 1 puts its partition back and lands the same tables;
+- with the sync's cursor gone, the next `sync` resumes from the landed mark and lands 6-7 only;
+  its retirement sweeps the partition the re-run put back.
+
+A `sync` SIGKILLed inside a retirement pass loses nothing; the next pass finishes it.
+
+Real broker, real Spark, real Iceberg, through `sync`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import dagster as dg
+import pytest
+import yaml
+
+from platform_assets.cli import main
+from platform_assets.config import load_config
+from platform_assets.definitions import build_definitions
+from platform_assets.rerun import rerun
+from platform_assets.retirement import deltas_of_run
+from platform_assets.prostore.sensors import datamart_tags
+from platform_assets.sync import sync
+from resources.emulator.outgoing import BACKUP
+from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
+from resources.kafka.admin import create_topic
+from resources.kafka.publish import publish
+from resources.lake.prostore import LakeLayout
+from resources.lake.read import rows_as_of
+from resources.state.cursors import SyncCursors
+from resources.state.delta_marks import DeltaMarks, Marks
+from resources.state.store import state_store
+
+pytestmark = pytest.mark.integration
+
+DM = "marketing"
+FIRST, DELTAS = 6, 8  # the first sync lands 0..FIRST-1, the second the rest
+
+
+def _held(instance) -> tuple[list[int], list[int], list[list[int]]]:
+    """(partitions, materialized snapshot partitions, each run's deltas) the instance holds."""
+    parts = sorted(int(k) for k in instance.get_dynamic_partitions(f"{DM}_deltas"))
+    done = sorted(int(k) for k in instance.get_materialized_partitions(dg.AssetKey([DM, "snapshot"])))
+    runs = sorted(deltas_of_run(r.tags) for r in instance.get_runs(filters=dg.RunsFilter(tags=datamart_tags(DM))))
+    return parts, done, runs
+
+
+def _retired_through(instance) -> list[int]:
+    records = instance.fetch_observations(dg.AssetKey([DM, "snapshot"]), limit=50).records
+    return [r.asset_observation.metadata["retired_through"].value for r in records
+            if "retired_through" in r.asset_observation.metadata]
+
+
+def test_a_window_of_two_deltas_keeps_every_delta_landed_readable_and_rerunnable(spark_remote, kafka_bootstrap,
+                                                                                  tmp_path, capsys):
+    sc = build_scenario(EmulatorConfig(seed=23, deltas=DELTAS, datamarts=(DM,), streams=1, chunk_size=20,
+                                       backup_partitions=1, faults=Faults(duplicate_rate=0.0)))
+    topic = f"window.{os.getpid()}"
+    create_topic(kafka_bootstrap, topic)
+    backups = [m for m in sc.messages if m.role == BACKUP]
+    later = [m for m in backups if int(m.note.split(":")[1]) >= FIRST]
+    publish([m for m in backups if m not in later], kafka_bootstrap, {BACKUP: topic})
+    config = tmp_path / "deltaport.yaml"
+    config.write_text(yaml.safe_dump({
+        "sources": [{"name": DM, "format": "prostore", "backup_topic": topic}],
+        "kafka": {"bootstrap_servers": kafka_bootstrap},
+        "lake": {"catalog": "window", "warehouse": str(tmp_path / "lake"), "maintenance": {"every_deltas": 2}},
+        "state_dir": str(tmp_path / "state"),
+        "sensor": {"max_deltas_per_run": 1, "partition_window": 2},
+    }))
+    cfg = load_config(config)
+    spark = build_definitions(cfg).resources["spark"].get_session()
+    layout = LakeLayout("window")
+    store = state_store(cfg.state_url("index"))
+    marks = DeltaMarks(store)
+
+    def exact(n: int) -> None:
+        for table, state in sc.truth[DM][n].items():
+            key = sc.databases[DM].tables[table].primary_key
+            truth = sorted(state.values(), key=lambda r: tuple(r[k] for k in key))
+            assert rows_as_of(spark, layout, DM, table, n) == truth, f"{table} as of delta {n}"
+
+    def lake(n: int) -> dict:
+        """Every table's rows now and delta n's increment rows: what a re-run of n must leave as is."""
+        out = {}
+        for table in sc.truth[DM][FIRST - 1]:
+            for ident, where in ((layout.snapshot(DM, table), ""), (layout.increment(DM, table), f" WHERE delta_num = {n}")):
+                spark.catalog.refreshTable(ident)
+                out[ident] = sorted(map(repr, spark.sql(f"SELECT * FROM {ident}{where}").collect()))
+        return out
+
+    with dg.instance_for_test() as instance:
+        first = sync(cfg, instance, echo=lambda line: None)
+        assert first.ok and first.landed() == [(DM, n) for n in range(FIRST)]
+        # runs 2 and 4 retired (every 2 deltas): 0, then 1-2; the window holds 3-5
+        assert _held(instance) == ([3, 4, 5], [3, 4, 5], [[3], [4], [5]])
+        assert marks.get(DM) == Marks(FIRST - 1, 2)
+        # the pass of run 2 said 0, and went with run 2's events when the pass of run 4 deleted that run
+        assert _retired_through(instance) == [2]
+
+        for n in range(FIRST):
+            exact(n)
+        table = sorted(sc.truth[DM][0])[0]
+        assert main(["read", f"{DM}.{table}", "--as-of-delta", "0", "--format", "jsonl", "--config", str(config)]) == 0
+        assert len(capsys.readouterr().out.splitlines()) == len(sc.truth[DM][0][table])
+
+        before = lake(1)
+        outcomes = rerun(cfg, instance, DM, 1, 1, echo=lambda line: None)
+        assert [(o.deltas, o.success) for o in outcomes] == [([1], True)]
+        assert _held(instance)[0] == [1, 3, 4, 5]  # put back; a re-run of old deltas does not retire
+        assert lake(1) == before
+        exact(1)
+        assert marks.get(DM) == Marks(FIRST - 1, 2)
+
+        publish(later, kafka_bootstrap, {BACKUP: topic})
+        SyncCursors(store).put(DM, None)  # no cursor: resume from the landed mark
+        second = sync(cfg, instance, echo=lambda line: None)
+        assert second.ok and second.landed() == [(DM, n) for n in range(FIRST, DELTAS)]
+        parts, materialized, runs = _held(instance)
+        assert parts == [5, 6, 7] and materialized == [5, 6, 7]  # run 6 retired through 4, the re-run's 1 too
+        assert runs == [[5], [6], [7]]
+        assert marks.get(DM) == Marks(DELTAS - 1, 4) and _retired_through(instance) == [4]
+    for n in range(FIRST, DELTAS):
+        exact(n)
+
+
+def test_a_sync_killed_inside_retirement_loses_nothing_and_the_next_pass_finishes(spark_remote, kafka_bootstrap,
+                                                                                   tmp_path):
+    """`deltaport sync` SIGKILLed inside a retirement pass (partitions deleted, runs not yet: the
+    failpoint `retire.partitions_deleted`), then a second `sync`, both as a user runs them (a
+    process each, the instance in the folder's .dagster): nothing of the lake is lost, the next
+    pass deletes what the killed one left, and the SQLite instance keeps no event file of a
+    deleted run."""
+    sc = build_scenario(EmulatorConfig(seed=29, deltas=4, datamarts=(DM,), streams=1, chunk_size=20,
+                                       backup_partitions=1, faults=Faults(duplicate_rate=0.0)))
+    topic = f"window.kill.{os.getpid()}"
+    create_topic(kafka_bootstrap, topic)
+    publish([m for m in sc.messages if m.role == BACKUP], kafka_bootstrap, {BACKUP: topic})
+    folder = tmp_path / "case"
+    folder.mkdir()
+    config = folder / "deltaport.yaml"
+    config.write_text(yaml.safe_dump({
+        "sources": [{"name": DM, "format": "prostore", "backup_topic": topic}],
+        "kafka": {"bootstrap_servers": kafka_bootstrap}, "spark": {"remote": spark_remote},
+        "lake": {"catalog": "windowkill", "warehouse": str(folder / "lake"), "maintenance": {"every_deltas": 1}},
+        "state_dir": str(folder / "state"),
+        "sensor": {"max_deltas_per_run": 1, "partition_window": 1},
+    }))
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "DELTAPORT_FAILPOINTS", "DAGSTER_HOME")}
+
+    def sync_process(**more: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "platform_assets.cli", "sync", "-c", str(config)], cwd=folder,
+                              env={**env, **more}, capture_output=True, text=True, timeout=900)
+
+    killed = sync_process(DELTAPORT_FAILPOINTS="retire.partitions_deleted")  # the pass of delta 1's run
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    marks = DeltaMarks(state_store(str(folder / "state" / "index.sqlite")))
+    assert marks.get(DM) == Marks(1, None)  # delta 1 landed; the pass died before its mark
+    home = folder / ".dagster"
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        parts, _, runs = _held(instance)
+        assert parts == [1, 2, 3] and runs == [[0], [1]]  # partition 0 deleted, its run not yet
+
+    second = sync_process()
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert marks.get(DM) == Marks(3, 2)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert _held(instance) == ([3], [3], [[3]])
+        kept = {r.run_id for r in instance.get_runs()}
+    # index.db, and .db: the shard of runless events (the lag observations `sync` reports)
+    assert {p.stem for p in (home / "history" / "runs").glob("*.db") if p.name not in ("index.db", ".db")} == kept
+    cfg = load_config(config)
+    spark = build_definitions(cfg).resources["spark"].get_session()
+    layout = LakeLayout("windowkill")
+    for n in range(4):
+        for table, state in sc.truth[DM][n].items():
+            key = sc.databases[DM].tables[table].primary_key
+            truth = sorted(state.values(), key=lambda r: tuple(r[k] for k in key))
+            assert rows_as_of(spark, layout, DM, table, n) == truth, f"{table} as of delta {n}"

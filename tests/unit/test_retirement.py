@@ -1,0 +1,143 @@
+"""The partition window (platform_assets/retirement.py, resources/state/delta_marks.py): which
+deltas a pass retires, and a pass on a real Dagster instance (no Spark: a stand-in asset of the
+same partitions and run tags as a delta run) deletes exactly the old partitions and runs, in
+bounded passes that a crash between steps leaves for the next pass to finish."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+from platform_assets import retirement
+from platform_assets.prostore.partitions import delta_partitions, partition_key
+from platform_assets.prostore.sensors import RANGE_END_TAG, RANGE_START_TAG, datamart_tags
+from platform_assets.retirement import deltas_of_run, partitions_to_delete, retire, retire_through
+from resources.state.delta_marks import DeltaMarks, Marks
+
+SRC = "src"
+PARTS = delta_partitions(SRC)
+
+
+@dg.asset(key=[SRC, "snapshot"], partitions_def=PARTS)
+def snapshot(context) -> None:
+    pass
+
+
+@pytest.mark.parametrize("marks, window, every, run_last, want", [
+    (Marks(None, None), 2, 1, 5, None),  # nothing landed
+    (Marks(5, None), 0, 1, 5, None),  # no window
+    (Marks(5, None), 10, 1, 5, None),  # the window holds everything
+    (Marks(9, None), 2, 50, 9, 7),  # a first pass retires at once, whatever `every`
+    (Marks(9, 6), 2, 1, 9, 7),
+    (Marks(9, 6), 2, 2, 9, None),  # one retirable delta: batched with the next ones
+    (Marks(9, 5), 2, 2, 9, 7),
+    (Marks(9, None), 2, 1, 4, None),  # a re-run of old deltas does not retire
+])
+def test_a_pass_retires_up_to_the_window_below_the_landed_delta(marks, window, every, run_last, want):
+    assert retire_through(marks, window=window, every=every, run_last=run_last) == want
+
+
+def test_the_partitions_and_runs_to_retire():
+    keys = [partition_key(n) for n in (12, 3, 7, 10, 4)]
+    assert partitions_to_delete(keys, 7, 10) == ["00000003", "00000004", "00000007"]
+    assert partitions_to_delete(keys, 7, 2) == ["00000003", "00000004"]
+    assert deltas_of_run({"dagster/partition": "00000004"}) == [4]
+    assert deltas_of_run({RANGE_START_TAG: "00000004", RANGE_END_TAG: "00000006"}) == [4, 5, 6]
+    assert deltas_of_run({"deltaport/datamart": SRC}) is None
+
+
+def test_marks_only_move_forward(tmp_path):
+    marks = DeltaMarks(tmp_path / "index.sqlite")
+    assert marks.get(SRC) == Marks(None, None)
+    marks.landed(SRC, 7)
+    marks.landed(SRC, 3)  # a re-run of delta 3 does not say less landed
+    marks.retired(SRC, 2)
+    marks.retired(SRC, 1)
+    assert marks.get(SRC) == Marks(7, 2)
+    assert marks.get("other") == Marks(None, None)
+
+
+def _land(instance, first: int, last: int) -> None:
+    """A delta run of first..last as the sensor or `sync` makes it: the partitions, the run's tags."""
+    instance.add_dynamic_partitions(PARTS.name, [partition_key(n) for n in range(first, last + 1)])
+    tags = dict(datamart_tags(SRC))
+    if first == last:
+        result = dg.materialize([snapshot], instance=instance, partition_key=partition_key(first), tags=tags)
+    else:
+        tags.update({RANGE_START_TAG: partition_key(first), RANGE_END_TAG: partition_key(last)})
+        result = dg.materialize([snapshot], instance=instance, tags=tags)
+    assert result.success
+
+
+def _held(instance) -> tuple[list[int], list[int], list[list[int]]]:
+    """(partitions, materialized partitions, deltas of each run) the instance holds, in order."""
+    parts = sorted(int(k) for k in instance.get_dynamic_partitions(PARTS.name))
+    done = sorted(int(k) for k in instance.get_materialized_partitions(dg.AssetKey([SRC, "snapshot"])))
+    runs = sorted(deltas_of_run(r.tags) for r in instance.get_runs(filters=dg.RunsFilter(tags=datamart_tags(SRC))))
+    return parts, done, runs
+
+
+def test_a_pass_deletes_the_old_partitions_and_the_runs_all_of_whose_deltas_are_retired(tmp_path):
+    marks = DeltaMarks(tmp_path / "index.sqlite")
+    with dg.DagsterInstance.ephemeral() as instance:
+        for first, last in ((0, 0), (1, 3), (4, 4), (5, 6), (7, 7), (8, 9)):
+            _land(instance, first, last)
+        marks.landed(SRC, 9)
+        done = retire(instance, SRC, marks, 5)
+        assert (done.through, done.partitions, done.runs, done.done) == (5, 6, 3, True)
+        parts, materialized, runs = _held(instance)
+        assert parts == [6, 7, 8, 9]
+        # run 5-6 straddles the window's edge: kept, with its events, until delta 6 is retired too
+        assert runs == [[5, 6], [7], [8, 9]] and materialized == [5, 6, 7, 8, 9]
+        assert marks.get(SRC) == Marks(9, 5)
+        again = retire(instance, SRC, marks, 5)  # idempotent
+        assert (again.partitions, again.runs) == (0, 0) and _held(instance) == (parts, materialized, runs)
+
+
+def test_a_pass_is_bounded_and_the_next_one_goes_on(tmp_path):
+    marks = DeltaMarks(tmp_path / "index.sqlite")
+    with dg.DagsterInstance.ephemeral() as instance:
+        for n in range(8):
+            _land(instance, n, n)
+        first = retire(instance, SRC, marks, 5, max_per_pass=4)
+        assert (first.through, first.partitions, first.runs, first.done) == (3, 4, 4, False)
+        assert marks.get(SRC).retired_through == 3
+        second = retire(instance, SRC, marks, 5, max_per_pass=4)
+        assert (second.through, second.partitions, second.runs, second.done) == (5, 2, 2, True)
+        assert _held(instance) == ([6, 7], [6, 7], [[6], [7]])
+
+
+def test_a_pass_that_died_after_the_partitions_is_finished_by_the_next(tmp_path, monkeypatch):
+    marks = DeltaMarks(tmp_path / "index.sqlite")
+    with dg.DagsterInstance.ephemeral() as instance:
+        for n in range(6):
+            _land(instance, n, n)
+
+        def killed(*args, **kwargs):
+            raise KeyboardInterrupt("killed between the partitions and the runs")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(retirement, "_delete_runs", killed)
+            with pytest.raises(KeyboardInterrupt):
+                retire(instance, SRC, marks, 3)
+        parts, materialized, runs = _held(instance)
+        assert parts == [4, 5] and len(runs) == 6 and marks.get(SRC).retired_through is None  # the mark moves last
+        done = retire(instance, SRC, marks, 3)
+        assert (done.partitions, done.runs, done.through) == (0, 4, 3)
+        assert _held(instance) == ([4, 5], [4, 5], [[4], [5]])
+
+
+def test_on_a_sqlite_instance_a_retired_run_leaves_neither_events_nor_its_event_file(tmp_path):
+    marks = DeltaMarks(tmp_path / "index.sqlite")
+    (tmp_path / "dagster").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
+        for n in range(3):
+            _land(instance, n, n)
+        shards = tmp_path / "dagster" / "history" / "runs"
+        old = {r.run_id for r in instance.get_runs() if deltas_of_run(r.tags) != [2]}
+        assert old <= {p.stem for p in shards.glob("*.db")}
+        done = retire(instance, SRC, marks, 1)
+        assert (done.partitions, done.runs) == (2, 2)
+        assert _held(instance) == ([2], [2], [[2]])
+        assert not old & {p.stem for p in shards.glob("*.db")}
+        assert not any(instance.get_records_for_run(run_id).records for run_id in old)
