@@ -66,6 +66,10 @@ class LakeConfig:
     # Deltas per partition of a history table (resources/lake/history_layout.py): a new table, or
     # one still partitioned per delta, gets truncate(this, delta_num); 0 keeps one per delta.
     history_partition_deltas: int = 1000
+    # The snapshot's primary_key_unique check runs in the delta runs that cross a multiple of
+    # this, over the keys of every delta since the previous multiple (resources/lake/key_check.py:
+    # `key_check_deltas`), and over every key whenever maintenance runs; 1 checks every run.
+    key_check_every_deltas: int = 10
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,8 @@ def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
     maintenance = maintenance_settings(cfg)
     for dm in cfg.datamarts:
         assets += build_datamart_assets(datamart=dm, layout=layout, max_deltas_per_run=cfg.sensor.max_deltas_per_run,
-                                        maintenance=maintenance, partition_window=cfg.sensor.partition_window)
+                                        maintenance=maintenance, partition_window=cfg.sensor.partition_window,
+                                        key_check_every=cfg.lake.key_check_every_deltas)
         checks.append(build_lag_check(source=dm, kind="prostore", max_lag_seconds=cfg.sensor.max_lag_seconds))
         job = dg.define_asset_job(f"{dm.name}_delta_job", selection=_delta_selection(dm.name, checks[-1]),
                                   tags=datamart_tags(dm.name),

@@ -23,11 +23,17 @@ from platform_assets.prostore.partitions import run_deltas
 from resources.lake.maintenance import MaintenanceSettings, due, maintain_source
 
 
+def maintenance_due(context: dg.AssetExecutionContext, *, source: str, settings: MaintenanceSettings | None) -> bool:
+    """Whether this run maintains its source's tables (the snapshot landed in it, and its deltas
+    cross a multiple of `every_deltas`); the snapshot's key check then looks at every key."""
+    return (settings is not None and dg.AssetKey([source, "snapshot"]) in context.selected_asset_keys
+            and due(run_deltas(context), settings.every_deltas))
+
+
 def maintain_after_landing(context: dg.AssetExecutionContext, session, *, catalog: str, source: str,
                            settings: MaintenanceSettings | None) -> Iterator[dg.AssetObservation]:
     snapshot = dg.AssetKey([source, "snapshot"])
-    if settings is None or snapshot not in context.selected_asset_keys or not due(run_deltas(context),
-                                                                                    settings.every_deltas):
+    if not maintenance_due(context, source=source, settings=settings):
         return
     done = maintain_source(session, catalog, source, settings)
     for table in done:

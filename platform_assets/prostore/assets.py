@@ -30,7 +30,7 @@ import dagster as dg
 from platform_assets.config import DatamartConfig
 from platform_assets.history_asset import history_spec
 from platform_assets.prostore import checks
-from platform_assets.maintenance_step import maintain_after_landing
+from platform_assets.maintenance_step import maintain_after_landing, maintenance_due
 from platform_assets.prostore.delta_step import DatamartKeys, land_delta_step
 from resources.lake.maintenance import MaintenanceSettings
 from platform_assets.prostore.partitions import delta_partitions, run_deltas
@@ -50,7 +50,8 @@ def topic_key(topic: str) -> dg.AssetKey:
 
 
 def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_deltas_per_run: int = 1,
-                          maintenance: MaintenanceSettings | None = None, partition_window: int = 0) -> list:
+                          maintenance: MaintenanceSettings | None = None, partition_window: int = 0,
+                          key_check_every: int = 1) -> list:
     dm = datamart.name
     keys = DatamartKeys.of(dm)
     boot = datamart.bootstrap
@@ -94,7 +95,9 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
         session = spark.get_session()
         marks = DeltaMarks(index.store())
         landing = land_delta_step(context, datamart=dm, layout=layout, keys=keys, backup=backup, signal=signal,
-                                  session=session, index=index.get(), keep_history=datamart.history)
+                                  session=session, index=index.get(), keep_history=datamart.history,
+                                  key_check_every=key_check_every,
+                                  maintaining=maintenance_due(context, source=dm, settings=maintenance))
         yield from record_landed(landing, marks=marks, source=dm, snapshot=keys.snapshot, deltas=run_deltas(context))
         yield from maintain_after_landing(context, session, catalog=layout.catalog, source=dm, settings=maintenance)
         yield from retire_after_landing(context, source=dm, marks=marks, window=partition_window,

@@ -98,16 +98,17 @@ def _bare(entity: str) -> str:
 
 
 def snapshot_checks(spark, layout: LakeLayout, dm: str, n: int, history=None, *,
-                    key: dg.AssetKey | None = None,
-                    deltas: Sequence[int] | None = None) -> tuple[dict[str, int], list[dg.AssetCheckResult]]:
+                    key: dg.AssetKey | None = None, deltas: Sequence[int] | None = None,
+                    every_key: bool = False) -> tuple[dict[str, int], list[dg.AssetCheckResult]]:
     """Rows per snapshot table as of delta n, and the primary-key check: one job for every
     table (`history`: the datamart's changelog history when the caller has it already; `key`:
     the snapshot's asset key).
 
-    The check looks at the keys the run changed (`resources/lake/key_check.py` says why that is
-    exact): those of the increments of `deltas`, the deltas the run applied; by default those
-    that each table's commit of delta n applied (one delta, or a fold's range), so what it
-    shuffles is O(delta), not O(table)."""
+    The check looks at the keys of the increments of `deltas` (`resources/lake/key_check.py`
+    says why that is exact for rows the deltas wrote); by default those that each table's
+    commit of delta n applied (one delta, or a fold's range), so what it shuffles is O(delta),
+    not O(table). `every_key`: every key of every table instead, O(table) shuffled, which also
+    catches a key that some other writer put twice (maintenance runs this one)."""
     from pyspark.sql import functions as F
 
     history = changelog_history(spark, layout, dm) if history is None else history
@@ -116,10 +117,33 @@ def snapshot_checks(spark, layout: LakeLayout, dm: str, n: int, history=None, *,
     for name, entity in sorted(entities.items()):
         ident = layout.snapshot(dm, name)
         if table_exists(spark, ident):
-            run = sorted(deltas) if deltas is not None else commit_deltas(spark, ident, n)
-            checked[name] = _ranges_text(run)
-            touched = spark.table(layout.increment(dm, name)).where(F.col("delta_num").isin(run))
+            touched = None
+            if not every_key:
+                run = sorted(deltas) if deltas is not None else commit_deltas(spark, ident, n)
+                checked[name] = _ranges_text(run)
+                touched = spark.table(layout.increment(dm, name)).where(F.col("delta_num").isin(run))
             frames.append(KeyCheckInput(name, spark.table(ident), touched, entity.primary_key))
-    counts, duplicated = key_check(frames)
+    named: dict[str, list[str]] = {}
+    counts, duplicated = key_check(frames, named=named)
+    scope = {"keys_checked": "every key"} if every_key else {"keys_of_deltas": checked}
     return counts, [dg.AssetCheckResult(asset_key=key, check_name=PK_UNIQUE, passed=not duplicated,
-                                        metadata={"duplicated_keys": duplicated, "keys_of_deltas": checked})]
+                                        description=_duplicates_text(dm, duplicated, named) or None,
+                                        metadata={"duplicated_keys": duplicated, "named_keys": named, **scope})]
+
+
+def key_check_not_due(key: dg.AssetKey | None, applied: Sequence, next_due: int | None) -> dg.AssetCheckResult:
+    """primary_key_unique of a run that does not scan (`KeyCheckPlan`): it passes on what the
+    run's MERGEs guarantee, and says so. Each MERGE's source held each key once (checked in the
+    MERGE's own job, which fails before its commit otherwise), and such a MERGE onto a table
+    whose keys are unique leaves them unique; the scans of the runs at every K-th delta and of
+    maintenance check that premise."""
+    return dg.AssetCheckResult(asset_key=key, check_name=PK_UNIQUE, passed=True, metadata={
+        "keys_checked": "the run's changes only: each key once per MERGE (in the MERGE's own job)",
+        "tables_merged": sorted({a.table for a in applied if a.upserts or a.deletes}),
+        "next_scan_at_delta": next_due if next_due is not None else -1})
+
+
+def _duplicates_text(dm: str, duplicated: dict[str, int], named: dict[str, list[str]]) -> str:
+    """One line per table holding a key twice: its name, how many keys, and the first of them."""
+    return "; ".join(f"{dm}.{t}: {c} key(s) held by more than one row, e.g. ({'), ('.join(named.get(t, []))})"
+                     for t, c in sorted(duplicated.items()))

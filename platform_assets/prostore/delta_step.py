@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import dagster as dg
 
@@ -54,8 +54,10 @@ from resources.lake.prostore import (
     landed_deltas,
     record_increments,
 )
+from resources.lake.key_check import KeyCheckPlan
 from resources.lake.prostore_history import history_ident
 from resources.lake.prostore_snapshot import apply_snapshots, snapshot_progress
+from resources.lake.side_by_side import side_by_side
 from resources.prostore.delta_index import DeltaIndex
 from resources.spark.iceberg import ensure_table, replace_deltas
 from resources.spark.kafka_reader import table_changes, task_errors
@@ -90,10 +92,13 @@ def changelog_records(backup: BackupSlice) -> list:
 
 def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout: LakeLayout, keys: DatamartKeys,
                     backup: list[BackupSlice], signal: list[SignalSlice] | None, session,
-                    index: DeltaIndex, keep_history: bool = True) -> Iterator:
+                    index: DeltaIndex, keep_history: bool = True, key_check_every: int = 1,
+                    maintaining: bool = False) -> Iterator:
     """Land the run's deltas for the selected assets (module docstring); yields their
     materializations and check results, then raises if any asset failed. `keep_history`: the
-    snapshot's MERGEs write the versions they close to the history tables first."""
+    snapshot's MERGEs write the versions they close to the history tables first.
+    `key_check_every`, `maintaining`: when the snapshot's key check runs and what it looks at
+    (`KeyCheckPlan.for_run`)."""
     chosen = context.selected_asset_keys
     history_key = keys.history if keep_history else None
     refuse_history_alone(chosen, history=history_key, snapshot=keys.snapshot)
@@ -121,7 +126,8 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
                                                                       changelog_job, tables_landed))
         # The target's tables, as the snapshot will see them: from this run's changelog if it lands it.
         tables = list(data_tables(replay_changelog(records[target]))) if changelog_job is not None else None
-        before_job = start(keys.snapshot, lambda: _lake_before_run(session, layout, datamart, target, tables))
+        before_job = start(keys.snapshot, lambda: _lake_before_run(session, layout, datamart, target, tables,
+                                                                   backup[0].delta_num))
         early_job = pool.submit(timed, keys.snapshot, lambda: _early_history(
             session, layout, datamart, target, records[target], before_job, tables_landed)) if early else None
     done = {f.result().key: f.result() for f in (signal_job, changelog_job, increment_job, before_job) if f}
@@ -152,8 +158,10 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
     before = done.get(keys.snapshot)
     if before is not None and before.error is None and all(o.error is None for o in landing):
         snapshot_inputs = _merged(before.result, done.get(keys.changelog), done.get(keys.increment), records)
-        phase2.append((keys.snapshot, lambda: _apply_snapshot(session, layout, datamart, target,
-                                                              snapshot_inputs, keys.snapshot, keep_history, written)))
+        plan = KeyCheckPlan.for_run([b.delta_num for b in backup], every=key_check_every, every_key=maintaining,
+                                    asked=keys.increment not in chosen)
+        phase2.append((keys.snapshot, lambda: _apply_snapshot(session, layout, datamart, target, snapshot_inputs,
+                                                              keys.snapshot, keep_history, written, key_check=plan)))
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="deltaport-asset")
     try:
         running = [pool.submit(timed, key, fn) for key, fn in phase2]
@@ -256,28 +264,42 @@ class _SnapshotInputs:
     history: dict[int, list]
     progress: dict[str, int | None]
     known_from: int | None = None  # landed and history hold the deltas from this one on only
+    rows: dict[str, int] = field(default_factory=dict)  # {ident: live rows before the run}, from summaries
 
 
 def _lake_before_run(session, layout: LakeLayout, datamart: str, target: int,
-                     tables: list[str] | None) -> _SnapshotInputs:
+                     tables: list[str] | None, first: int | None = None) -> _SnapshotInputs:
     """What the snapshot needs of the lake as it was before this run: the last applied delta of
-    the target's tables (`tables`, or as the lake's changelog of the target says), and the
-    manifest and changelog history from the lowest of those on (the meta tables are
-    partitioned by delta, so the read does not grow with the lake's age); everything when a
-    table has no snapshot yet (its first delta) or the lake is not as expected."""
+    the target's tables (`tables`, or as the lake's changelog of the target says) and their
+    rows, and the manifest and changelog history from the lowest of those deltas on (the meta
+    tables are partitioned by delta, so the read does not grow with the lake's age);
+    everything when a table has no snapshot yet (its first delta) or the lake is not as expected.
+
+    With `tables` known, the three reads go side by side, the meta tables' read from the delta
+    before the run's `first` (the lowest last applied delta of a lake that is up to date, as it
+    is in steady running: a delta that leaves a table as it was still tags it); a lake behind
+    that reads them again from where it is."""
+    rows: dict[str, int] = {}
     if tables:
-        progress = snapshot_progress(session, layout, datamart, tables)
+        guess = (target if first is None else first) - 1
+        progress, landed, history = side_by_side(lambda read: read(), [
+            (lambda: snapshot_progress(session, layout, datamart, tables, rows=rows),),
+            (lambda: landed_deltas(session, layout, datamart, since=guess),),
+            (lambda: changelog_history(session, layout, datamart, since=guess),)])
         low = None if None in progress.values() else min(progress.values())
-        if low is not None:
-            landed = landed_deltas(session, layout, datamart, since=low)
-            if low in landed:
-                return _SnapshotInputs(landed, changelog_history(session, layout, datamart, since=low), progress, low)
+        if low is not None and low < guess:
+            landed, history = side_by_side(lambda read: read(), [
+                (lambda: landed_deltas(session, layout, datamart, since=low),),
+                (lambda: changelog_history(session, layout, datamart, since=low),)])
+        if low is not None and low in landed:
+            return _SnapshotInputs(landed, history, progress, low, rows)
         return _SnapshotInputs(landed_deltas(session, layout, datamart),
-                               changelog_history(session, layout, datamart), progress)
+                               changelog_history(session, layout, datamart), progress, rows=rows)
     landed = landed_deltas(session, layout, datamart)
     history = changelog_history(session, layout, datamart)
     tables = list(data_tables(replay_changelog(history.get(target, []))))
-    return _SnapshotInputs(landed, history, snapshot_progress(session, layout, datamart, tables))
+    return _SnapshotInputs(landed, history, snapshot_progress(session, layout, datamart, tables, rows=rows),
+                           rows=rows)
 
 
 def _merged(before: _SnapshotInputs, changelog: Outcome | None, increment: Outcome | None,
@@ -290,19 +312,33 @@ def _merged(before: _SnapshotInputs, changelog: Outcome | None, increment: Outco
     if increment is not None:
         _, stats = increment.result
         landed.update({n: {s.table: s for s in table_stats} for n, table_stats in stats.items()})
-    return _SnapshotInputs(landed, history, before.progress, before.known_from)
+    return replace(before, landed=landed, history=history)
 
 
 def _apply_snapshot(session, layout: LakeLayout, datamart: str, target: int, inputs: _SnapshotInputs,
-                    key: dg.AssetKey, keep_history: bool = True, history_written=frozenset()):
+                    key: dg.AssetKey, keep_history: bool = True, history_written=frozenset(), *,
+                    key_check: KeyCheckPlan = KeyCheckPlan()):
     applied = apply_snapshots(session, layout, datamart, target, history=inputs.history, landed=inputs.landed,
                               progress=inputs.progress, known_from=inputs.known_from, keep_history=keep_history,
-                              history_written=history_written)
-    # The key check looks at the keys of every delta this run applied (several commits per table
-    # when a column change splits a range), not only those of the target's commit.
+                              history_written=history_written, rows=inputs.rows)
+    if key_check.deltas is None and not key_check.every_key:  # not due: the rows as the commits count them
+        return applied, _summary_rows(layout, datamart, target, inputs, applied), [
+            checks.key_check_not_due(key, applied, key_check.next_due)]
+    # A range of deltas may take several commits per table (a column change splits it): the check
+    # looks at the keys of every delta the plan names, not only those of the target's commit.
     counts, results = checks.snapshot_checks(session, layout, datamart, target, history=inputs.history, key=key,
-                                             deltas=sorted({a.delta_num for a in applied}))
+                                             deltas=key_check.deltas, every_key=key_check.every_key)
     return applied, counts, results
+
+
+def _summary_rows(layout: LakeLayout, datamart: str, target: int, inputs: _SnapshotInputs,
+                  applied: list) -> dict[str, int]:
+    """{table: rows} of the target's tables after the run, with no scan: a table the run
+    committed to, as its last commit's summary counts them; any other, as its summary did before
+    the run (`LIVE_ROWS_SQL` says when that is exact)."""
+    after = {a.table: a.live_rows for a in applied if a.live_rows is not None}
+    tables = data_tables(replay_changelog(inputs.history.get(target, [])))
+    return {t: after[t] if t in after else inputs.rows.get(layout.snapshot(datamart, t), 0) for t in sorted(tables)}
 
 
 def _signal_materialized(key: dg.AssetKey, outcome: Outcome) -> dg.MaterializeResult:

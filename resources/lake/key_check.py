@@ -18,6 +18,7 @@ the rows the scan read, deletes applied: exact, whatever delete files the table 
 from __future__ import annotations
 
 from collections.abc import Sequence
+import json
 from dataclasses import dataclass
 from functools import reduce
 
@@ -36,6 +37,48 @@ class KeyCheckInput:
     live: object | None = None  # Column: 1 for a row to count, 0 for one not to (default: every row counts)
 
 
+@dataclass(frozen=True)
+class KeyCheckPlan:
+    """What a delta run's key check looks at: the keys of `deltas`' increments, or `every_key`
+    of the tables; neither: no check in this run (its row counts come from commit summaries)."""
+
+    deltas: tuple[int, ...] | None = None
+    every_key: bool = False
+    next_due: int | None = None  # the delta whose run checks next (when this one does not)
+
+    @classmethod
+    def for_run(cls, run: Sequence[int], *, every: int, every_key: bool = False,
+                asked: bool = False) -> KeyCheckPlan:
+        """`every_key`: the run maintains its tables (every key checked then); `asked`: the
+        snapshot was asked for alone (an operator's run), which checks the run's deltas at least."""
+        deltas = key_check_deltas(run, every)
+        if deltas is None and asked:
+            deltas = list(run)
+        every = max(1, int(every))
+        return cls(None if every_key or deltas is None else tuple(deltas), every_key,
+                   -(-(max(run) + 1) // every) * every if run else None)
+
+
+def key_check_deltas(run: Sequence[int], every: int) -> list[int] | None:
+    """The deltas whose keys a run of deltas `run` (consecutive) checks, or None: a run that
+    crosses a multiple m*every of `every` checks every delta from (m-1)*every to its last
+    (m*every: the lowest such multiple; delta 0 counts as one). The runs that cross no multiple
+    check nothing: a MERGE whose source holds each key once (merge_upserts checks that in its
+    own job) onto a table whose keys are unique leaves them unique, so the check is a guard
+    against what no run should do, and one run in `every` pays its scan of the key columns.
+    The deltas checked reach back past the run's first, so every delta is covered by some
+    check, whatever the runs' ranges: a range that starts after a multiple, or a run that failed
+    before its check and lands again later (it checks again)."""
+    if not run:
+        return None
+    every = max(1, int(every))
+    first, last = min(run), max(run)
+    multiple = -(-first // every) * every  # the lowest multiple >= first
+    if multiple > last:
+        return None
+    return list(range(max(0, multiple - every), last + 1))
+
+
 def commit_deltas(spark, ident: str, n: int) -> list[int]:
     """The deltas that the commit of state table `ident` recording delta `n` applied: [n], or a
     fold's range. [n] when no commit records n (a delta that changed nothing in the table: its
@@ -50,20 +93,28 @@ def commit_deltas(spark, ident: str, n: int) -> list[int]:
     return _ranges_parse(row["deltas"]) if row is not None and row["deltas"] else [int(n)]
 
 
-def key_check(frames: Sequence[KeyCheckInput]) -> tuple[dict[str, int], dict[str, int]]:
+# At most this many of a table's duplicated keys are named in the check's result.
+NAMED_KEYS = 10
+
+
+def key_check(frames: Sequence[KeyCheckInput], *, named: dict[str, list[str]] | None = None,
+              ) -> tuple[dict[str, int], dict[str, int]]:
     """({table: rows}, {table: touched keys held by more than one row}, only tables with some),
-    for every table at once, in one Spark job."""
+    for every table at once, in one Spark job. `named`: filled with {table: up to `NAMED_KEYS`
+    of those keys, as `k=v, ...` text}, so that a failed check says which rows to look at."""
     counts = {f.name: 0 for f in frames}  # an empty table has no group below
     duplicated = {}
     for r in (key_check_frame(frames).collect() if frames else []):
         counts[r["t"]] = int(r["rows"] or 0)
         if r["dups"]:
             duplicated[r["t"]] = int(r["dups"])
+            if named is not None:
+                named[r["t"]] = [", ".join(f"{k}={v!r}" for k, v in json.loads(key).items()) for key in r["named"]]
     return counts, duplicated
 
 
 def key_check_frame(frames: Sequence[KeyCheckInput]):
-    """`key_check`'s job, as a DataFrame of (t, rows, dups): one row per table with rows."""
+    """`key_check`'s job, as a DataFrame of (t, rows, dups, named): one row per table with rows."""
     from pyspark.sql import functions as F
 
     per_table = []
@@ -80,10 +131,14 @@ def key_check_frame(frames: Sequence[KeyCheckInput]):
         group = F.when(hit, F.struct(*[F.col(f"`{k}`") for k in f.keys]))
         per_key = keyed.groupBy(group.alias("_deltaport_key")).agg(F.count(F.lit(1)).alias("n"),
                                                                     F.sum("_deltaport_live").alias("live"))
-        per_table.append(per_key.select(F.lit(f.name).alias("t"), "n", "live",
-                                        (F.col("_deltaport_key").isNotNull() & (F.col("n") > 1)).alias("dup")))
+        dup = F.col("_deltaport_key").isNotNull() & (F.col("n") > 1)
+        # A duplicated key as JSON text: the tables' key types differ, and only those few are built.
+        per_table.append(per_key.select(F.lit(f.name).alias("t"), "n", "live", dup.alias("dup"),
+                                        F.when(dup, F.to_json("_deltaport_key")).alias("key")))
     union = reduce(lambda a, b: a.unionByName(b), per_table)
-    return union.groupBy("t").agg(F.sum("live").alias("rows"), F.count(F.when(F.col("dup"), 1)).alias("dups"))
+    named = F.slice(F.collect_list("key"), 1, NAMED_KEYS)  # collect_list skips the NULLs
+    return union.groupBy("t").agg(F.sum("live").alias("rows"), F.count(F.when(F.col("dup"), 1)).alias("dups"),
+                                  named.alias("named"))
 
 
 def _touched_only(f: KeyCheckInput, rows):

@@ -19,7 +19,8 @@ from resources.lake.prostore_history import (all_closed, mark_history_start, sna
                                              stamped, version_fields, write_closed_versions, write_history)
 from resources.lake.side_by_side import side_by_side
 from resources.spark.iceberg import ensure_table, table_exists, without_session_properties
-from resources.spark.iceberg_reads import InsideFold, record_unchanged, writer_progress
+from resources.spark.iceberg import DeltaCommit
+from resources.spark.iceberg_reads import InsideFold, live_rows, record_unchanged, writer_progress
 from resources.spark.iceberg_merge import checkpoint_checked, latest_per_key, merge_upserts
 
 
@@ -29,22 +30,26 @@ class Applied:
     table: str
     upserts: int
     deletes: int
+    live_rows: int | None = None  # the table's rows after the step's commit, as its summary counts them
 
 
-def snapshot_progress(spark, layout: LakeLayout, datamart: str, tables: Sequence[str]) -> dict[str, int | None]:
+def snapshot_progress(spark, layout: LakeLayout, datamart: str, tables: Sequence[str], *,
+                      rows: dict[str, int] | None = None) -> dict[str, int | None]:
     """{snapshot ident: its last applied delta, or None} of every named table, a missing table
     as None; one query (`last_applied_deltas`, missing tags repaired), as `apply_snapshots`
     asks it for its target's tables. A table big enough turns generated code on for the
-    session (`codegen.generate_code_for`): the apply and the checks that follow read it whole."""
+    session (`codegen.generate_code_for`): the apply and the checks that follow read it whole.
+    `rows`: filled with {ident: live rows}, as the current commit's summary counts them."""
     idents = [layout.snapshot(datamart, t) for t in tables]
-    return dict.fromkeys(idents) | writer_progress(spark, idents)
+    return dict.fromkeys(idents) | writer_progress(spark, idents, sizes=rows)
 
 
 def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, history=None, *,
                     landed: Mapping[int, Mapping[str, TableStats]] | None = None,
                     progress: Mapping[str, int | None] | None = None,
                     known_from: int | None = None, keep_history: bool = True,
-                    history_written: Collection[tuple[str, int]] = ()) -> list[Applied]:
+                    history_written: Collection[tuple[str, int]] = (),
+                    rows: Mapping[str, int] | None = None) -> list[Applied]:
     """Bring every snapshot table of the datamart to delta `target`, delta by delta, in order.
 
     Each table starts after its own last applied delta (from its commit summaries), so a crash
@@ -63,6 +68,8 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
     the versions each delta closes to the history tables first (`resources/lake/prostore_history.py`);
     `history_written`: (table, delta) whose history the caller has written already, from the
     table as it is now (platform_assets/prostore/early_history.py), for a plain one-delta step.
+    `rows`: {ident: live rows} of the tables as `snapshot_progress` read them (the MERGEs weigh
+    their key filter with them instead of asking).
     """
     landed = landed_deltas(spark, layout, datamart) if landed is None else landed
     history = changelog_history(spark, layout, datamart) if history is None else history
@@ -110,15 +117,18 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
 
     def step_done(step, commit_id: str) -> list[Applied]:
         deltas, entity = [n for n, *_ in step], step[-1][1]
+        size = (rows or {}).get(layout.snapshot(datamart, entity.name))
         if len(step) > 1:
-            _apply_fold(spark, layout, datamart, deltas, [e for _, e, _, _ in step], prepared[entity.name],
-                        commit_id, keep_history, sum(stats.rows for _, _, stats, _ in step))
+            commit = _apply_fold(spark, layout, datamart, deltas, [e for _, e, _, _ in step], prepared[entity.name],
+                                 commit_id, keep_history, sum(stats.rows for _, _, stats, _ in step), size)
         else:
             n, entity, stats, transition = step[0]
-            _apply_delta(spark, layout, datamart, n, entity, stats, transition, prepared.get(entity.name),
-                         commit_id, keep_history, history_written=(entity.name, n) in history_written)
+            commit = _apply_delta(spark, layout, datamart, n, entity, stats, transition, prepared.get(entity.name),
+                                  commit_id, keep_history, history_written=(entity.name, n) in history_written,
+                                  target_size=size)
         failpoint("snapshot.table_done")
-        return [Applied(n, e.name, stats.upserts, stats.deletes) for n, e, stats, _ in step]
+        after = live_rows(commit.summary) if commit is not None else None
+        return [Applied(n, e.name, stats.upserts, stats.deletes, after) for n, e, stats, _ in step]
 
     # The steps that start at the same delta (one per table) go side by side, sharing a commit
     # id (one commit per table), so that their MERGEs share the session's commit properties;
@@ -192,7 +202,8 @@ def _prepare_ranges(spark, layout: LakeLayout, datamart: str, plan) -> dict[str,
 
 
 def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int], entities: Sequence[EntitySchema],
-                prepared, commit_id: str | None = None, keep_history: bool = True, rows: int | None = None) -> None:
+                prepared, commit_id: str | None = None, keep_history: bool = True,
+                rows: int | None = None, target_size: int | None = None) -> DeltaCommit:
     """One commit taking one snapshot table from its state before `deltas` (consecutive, no
     column change among them) to the state after the last: the MERGE of each key's last change
     in them (`prepared`: the table's checked changes of the range). The commit records the
@@ -217,8 +228,8 @@ def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int],
         write_closed_versions(spark, layout, datamart, entities[-1].name, table, schema, changes, keys, deltas,
                               rows=rows)
     last = latest_per_key(changes, keys, order_column="delta_num").drop("delta_num", "delta_date")
-    merge_upserts(spark, ident, last, keys, delta_num=deltas[-1], checked=True, folded=deltas, commit_id=commit_id,
-                  rows=rows)
+    return merge_upserts(spark, ident, last, keys, delta_num=deltas[-1], checked=True, folded=deltas,
+                         commit_id=commit_id, rows=rows, target_size=target_size)
 
 
 def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: int,
@@ -247,8 +258,10 @@ def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_n
 
 def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: EntitySchema, stats: TableStats,
                  transition: ColumnTransition | None, prepared=None, commit_id: str | None = None,
-                 keep_history: bool = True, history_written: bool = False) -> None:
-    """One commit taking one snapshot table from its state after the previous delta to delta n.
+                 keep_history: bool = True, history_written: bool = False,
+                 target_size: int | None = None) -> DeltaCommit | None:
+    """One commit taking one snapshot table from its state after the previous delta to delta n
+    (returned; None when the delta left the table as it was: a tag records it).
 
     `transition`: how the table's columns changed since the delta last applied (None: not
     known, nothing to carry over). `prepared`: the table's checked changes of a range
@@ -281,7 +294,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         # Nothing changed: the tag alone records delta n, cheaply. The table was refreshed when
         # this run read its progress (`snapshot_progress`), and the run holds the datamart.
         record_unchanged(spark, ident, schema, n, new=not existed, refresh=False)
-        return
+        return None
     keys = list(entity.primary_key)
     if prepared is not None and _plain(transition):
         changes = prepared.where(F.col("delta_num") == n)
@@ -297,9 +310,9 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
             write_closed_versions(spark, layout, datamart, entity.name, table, schema, changes, keys, [n],
                                   rows=stats.rows)
         # the MERGE checks the keys in its own job, or they were checked with the range
-        merge_upserts(spark, ident, changes.drop("delta_num", "delta_date"), keys, delta_num=n,
-                      checked=prepared is not None and _plain(transition), commit_id=commit_id, rows=stats.rows)
-        return
+        return merge_upserts(spark, ident, changes.drop("delta_num", "delta_date"), keys, delta_num=n,
+                             checked=prepared is not None and _plain(transition), commit_id=commit_id,
+                             rows=stats.rows, target_size=target_size)
     # The rows the delta does not write come from the table itself: materialized (and checked)
     # before the MERGE rewrites that table.
     untouched = table.join(changes.select(*[_c(k) for k in keys]), on=keys, how="left_anti")
@@ -324,8 +337,8 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         write_closed_versions(spark, layout, datamart, entity.name, table, schema, written, keys, [n])
     if changes.isEmpty():  # a rename in an empty table, with no change in the delta
         record_unchanged(spark, ident, schema, n)
-        return
-    merge_upserts(spark, ident, changes, keys, delta_num=n, checked=True, commit_id=commit_id)
+        return None
+    return merge_upserts(spark, ident, changes, keys, delta_num=n, checked=True, commit_id=commit_id)
 
 
 def _delta_date(spark, layout: LakeLayout, datamart: str, n: int):

@@ -46,6 +46,7 @@ def merge_upserts(
     folded: Sequence[int] = (),
     commit_id: str | None = None,
     rows: int | None = None,
+    target_size: int | None = None,
 ) -> DeltaCommit:
     """Apply one delta's changes to the state table `ident` in ONE commit (MERGE INTO) that
     records delta `delta_num`, then tag it ``delta_<N>``.
@@ -66,7 +67,8 @@ def merge_upserts(
     commit records (default: a new one); MERGEs of one delta into several tables share one, and
     with it the session's commit properties, so they can run side by side. `rows`: how many
     changes there are, when the caller knows (the key filter's choice then needs no keys' job
-    on a target too small for it: `merge_keys.target_key_filter`).
+    on a target too small for it: `merge_keys.target_key_filter`). `target_size`: the target's
+    live rows, when the caller has read them already (else a query of its own asks).
     """
     quoted = _quote(ident)
     target = [f.name for f in _table_schema(spark, ident).fields]
@@ -101,7 +103,8 @@ def merge_upserts(
         # The target's rows of other keys dropped as they are scanned, not shuffled, where the
         # target is big enough for that to pay (merge_keys.py).
         narrowed = target_key_filter(changes_df.select(*[source[k.lower()] for k in keys]).toDF(*keys), keys,
-                                     target_size=target_rows(spark, ident), changes_rows=rows)
+                                     target_size=target_rows(spark, ident) if target_size is None else target_size,
+                                     changes_rows=rows)
         if narrowed:
             on = f"{on} AND {narrowed}"
         assign = ", ".join(f"t.{_col(c)} = s.{_col(source[c.lower()])}" for c in target)

@@ -61,9 +61,9 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *, repair_ta
     ``delta_<N>`` tag (the process died between the two) is tagged now, so reading as of N
     stays exact; it costs nothing when every tag is there.
 
-    `sizes`: filled with {ident: live rows} as each table's newest delta commit counts them
-    (rows written minus rows deleted: an estimate, e.g. for `codegen.generate_code_for`), from
-    the same query."""
+    `sizes`: filled with {ident: live rows} as the summary of each table's current snapshot
+    counts them (`LIVE_ROWS_SQL`), or its newest delta commit's when the current one is neither
+    a delta's nor a compaction's; from the same query."""
     existing = [i for i in dict.fromkeys(idents) if _refreshed(spark, i)]
     if not existing:
         return {}
@@ -77,18 +77,23 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *, repair_ta
             .selectExpr(f"{name} AS ident", "type AS kind", "snapshot_id",
                         "CASE WHEN type = 'TAG' THEN CAST(substring(name, 7) AS BIGINT) END AS delta",
                         "CAST(NULL AS BIGINT) AS live_rows"),
-            metadata_table(spark, ident, "snapshots").where(f"summary[{delta}] IS NOT NULL")
+            metadata_table(spark, ident, "snapshots").where(f"summary[{delta}] IS NOT NULL OR operation = 'replace'")
             .selectExpr(f"{name} AS ident", "'COMMIT' AS kind", "snapshot_id",
                         f"CAST(summary[{delta}] AS BIGINT) AS delta", f"{LIVE_ROWS_SQL} AS live_rows")]
     rows = reduce(lambda x, y: x.unionAll(y), parts).collect()
     current = {r["ident"]: r["snapshot_id"] for r in rows if r["kind"] == "BRANCH"}
     if sizes is not None:
-        newest_commit = {}
+        newest_commit, now = {}, {}
         for r in rows:
-            if r["kind"] == "COMMIT" and r["delta"] is not None and r["live_rows"] is not None:
-                if r["delta"] >= newest_commit.get(r["ident"], (-1, 0))[0]:
+            if r["kind"] == "COMMIT" and r["live_rows"] is not None:
+                if r["snapshot_id"] == current.get(r["ident"]):
+                    now[r["ident"]] = r["live_rows"]
+                if r["delta"] is not None and r["delta"] >= newest_commit.get(r["ident"], (-1, 0))[0]:
                     newest_commit[r["ident"]] = (r["delta"], r["live_rows"])
-        sizes.update({ident: max(0, int(n)) for ident, (_, n) in newest_commit.items()})
+        # The current snapshot's count; else (it is neither a delta's commit nor a compaction's)
+        # the newest delta commit's.
+        sizes.update({ident: max(0, int(now.get(ident, n))) for ident, (_, n) in newest_commit.items()})
+        sizes.update({ident: max(0, int(n)) for ident, n in now.items()})
     # A delta's tag is written right after its commit and deltas apply in order, so the newest
     # tag is the last applied delta even when maintenance committed since and expired the
     # commits in between (the current snapshot's ancestry then no longer reaches the delta).
@@ -123,22 +128,39 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *, repair_ta
     return out
 
 
-def writer_progress(spark: SparkSession, idents: Sequence[str]) -> dict[str, int | None]:
+def writer_progress(spark: SparkSession, idents: Sequence[str], *,
+                    sizes: dict[str, int] | None = None) -> dict[str, int | None]:
     """`last_applied_deltas` as a writer asks it before it applies deltas (missing tags
     repaired); a table big enough turns generated code on for the session
-    (`codegen.generate_code_for`): the apply and the checks that follow read it whole."""
+    (`codegen.generate_code_for`): the apply and the checks that follow read it whole.
+    `sizes`: filled as `last_applied_deltas` fills it."""
     from resources.spark.codegen import generate_code_for
 
-    sizes: dict[str, int] = {}
+    sizes = {} if sizes is None else sizes
     progress = last_applied_deltas(spark, idents, repair_tags=True, sizes=sizes)
     generate_code_for(spark, max(sizes.values(), default=0))
     return progress
 
 
-# A commit's live rows as its summary counts them: written minus deleted.
+# A commit's live rows as its summary counts them: written minus deleted. Exact for deltaport's
+# state tables, whose writers delete rows by position only, each live row at most once, while no
+# position delete outlives its data file: maintenance drops those left by a compaction in the
+# same pass (`rewrite_position_delete_files`), so only a pass killed between its two commits
+# leaves the count low until the next pass. The key check counts by a scan, and says so.
 LIVE_ROWS_SQL = ("CAST(summary['total-records'] AS BIGINT)"
                  " - coalesce(CAST(summary['total-position-deletes'] AS BIGINT), 0)"
                  " - coalesce(CAST(summary['total-equality-deletes'] AS BIGINT), 0)")
+
+
+def live_rows(summary: Mapping[str, str]) -> int | None:
+    """`LIVE_ROWS_SQL` of a commit summary already at hand (None: the summary has no totals)."""
+    if "total-records" not in summary:
+        return None
+
+    def total(name: str) -> int:
+        return int(summary.get(name) or 0)
+
+    return max(0, total("total-records") - total("total-position-deletes") - total("total-equality-deletes"))
 
 
 def _refreshed(spark: SparkSession, ident: str) -> bool:

@@ -67,10 +67,11 @@ def target_key_filter(changes, key_columns: Sequence[str], *, alias: str = "t", 
                       changes_rows: int | None = None, null_safe: bool = False) -> str | None:
     """SQL text restricting the MERGE target `alias` to the keys of `changes`, or None (more than
     `limit` keys, none, a key of a type not in `_AS_TEXT` or binary, or a target under
-    `min_rows_per_key` rows per key). `target_size`: `target_rows` of the target (None: its size
-    is not weighed), collected in the keys' job, or first and alone when `changes_rows` (how many
-    changes there are) is given: a target under `min_rows_per_key` rows per change then gets None
-    without the keys being read. `null_safe`: the MERGE matches keys with `<=>` (a change
+    `min_rows_per_key` rows per key). `target_size`: the target's live rows when the caller knows
+    them (an int: no job asks), or `target_rows` of the target, collected in the keys' job, or
+    first and alone when `changes_rows` (how many changes there are) is given; None: its size is
+    not weighed. A target under `min_rows_per_key` rows per change (when `changes_rows` is given)
+    gets None without the keys being read. `null_safe`: the MERGE matches keys with `<=>` (a change
     stream's), so a NULL key matches a NULL key; an IN list cannot say that, so a change with a
     NULL in its key means no filter.
     Integers travel as typed literals, binary as hex (`X'..'`: any bytes, UTF-8 or not), other
@@ -79,7 +80,12 @@ def target_key_filter(changes, key_columns: Sequence[str], *, alias: str = "t", 
     from pyspark.sql import functions as F
 
     keys = list(key_columns)
-    if target_size is not None and changes_rows is not None:
+    known = target_size if isinstance(target_size, int) else None  # weighed with no job
+    if known is not None:
+        target_size = None
+        if changes_rows is not None and known < min_rows_per_key * max(1, changes_rows):
+            return None
+    elif target_size is not None and changes_rows is not None:
         size = next((r["rows"] for r in target_size.collect()), None) or 0
         if size < min_rows_per_key * max(1, changes_rows):
             return None
@@ -99,8 +105,9 @@ def target_key_filter(changes, key_columns: Sequence[str], *, alias: str = "t", 
                                                        for i in range(len(keys))], F.col("rows").alias("_rows")))
     got = found.collect()
     rows = [r for r in got if r["_rows"] is None]
-    size = next((r["_rows"] for r in got if r["_rows"] is not None), 0)
-    if not rows or len(rows) > limit or (target_size is not None and size < min_rows_per_key * len(rows)):
+    size = known if known is not None else next((r["_rows"] for r in got if r["_rows"] is not None), 0)
+    if not rows or len(rows) > limit or ((target_size is not None or known is not None)
+                                         and size < min_rows_per_key * len(rows)):
         return None
     if any(v is None for r in rows for v in r[:len(keys)]):  # a NULL key (null_safe): IN cannot match it
         return None

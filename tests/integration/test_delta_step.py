@@ -50,19 +50,18 @@ def ticks(defs, instance, sensor_name: str, count: int) -> None:
         cursor = result.cursor
 
 
-@pytest.fixture(scope="module")
-def platform(kafka_bootstrap, spark_remote, tmp_path_factory):
-    """Four closed deltas of one datamart in Kafka, indexed; a platform and an instance."""
-    sc = build_scenario(EmulatorConfig(seed=23, deltas=4, datamarts=(DM,), cancel_rate=0.0, ddl_at_delta=None))
-    topics = {SIGNAL: f"step.signal.{os.getpid()}", BACKUP: f"step.backup.{os.getpid()}"}
+def four_deltas_platform(kafka_bootstrap, work, *, seed: int, name: str, lake: dict | None = None):
+    """Four closed deltas of one datamart in Kafka (topics named after `name`), indexed; yields
+    (scenario, definitions, instance, layout, Spark session). `lake`: settings over the defaults."""
+    sc = build_scenario(EmulatorConfig(seed=seed, deltas=4, datamarts=(DM,), cancel_rate=0.0, ddl_at_delta=None))
+    topics = {SIGNAL: f"{name}.signal.{os.getpid()}", BACKUP: f"{name}.backup.{os.getpid()}"}
     create_topic(kafka_bootstrap, topics[SIGNAL])
     create_topic(kafka_bootstrap, topics[BACKUP])
     publish(sc.messages, kafka_bootstrap, topics)
-    work = tmp_path_factory.mktemp("delta-step")
     cfg = parse_config({
         "datamarts": [{"name": DM, "signal_topic": topics[SIGNAL], "backup_topic": topics[BACKUP]}],
         "kafka": {"bootstrap_servers": kafka_bootstrap},
-        "lake": {"catalog": "steplake", "warehouse": str(work / "lake")},
+        "lake": {"catalog": f"{name}lake", "warehouse": str(work / "lake"), **(lake or {})},
         "state_dir": str(work / "state"),
     })
     defs = build_definitions(cfg)
@@ -70,6 +69,11 @@ def platform(kafka_bootstrap, spark_remote, tmp_path_factory):
         ticks(defs, instance, f"{DM}_delta_close_sensor", 6)  # indexes the topics, adds the deltas
         assert len(instance.get_dynamic_partitions(f"{DM}_deltas")) == 4
         yield sc, defs, instance, LakeLayout(cfg.lake.catalog), defs.resources["spark"].get_session()
+
+
+@pytest.fixture(scope="module")
+def platform(kafka_bootstrap, spark_remote, tmp_path_factory):
+    yield from four_deltas_platform(kafka_bootstrap, tmp_path_factory.mktemp("delta-step"), seed=23, name="step")
 
 
 def run(defs, instance, n: int, assets: set[str] = ALL):

@@ -104,6 +104,11 @@ def test_told_how_many_changes_it_reads_no_keys_for_a_target_too_small(spark, la
     readable = spark.createDataFrame([("eu", 1, "b", 0), ("eu", 2, "c", 0)], CHANGE)
     text = target_key_filter(readable, ["region", "id"], target_size=target_rows(spark, ident), changes_rows=2)
     assert text is not None and "('eu', 1L)" in text and "('eu', 2L)" in text, text
+    # A size the caller has read already weighs the same, with no query of its own.
+    assert target_key_filter(unreadable, ["region", "id"], target_size=1000, changes_rows=6) is None
+    assert target_key_filter(readable, ["region", "id"], target_size=1000, changes_rows=2) == text
+    assert target_key_filter(readable, ["region", "id"], target_size=300) is None  # 150 rows per key
+    assert target_key_filter(readable, ["region", "id"], target_size=1000) == text
 
 
 def test_binary_and_string_keys_travel_as_hex_and_any_bytes_round_trip(spark, lake_ns):
