@@ -180,7 +180,10 @@ def test_maintenance_compacts_expires_and_removes_the_orphans_by_prefix_listing(
     assert any(d == "compacted" for d in what) and any(d.startswith("expired") for d in what), what
     removed = sum(int(d.split()[0]) for d in what if d.endswith("orphan files removed"))
     assert orphans() == [] and removed >= len(left), (removed, left)
-    assert len(list_keys(s3_store, bucket)) < keys_before
+    keys_after = len(list_keys(s3_store, bucket))
+    assert keys_after < keys_before
+    print(f"\norphans in the bucket before maintenance {len(left)} ({sum(k.endswith('.parquet') for k in left)} data "
+          f"files), removed {removed}, after 0; objects {keys_before} -> {keys_after}")
     for table, rows in final_truth(QLIK, story).items():
         if rows:
             assert same_rows(cdc_rows_as_of(spark, layout, SOURCE, table, landed[-1]), rows), f"{table} after maintenance"
