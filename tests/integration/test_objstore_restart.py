@@ -41,7 +41,7 @@ from tests.support.objstore import list_keys, rest_lake
 pytestmark = pytest.mark.integration
 
 DM = "marketing"
-DELTAS = 3
+DELTAS = 2  # the kill falls in the second (last) run
 DOWN_SECONDS = 2.0  # long enough that requests meet a closed port, short of the clients' retry budget
 KILL_AFTER_SECONDS = 3.0  # into the second delta's run: its writes are under way
 
