@@ -11,6 +11,9 @@ sensors on: the UI at http://127.0.0.1:3000 shows the deltas landing. Ctrl-C sto
 per source, delta and table the lake's row count beside the emulator's truth, exit 0 when every
 emulated Prostore delta has landed and every landed delta equals the truth.
 
+`--lake s3`: the lake on object storage behind a REST catalog (moto's S3 server and Iceberg's
+REST catalog server on loopback, `platform_assets/cli/demo_lake.py`), stopped with the demo.
+
 Everything lives in .deltaport/demo (config, lake, delta index, Dagster instance), wiped at
 each start: a new broker means new topics, and an index of old topics must not be reused.
 Spark is one Spark Connect server shared by every run: $SPARK_REMOTE, else the embedded one
@@ -31,6 +34,7 @@ from pathlib import Path
 import yaml
 
 from platform_assets.cli.common import state_dir
+from platform_assets.cli.demo_lake import LAKES, demo_lake
 from platform_assets.cli.demo_streams import DemoStream, compare, demo_streams
 from platform_assets.cli.spark_cmd import engine_for_demo
 from resources.emulator.outgoing import BACKUP, SIGNAL
@@ -53,10 +57,12 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--pace", type=float, default=10.0, help="seconds between two DELTA_CLOSEs (UI mode)")
     p.add_argument("--port", type=int, default=3000)
+    p.add_argument("--lake", choices=LAKES, default="local",
+                   help="local: a Hadoop catalog in the demo folder; s3: S3 + a REST catalog, on loopback")
     p.set_defaults(run=run)
 
 
-def _workspace(bootstrap: str, streams: list[DemoStream], idle_seconds: float) -> dict[str, Path]:
+def _workspace(bootstrap: str, streams: list[DemoStream], idle_seconds: float, lake: dict) -> dict[str, Path]:
     root = (state_dir() / "demo").resolve()
     # An embedded server a `deltaport read --config` of the last demo started in its folder goes
     # with the folder (else it would run on with its state file deleted).
@@ -79,7 +85,7 @@ def _workspace(bootstrap: str, streams: list[DemoStream], idle_seconds: float) -
         # --config` of this file after the demo (whose server may be stopped by then) starts the
         # embedded one of this folder instead of calling a server that is gone.
         "kafka": {"bootstrap_servers": bootstrap},
-        "lake": {"catalog": "lake", "type": "hadoop", "warehouse": "lake"},
+        "lake": lake,
         "sensor": {"interval_seconds": 5, "max_messages_per_tick": 5000},
         "state_dir": "state",
         # A user asset downstream of marketing's snapshots: lineage topic -> delta -> snapshot -> mart.
@@ -93,11 +99,11 @@ def _workspace(bootstrap: str, streams: list[DemoStream], idle_seconds: float) -
 def run(args) -> int:
     started = time.monotonic()
     print("starting the embedded Kafka broker ...", flush=True)
-    with kafka_bootstrap() as bootstrap, engine_for_demo() as spark_remote:
+    with kafka_bootstrap() as bootstrap, engine_for_demo() as spark_remote, demo_lake(args.lake) as lake:
         print(f"broker at {bootstrap} ({time.monotonic() - started:.1f} s)", flush=True)
         streams = demo_streams(args.seed, args.deltas)
         # --once: a quiet stream's last changes are sealed at once; with the UI after 10 s of quiet.
-        paths = _workspace(bootstrap, streams, 0 if args.once else 10)
+        paths = _workspace(bootstrap, streams, 0 if args.once else 10, lake)
         os.environ["SPARK_REMOTE"] = spark_remote  # this process's runs and dagster dev's
         os.environ["DELTAPORT_CONFIG"] = str(paths["config"])
         os.environ["DAGSTER_HOME"] = str(paths["dagster_home"])

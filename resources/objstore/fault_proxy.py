@@ -19,6 +19,11 @@ What this module guarantees:
 * `counts` holds requests per operation as they reached the proxy, `faults` the injected ones
   per kind, `requests` every request in order; `retries()` pairs each fault with the client's
   next attempt at the same request.
+* `refuse(suffix)` answers *every* PUT of a key ending in `suffix` with ``500 InternalError``,
+  armed or not, until `refuse(None)`; `refused` counts them. With ``.metadata.json`` in front of
+  a REST catalog server, each commit fails after its writer uploaded its data files and manifests:
+  the server answers 500, so the writer cannot know whether it committed and leaves its files,
+  as a writer killed there does (orphans for maintenance to find).
 
 Nothing here imports Dagster or an S3 client.
 """
@@ -39,6 +44,8 @@ __all__ = ["FAULT_KINDS", "FaultProxy", "operation"]
 FAULT_KINDS = ("503", "reset", "reset_after", "delay")
 SLOW_DOWN = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
              b"<Message>Please reduce your request rate.</Message></Error>")
+INTERNAL_ERROR = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InternalError</Code>'
+                  b"<Message>We encountered an internal error. Please try again.</Message></Error>")
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "expect", "proxy-connection", "te", "upgrade"}
 
 
@@ -77,10 +84,13 @@ class FaultProxy:
         self.upstream = (target.hostname, target.port)
         self.every, self.kinds, self.max_faults = every, tuple(kinds), max_faults
         self.delay_seconds, self.timeout = delay_seconds, timeout
-        self.slow_down_body = SLOW_DOWN
+        self.error_bodies = {"503": SLOW_DOWN, "refused": INTERNAL_ERROR}
+        self.statuses = {"503": (503, "Slow Down"), "refused": (500, "Internal Server Error")}
         self.counts: Counter[str] = Counter()
         self.faults: Counter[str] = Counter()
         self.requests: list[tuple[float, str, str, str | None]] = []  # (when, operation, target, fault)
+        self.refused = 0
+        self._refuse: str | None = None
         self._armed = False
         self._seen = 0  # requests since arm()
         self._lock = threading.Lock()
@@ -100,10 +110,18 @@ class FaultProxy:
         with self._lock:
             self._armed = False
 
+    def refuse(self, suffix: str | None) -> None:
+        with self._lock:
+            self._refuse = suffix
+
     def _plan(self, op: str, target: str) -> str | None:
         with self._lock:
             self.counts[op] += 1
             kind = None
+            if self._refuse and op == "PUT" and urlsplit(target).path.endswith(self._refuse):
+                self.refused += 1
+                self.requests.append((time.monotonic(), op, target, "refused"))
+                return "refused"
             if self._armed:
                 i, self._seen = self._seen, self._seen + 1
                 if i % self.every == self.every - 1 and sum(self.faults.values()) < self.max_faults:
@@ -156,9 +174,9 @@ class FaultProxy:
             def _relay(self) -> None:
                 body = self._body()
                 fault = proxy._plan(operation(self.command, self.path), self.path)
-                if fault == "503":
-                    body = b"" if self.command == "HEAD" else proxy.slow_down_body
-                    self.send_response(503, "Slow Down")
+                if fault in ("503", "refused"):
+                    body = b"" if self.command == "HEAD" else proxy.error_bodies[fault]
+                    self.send_response(*proxy.statuses[fault])
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()

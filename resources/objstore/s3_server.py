@@ -37,6 +37,8 @@ class S3Server(LoopbackProcess):
     """moto's S3 server on 127.0.0.1 (a free port, kept across restarts)."""
 
     name = "s3-server"
+    # What an S3FileIO of this store (Spark's, the REST catalog server's) needs besides the usual.
+    client_properties: dict[str, str] = {}
 
     def prepare(self) -> None:
         if importlib.util.find_spec("moto") is None:

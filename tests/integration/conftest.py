@@ -122,7 +122,8 @@ def rest_catalog(s3_store, s3_endpoint: str, tmp_path_factory: pytest.TempPathFa
     folder = tmp_path_factory.mktemp("rest")
     bucket = s3_store.make_bucket(f"lake-{uuid.uuid4().hex[:12]}")
     server = RestCatalogServer(folder, warehouse=f"{bucket}/warehouse",
-                               properties=s3_properties(s3_endpoint, os.environ[SECRET_ENV])).start()
+                               properties={**s3_properties(s3_endpoint, os.environ[SECRET_ENV]),
+                                           **s3_store.client_properties}).start()
     try:
         yield server
     finally:

@@ -33,10 +33,11 @@ def s3_properties(endpoint: str, secret: str) -> dict[str, str]:
             "s3.secret-access-key": secret, "client.region": REGION}
 
 
-def rest_lake(catalog: RestCatalogServer, endpoint: str, name: str) -> dict:
-    """The `lake:` block of a deltaport.yaml on `catalog` and the store at `endpoint`, the secret
-    as {env: NAME}."""
+def rest_lake(catalog: RestCatalogServer, endpoint: str, name: str, store: S3Server | None = None) -> dict:
+    """The `lake:` block of a deltaport.yaml on `catalog` and the store at `endpoint` (with what
+    `store`'s clients need), the secret as {env: NAME}."""
     props: dict = {k: v for k, v in s3_properties(endpoint, "").items() if k != "s3.secret-access-key"}
+    props.update(store.client_properties if store is not None else {})
     props.update({"io-impl": S3_FILE_IO, "s3.secret-access-key": {"env": SECRET_ENV},
                   "credential": {"env": CREDENTIAL_ENV}, "oauth2-server-uri": f"{catalog.uri}/v1/oauth/tokens"})
     return {"catalog": name, "type": "rest", "uri": catalog.uri, "warehouse": catalog.warehouse,
@@ -59,3 +60,22 @@ def list_keys(store: S3Server, bucket: str, prefix: str = "") -> list[str]:
     for page in s3_client(store).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         keys += [o["Key"] for o in page.get("Contents", [])]
     return keys
+
+
+def unreferenced_keys(spark, catalog: str, namespaces: list[str], keys: list[str], bucket: str) -> list[str]:
+    """The keys under the tables of `namespaces` that no metadata of theirs references (every
+    snapshot's data and delete files, manifests, manifest lists, and the metadata files in the
+    log): what a crashed writer left, what orphan removal is for."""
+    referenced, prefixes = set(), []
+    for ns in namespaces:
+        for (table,) in [(r.tableName,) for r in spark.sql(f"SHOW TABLES IN {catalog}.{ns}").collect()]:
+            ident = f"{catalog}.{ns}.{table}"
+            location = next(r["data_type"] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {ident}").collect()
+                            if r["col_name"] == "Location")
+            prefixes.append(location.removeprefix(f"s3://{bucket}/").rstrip("/") + "/")
+            for query in (f"SELECT file_path AS p FROM {ident}.all_files",
+                          f"SELECT path AS p FROM {ident}.all_manifests",
+                          f"SELECT manifest_list AS p FROM {ident}.snapshots",
+                          f"SELECT file AS p FROM {ident}.metadata_log_entries"):
+                referenced |= {r["p"].removeprefix(f"s3://{bucket}/") for r in spark.sql(query).collect()}
+    return sorted(k for k in keys if k.startswith(tuple(prefixes)) and k not in referenced)

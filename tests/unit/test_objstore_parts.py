@@ -69,6 +69,17 @@ def test_a_fault_is_paired_with_the_clients_next_attempt_at_the_same_request():
     assert [(kind, op, target) for kind, op, target, _ in proxy.retries()] == [("503", "PUT", "/b/x")]
 
 
+def test_refused_puts_are_those_of_the_suffix_armed_or_not_until_lifted():
+    proxy = FaultProxy("http://127.0.0.1:9", every=2)
+    proxy.refuse(".metadata.json")
+    assert proxy._plan("PUT", "/b/wh/t/metadata/00001-x.metadata.json?x-id=PutObject") == "refused"
+    assert proxy._plan("GET", "/b/wh/t/metadata/00001-x.metadata.json") is None  # reads go through
+    assert proxy._plan("PUT", "/b/wh/t/data/f.parquet") is None
+    proxy.refuse(None)
+    assert proxy._plan("PUT", "/b/wh/t/metadata/00002-y.metadata.json") is None
+    assert proxy.refused == 1 and not proxy.faults
+
+
 @pytest.mark.parametrize("pom", ["resources/objstore/pom.xml", "resources/spark/aws-pom.xml",
                                  "resources/spark/pom.xml"])
 def test_every_pom_names_the_iceberg_version_of_the_spark_runtime(pom):
