@@ -14,7 +14,11 @@ the deltas up to `landed_through - window`:
    once the first passes are done, and the partitions a re-run put back are swept too);
 2. deletes the finished runs of the source whose deltas are all retired, with their events (the
    materializations, check evaluations' events and logs): `delete_run`, or on a SQLite instance
-   the runs' index rows, then each run's record and its own event file (`_delete_runs`).
+   the runs' index rows, then each run's record and its own event file (`_delete_runs`). The
+   source's runs are those its delta job tags (`deltaport/datamart`: the sensor's, `sync`'s,
+   `rerun`'s, a UI launch of the job) and the runs of the UI's asset backfills of its assets
+   (no deltaport tag: found by the backfill's id, kept to runs whose asset selection holds one
+   of the source's assets; their deltas come from Dagster's partition or range tags);
    `wipe_asset_partitions` would have been the direct tool, but Dagster 1.13's SQL event log
    storages (SQLite, PostgreSQL) raise NotImplementedError for it;
 3. moves the `retired_through` mark.
@@ -23,8 +27,9 @@ Guarantees:
 - Runs inside the source's own delta run, after its snapshot landed and its tables were
   maintained: the run holds the source (one run at a time), so no delta run races it. A run that
   only re-runs old deltas (its last delta below `landed_through`) does not retire.
-- Bounded: at most `MAX_PER_PASS` partitions deleted and runs looked at per pass, so the first
-  pass on an old deployment does not stall a delta; the next runs go on where it stopped.
+- Bounded: at most `MAX_PER_PASS` partitions deleted, and runs looked at (of the delta job, and
+  of the UI backfills), per pass, so the first pass on an old deployment does not stall a delta;
+  the next runs go on where it stopped.
   Batched: a pass starts once `every` deltas are retirable (maintenance's `every_deltas`).
 - Crash-safe and idempotent: each step deletes what is still there; a kill between (or inside)
   steps leaves some of them done, and the next pass does the rest (the mark moves last). Nothing
@@ -39,6 +44,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import dagster as dg
+# Not exported at the top level in Dagster 1.13; the instance's `get_backfills` takes them.
+from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
 
 from platform_assets.prostore.partitions import delta_partitions, partition_key, run_deltas
 from platform_assets.prostore.sensors import RANGE_END_TAG, RANGE_START_TAG, datamart_tags
@@ -49,7 +56,11 @@ from resources.state.delta_marks import DeltaMarks, Marks
 # loaded cores (bench/partitions_bench.py: 9,000 deltas of a run each retired in 244 s, 20 passes).
 MAX_PER_PASS = 500
 PARTITION_TAG = "dagster/partition"  # Dagster's tag of a one-partition run
+BACKFILL_TAG = "dagster/backfill"  # Dagster's tag of a run a backfill launched: the backfill's id
 FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
+# A backfill still launching or canceling runs is left alone: its daemon iteration reads its runs.
+DONE_BACKFILLS = [BulkActionStatus.COMPLETED, BulkActionStatus.COMPLETED_SUCCESS, BulkActionStatus.COMPLETED_FAILED,
+                  BulkActionStatus.FAILED, BulkActionStatus.CANCELED]
 HOW_TO_READ = ("Older deltas stay in the lake: `deltaport read SOURCE.TABLE --as-of-delta N` reads any of them, "
                "`deltaport rerun SOURCE N[-M]` (or adding the partition in the UI's backfill dialog) lands one again.")
 
@@ -90,6 +101,22 @@ def deltas_of_run(tags: Mapping[str, str]) -> list[int] | None:
     return None
 
 
+def of_source(run: dg.DagsterRun, source: str) -> bool:
+    """Whether `run` lands `source`'s deltas: its delta job's tag, or an asset selection holding
+    one of its assets (one run of a backfill spans one partitions definition, so its partition
+    tags are then the source's deltas)."""
+    if run.tags.get("deltaport/datamart") is not None:
+        return run.tags["deltaport/datamart"] == source
+    return any(key.path[0] == source for key in run.asset_selection or ())
+
+
+def source_backfills(instance: dg.DagsterInstance, source: str) -> list[str]:
+    """The ids of the finished backfills whose asset selection holds one of `source`'s assets:
+    a few, one per backfill a user launched from the UI."""
+    done = instance.get_backfills(filters=BulkActionsFilter(statuses=DONE_BACKFILLS))
+    return [b.backfill_id for b in done if any(key.path[0] == source for key in b.asset_selection or ())]
+
+
 def retire(instance: dg.DagsterInstance, source: str, marks: DeltaMarks, cutoff: int, *,
            max_per_pass: int = MAX_PER_PASS) -> Retired:
     """Retire `source`'s deltas up to `cutoff` from the instance (module docstring), at most
@@ -102,18 +129,30 @@ def retire(instance: dg.DagsterInstance, source: str, marks: DeltaMarks, cutoff:
     for key in keys:
         instance.delete_dynamic_partition(name, key)
     failpoint("retire.partitions_deleted")
-    runs = _delete_runs(instance, cutoff, datamart_tags(source), max_per_pass)
+    runs = _delete_runs(instance, _old_runs(instance, source, cutoff, max_per_pass))
+    failpoint("retire.runs_deleted")
     through = int(keys[-1]) if more else cutoff
     marks.retired(source, through)
     return Retired(through, len(keys), runs, not more, time.monotonic() - started)
 
 
-def _delete_runs(instance: dg.DagsterInstance, cutoff: int, run_tags: Mapping[str, str], limit: int) -> int:
-    """Delete the source's finished runs whose deltas are all up to `cutoff`, looking at its
-    `limit` oldest ones (a run still in flight, or one whose tags name no delta, is kept)."""
-    runs = instance.get_runs(filters=dg.RunsFilter(tags=dict(run_tags), statuses=FINISHED), limit=limit,
-                             ascending=True)
-    old = [r.run_id for r in runs if (d := deltas_of_run(r.tags)) is not None and max(d) <= cutoff]
+def _old_runs(instance: dg.DagsterInstance, source: str, cutoff: int, limit: int) -> list[str]:
+    """The ids of `source`'s finished runs whose deltas are all up to `cutoff`, looking at the
+    `limit` oldest of its delta job's and of its UI backfills' (a run still in flight, or one
+    whose tags name no delta, is kept)."""
+    filters = [dg.RunsFilter(tags=datamart_tags(source), statuses=FINISHED)]
+    if backfills := source_backfills(instance, source):
+        filters.append(dg.RunsFilter(tags={BACKFILL_TAG: backfills}, statuses=FINISHED))
+    old: dict[str, None] = {}  # a job backfill's runs carry both tags: once
+    for runs in filters:
+        for run in instance.get_runs(filters=runs, limit=limit, ascending=True):
+            if of_source(run, source) and (d := deltas_of_run(run.tags)) is not None and max(d) <= cutoff:
+                old[run.run_id] = None
+    return list(old)
+
+
+def _delete_runs(instance: dg.DagsterInstance, old: list[str]) -> int:
+    """Delete the runs `old` with their events."""
     storage = instance.event_log_storage
     shard = getattr(storage, "path_for_shard", None)
     if shard is None or not getattr(storage, "is_run_sharded", False):
