@@ -13,8 +13,8 @@ the deltas up to `landed_through - window`:
 1. deletes their dynamic partitions (listed from the instance: at most the window plus a batch
    once the first passes are done, and the partitions a re-run put back are swept too);
 2. deletes the finished runs of the source whose deltas are all retired, with their events (the
-   materializations, check evaluations' events and logs): `delete_run`, or on a SQLite instance
-   the runs' index rows, then each run's record and its own event file (`_delete_runs`). The
+   materializations, check evaluations' events and logs): every run's events in one connection,
+   then each run's record, and on a SQLite instance its own event file (`_delete_runs`). The
    source's runs are those its delta job tags (`deltaport/datamart`: the sensor's, `sync`'s,
    `rerun`'s, a UI launch of the job) and the runs of the UI's asset backfills of its assets
    (no deltaport tag: found by the backfill's id, kept to runs whose asset selection holds one
@@ -152,33 +152,37 @@ def _old_runs(instance: dg.DagsterInstance, source: str, cutoff: int, limit: int
 
 
 def _delete_runs(instance: dg.DagsterInstance, old: list[str]) -> int:
-    """Delete the runs `old` with their events."""
+    """Delete the runs `old` with their events: first every run's events, in one connection,
+    then run by run its record (and on SQLite its own event file). Killed after the events, the
+    records are still there for the next pass to find; never records gone and events left."""
     storage = instance.event_log_storage
-    shard = getattr(storage, "path_for_shard", None)
-    if shard is None or not getattr(storage, "is_run_sharded", False):
+    if not hasattr(storage, "index_connection"):  # not a SQL event log (a plugin's): Dagster's own call
         for run_id in old:
             instance.delete_run(run_id)
             failpoint("retire.run_deleted")
         return len(old)
-    # A SQLite instance: `delete_run` would open (and first check the schema of) each run's own
-    # event file only to empty it and leave it, 0.3-0.5 s a run on 2 loaded cores
-    # (bench/partitions_bench.py), and 300,000 emptied files. Instead: the runs' rows in the
-    # index, in one connection, then each run's record and file. Killed after the index rows,
-    # the records are still there for the next pass to find; never records gone and rows left.
+    # `delete_run` opens four to five connections a run (the record, the run's events, the index,
+    # the concurrency slots), each a new one on PostgreSQL (dagster-postgres does not pool); on
+    # SQLite it opens (and first checks the schema of) each run's own event file only to empty
+    # it and leave it: 0.3-0.5 s a run on 2 loaded cores, and 300,000 emptied files. On
+    # PostgreSQL the index connection reaches every event; on SQLite the index's rows, and the
+    # run's own file goes below.
     with storage.index_connection() as conn:
         for run_id in old:
             storage.delete_events_for_run(conn, run_id)
+    shard = getattr(storage, "path_for_shard", None) if getattr(storage, "is_run_sharded", False) else None
     for run_id in old:
         instance.run_storage.delete_run(run_id)
         if storage.supports_global_concurrency_limits:
             storage.free_concurrency_slots_for_run(run_id)
-        path = shard(run_id)
-        for leftover in (path, f"{path}-wal", f"{path}-shm"):
-            if os.path.exists(leftover):
-                os.remove(leftover)
-        # The storage remembers the files it opened as having their tables: forgotten, a later
-        # read of the deleted run in this process (a `sync` ran it) finds it empty, not broken.
-        getattr(storage, "_initialized_dbs", set()).discard(run_id)
+        if shard is not None:
+            path = shard(run_id)
+            for leftover in (path, f"{path}-wal", f"{path}-shm"):
+                if os.path.exists(leftover):
+                    os.remove(leftover)
+            # The storage remembers the files it opened as having their tables: forgotten, a later
+            # read of the deleted run in this process (a `sync` ran it) finds it empty, not broken.
+            getattr(storage, "_initialized_dbs", set()).discard(run_id)
         failpoint("retire.run_deleted")
     return len(old)
 

@@ -11,6 +11,9 @@ Eight deltas of a backup-only datamart, one run each, maintenance (and so retire
 - with the sync's cursor gone, the next `sync` resumes from the landed mark and lands 6-7 only;
   its retirement sweeps the partition the re-run put back.
 
+On a PostgreSQL instance (deploy/dagster-postgres.yaml on a throwaway server) a pass deletes the
+old partitions, runs and events as on SQLite.
+
 A `sync` SIGKILLed inside a retirement pass loses nothing; the next pass finishes it (the quick
 case of bench/fault_retirement.py, which `make faults` runs with two more kill points).
 
@@ -150,3 +153,26 @@ def test_a_sync_killed_inside_retirement_loses_nothing_and_the_next_pass_finishe
     assert not row.problems, row.problems  # the next pass finished; no delta half-retired; no stray event file
     assert (row.rows_lost, row.rows_duplicated, row.increment_rows_extra, row.increment_rows_missing) == (0, 0, 0, 0)
     assert row.deltas_applied_twice == 0 and row.untagged_deltas == 0 and row.survived
+
+
+def test_on_a_postgresql_instance_a_pass_deletes_the_old_partitions_runs_and_events(postgres, tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from platform_assets.retirement import retire
+    from tests.unit.test_retirement import SRC, _held as held, _land
+
+    home = tmp_path / "dagster"
+    home.mkdir()
+    (home / "dagster.yaml").write_text((Path(__file__).parents[2] / "deploy" / "dagster-postgres.yaml").read_text())
+    for name, value in postgres.dagster_env(postgres.database("retire")).items():
+        monkeypatch.setenv(name, value)
+    marks = DeltaMarks(tmp_path / "index.sqlite")
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
+        for n in range(6):
+            _land(instance, n, n)
+        old = [r.run_id for r in instance.get_runs() if max(deltas_of_run(r.tags)) <= 3]
+        done = retire(instance, SRC, marks, 3)
+        assert (done.partitions, done.runs, done.through) == (4, 4, 3)
+        assert held(instance) == ([4, 5], [4, 5], [[4], [5]])
+        assert not any(instance.get_records_for_run(run_id).records for run_id in old)
