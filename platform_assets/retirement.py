@@ -13,12 +13,13 @@ the deltas up to `landed_through - window`:
 1. deletes their dynamic partitions (listed from the instance: at most the window plus a batch
    once the first passes are done, and the partitions a re-run put back are swept too);
 2. deletes the finished runs of the source whose deltas are all retired, with their events (the
-   materializations, check evaluations' events and logs): every run's events in one connection,
-   then each run's record, and on a SQLite instance its own event file (`_delete_runs`). The
-   source's runs are those its delta job tags (`deltaport/datamart`: the sensor's, `sync`'s,
-   `rerun`'s, a UI launch of the job) and the runs of the UI's asset backfills of its assets
-   (no deltaport tag: found by the backfill's id, kept to runs whose asset selection holds one
-   of the source's assets; their deltas come from Dagster's partition or range tags);
+   materializations, check evaluations' events and executions, logs): every run's events in one
+   connection, then each run's record, and on a SQLite instance its own event file
+   (`_delete_runs`). The source's runs are those its delta job tags (`deltaport/datamart`: the
+   sensor's, `sync`'s, `rerun`'s, a UI launch of the job) and the runs of the UI's asset
+   backfills of its assets (no deltaport tag: found by the backfill's id, kept to runs whose
+   asset selection holds one of the source's assets; their deltas come from Dagster's partition
+   or range tags);
    `wipe_asset_partitions` would have been the direct tool, but Dagster 1.13's SQL event log
    storages (SQLite, PostgreSQL) raise NotImplementedError for it;
 3. moves the `retired_through` mark.
@@ -46,6 +47,8 @@ from dataclasses import dataclass
 import dagster as dg
 # Not exported at the top level in Dagster 1.13; the instance's `get_backfills` takes them.
 from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
+# The SQL event logs' table of check executions, which `delete_run` does not clear.
+from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
 
 from platform_assets.prostore.partitions import delta_partitions, partition_key, run_deltas
 from platform_assets.prostore.sensors import RANGE_END_TAG, RANGE_START_TAG, datamart_tags
@@ -170,6 +173,9 @@ def _delete_runs(instance: dg.DagsterInstance, old: list[str]) -> int:
     with storage.index_connection() as conn:
         for run_id in old:
             storage.delete_events_for_run(conn, run_id)
+        # ... and their check executions, which Dagster 1.13's `delete_run` leaves behind: one row
+        # per check per delta, for ever, in the check's history.
+        conn.execute(AssetCheckExecutionsTable.delete().where(AssetCheckExecutionsTable.c.run_id.in_(old)))
     shard = getattr(storage, "path_for_shard", None) if getattr(storage, "is_run_sharded", False) else None
     for run_id in old:
         instance.run_storage.delete_run(run_id)

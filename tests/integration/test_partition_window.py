@@ -159,7 +159,7 @@ def test_on_a_postgresql_instance_a_pass_deletes_the_old_partitions_runs_and_eve
     from pathlib import Path
 
     from platform_assets.retirement import retire
-    from tests.unit.test_retirement import SRC, _held as held, _land
+    from tests.unit.test_retirement import SRC, _held as held, _land, check_runs
 
     home = tmp_path / "dagster"
     home.mkdir()
@@ -170,9 +170,10 @@ def test_on_a_postgresql_instance_a_pass_deletes_the_old_partitions_runs_and_eve
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
         for n in range(6):
-            _land(instance, n, n)
+            _land(instance, n, n, checked=True)
         old = [r.run_id for r in instance.get_runs() if max(deltas_of_run(r.tags)) <= 3]
         done = retire(instance, SRC, marks, 3)
         assert (done.partitions, done.runs, done.through) == (4, 4, 3)
         assert held(instance) == ([4, 5], [4, 5], [[4], [5]])
         assert not any(instance.get_records_for_run(run_id).records for run_id in old)
+        assert check_runs(instance) == {r.run_id for r in instance.get_runs()}

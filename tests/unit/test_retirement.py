@@ -28,6 +28,11 @@ def snapshot(context) -> None:
     pass
 
 
+@dg.asset_check(asset=snapshot)
+def primary_key_unique(context) -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(passed=True)
+
+
 @dg.asset(key=[SRC, "changelog"], partitions_def=PARTS)
 def changelog(context) -> None:
     pass
@@ -77,12 +82,14 @@ def test_marks_only_move_forward(tmp_path):
     assert marks.get("other") == Marks(None, None)
 
 
-def _land(instance, first: int, last: int) -> None:
-    """A delta run of first..last as the sensor or `sync` makes it: the partitions, the run's tags."""
+def _land(instance, first: int, last: int, *, checked: bool = False) -> None:
+    """A delta run of first..last as the sensor or `sync` makes it: the partitions, the run's tags
+    (`checked`: with a check's evaluation, as the snapshot's checks)."""
     instance.add_dynamic_partitions(PARTS.name, [partition_key(n) for n in range(first, last + 1)])
     tags = dict(datamart_tags(SRC))
     if first == last:
-        result = dg.materialize([snapshot], instance=instance, partition_key=partition_key(first), tags=tags)
+        result = dg.materialize([snapshot, *([primary_key_unique] if checked else [])], instance=instance,
+                                partition_key=partition_key(first), tags=tags)
     else:
         tags.update({RANGE_START_TAG: partition_key(first), RANGE_END_TAG: partition_key(last)})
         result = dg.materialize([snapshot], instance=instance, tags=tags)
@@ -152,7 +159,7 @@ def test_on_a_sqlite_instance_a_retired_run_leaves_neither_events_nor_its_event_
     (tmp_path / "dagster").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
         for n in range(3):
-            _land(instance, n, n)
+            _land(instance, n, n, checked=True)
         shards = tmp_path / "dagster" / "history" / "runs"
         old = {r.run_id for r in instance.get_runs() if deltas_of_run(r.tags) != [2]}
         assert old <= {p.stem for p in shards.glob("*.db")}
@@ -161,6 +168,13 @@ def test_on_a_sqlite_instance_a_retired_run_leaves_neither_events_nor_its_event_
         assert _held(instance) == ([2], [2], [[2]])
         assert not old & {p.stem for p in shards.glob("*.db")}
         assert not any(instance.get_records_for_run(run_id).records for run_id in old)
+        assert check_runs(instance) == {r.run_id for r in instance.get_runs()}  # the kept run's evaluation only
+
+
+def check_runs(instance) -> set[str]:
+    """The runs of the check executions the instance holds (the check's history in the UI)."""
+    history = instance.event_log_storage.get_asset_check_execution_history(primary_key_unique.check_key, limit=100)
+    return {record.run_id for record in history}
 
 
 def _backfill(instance, backfill_id: str, asset, keys: list[str], status: BulkActionStatus) -> None:
