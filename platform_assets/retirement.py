@@ -22,7 +22,9 @@ the deltas up to `landed_through - window`:
    or range tags);
    `wipe_asset_partitions` would have been the direct tool, but Dagster 1.13's SQL event log
    storages (SQLite, PostgreSQL) raise NotImplementedError for it;
-3. moves the `retired_through` mark.
+3. deletes the source's lag reports but the newest (platform_assets/lag_reports.py: runless
+   events that no run deletion takes);
+4. moves the `retired_through` mark.
 
 Guarantees:
 - Runs inside the source's own delta run, after its snapshot landed and its tables were
@@ -50,6 +52,7 @@ from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
 # The SQL event logs' table of check executions, which `delete_run` does not clear.
 from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
 
+from platform_assets.lag_reports import trim_lag_reports
 from platform_assets.prostore.partitions import delta_partitions, partition_key, run_deltas
 from platform_assets.prostore.sensors import RANGE_END_TAG, RANGE_START_TAG, datamart_tags
 from resources.failpoints import failpoint
@@ -75,6 +78,7 @@ class Retired:
     runs: int  # deleted by this pass
     done: bool  # False: the pass hit its bound; the next run goes on
     seconds: float
+    lag_reports: int = 0  # the source's older lag reports deleted by this pass (platform_assets/lag_reports.py)
 
 
 def retire_through(marks: Marks, *, window: int, every: int, run_last: int) -> int | None:
@@ -133,10 +137,11 @@ def retire(instance: dg.DagsterInstance, source: str, marks: DeltaMarks, cutoff:
         instance.delete_dynamic_partition(name, key)
     failpoint("retire.partitions_deleted")
     runs = _delete_runs(instance, _old_runs(instance, source, cutoff, max_per_pass))
+    reports = trim_lag_reports(instance, source)
     failpoint("retire.runs_deleted")
     through = int(keys[-1]) if more else cutoff
     marks.retired(source, through)
-    return Retired(through, len(keys), runs, not more, time.monotonic() - started)
+    return Retired(through, len(keys), runs, not more, time.monotonic() - started, reports)
 
 
 def _old_runs(instance: dg.DagsterInstance, source: str, cutoff: int, limit: int) -> list[str]:
@@ -223,5 +228,6 @@ def retire_after_landing(context: dg.AssetExecutionContext, *, source: str, mark
         "retired_through": dg.IntMetadataValue(done.through), "partition_window": dg.IntMetadataValue(window),
         "retired/partitions": dg.IntMetadataValue(done.partitions), "retired/runs": dg.IntMetadataValue(done.runs),
         "retired/seconds": dg.FloatMetadataValue(round(done.seconds, 3)),
+        "retired/lag_reports": dg.IntMetadataValue(done.lag_reports),
         "older_deltas": dg.MarkdownMetadataValue(HOW_TO_READ.replace("SOURCE", source)),
         "first_partition": dg.TextMetadataValue(partition_key(done.through + 1))})
