@@ -112,8 +112,9 @@ def of_source(run: dg.DagsterRun, source: str) -> bool:
     """Whether `run` lands `source`'s deltas: its delta job's tag, or an asset selection holding
     one of its assets (one run of a backfill spans one partitions definition, so its partition
     tags are then the source's deltas)."""
-    if run.tags.get("deltaport/datamart") is not None:
-        return run.tags["deltaport/datamart"] == source
+    ((tag, value),) = datamart_tags(source).items()
+    if tag in run.tags:
+        return run.tags[tag] == value
     return any(key.path[0] == source for key in run.asset_selection or ())
 
 
