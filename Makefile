@@ -74,7 +74,8 @@ dev: jars
 # then `deltaport sql` of an aggregate (current and as of delta 0) and `deltaport read` of the same 100k-row
 # table, JVM-free (DuckDB, PyIceberg) against Spark, process start included (SQL_BENCH_ARGS="--rows 20000");
 # last, a Dagster instance aged to 1k and 20k deltas, without and with the partition window
-# (PARTITIONS_BENCH_ARGS="--sizes 1000,100000,300000 --window 10000").
+# (PARTITIONS_BENCH_ARGS="--sizes 1000,100000,300000 --window 10000"; "--postgres" for a PostgreSQL
+# instance on a throwaway server).
 # Results: bench-results/*.json.
 bench: jars
 	$(PY) bench/avro_decode.py
@@ -93,10 +94,12 @@ bench: jars
 	$(PY) bench/partitions_bench.py $(PARTITIONS_BENCH_ARGS)
 
 # The fault suite at full size (issue 11; its quick cases are in `make test`): `sync` killed at six
-# points of a range run, then recovered and compared with the truth; the embedded Spark server
+# points of a range run, then recovered and compared with the truth; `sync` killed at three points of
+# a retirement pass of the partition window (issue 43; none half-retired); the embedded Spark server
 # killed, the broker restarted, under a tick or a run; bad input at scale, 1000
 # seeded corruptions per wire format through the real broker and the sensor's own reading code.
-# Report: a table and bench-results/faults.json (FAULTS_ARGS="--corruptions 5000", "--kills ''").
+# Report: a table and bench-results/faults.json (FAULTS_ARGS="--corruptions 5000", "--kills ''",
+# "--retirement ''").
 faults: jars postgres
 	$(PY) bench/faults.py $(FAULTS_ARGS)
 

@@ -105,11 +105,12 @@ def publish_story(bootstrap: str, seed: int, *, deltas: int = 4, client_config: 
 
 
 def case_folder(work: Path, case: str, bootstrap: str, story: KillStory,
-                remote: str | None = None, kafka_properties: dict | None = None) -> tuple[Path, str, dict]:
+                remote: str | None = None, kafka_properties: dict | None = None, *,
+                sensor: dict | None = None, maintenance: dict | None = None) -> tuple[Path, str, dict]:
     """A case's working folder with its deltaport.yaml (a lake and state of its own; the engine at
     `remote`, or the embedded one started on demand), its catalog name, and the environment its
     `sync` runs with: as a user runs it, the config names the engine and the instance is
-    ./.dagster of the folder."""
+    ./.dagster of the folder. `sensor`, `maintenance`: settings of the case over the kills' own."""
     from resources.emulator.outgoing import BACKUP, SIGNAL
 
     folder = work / case
@@ -120,9 +121,10 @@ def case_folder(work: Path, case: str, bootstrap: str, story: KillStory,
         "kafka": {"bootstrap_servers": bootstrap, **({"properties": kafka_properties} if kafka_properties else {})},
         **({"spark": {"remote": remote}} if remote else {}),
         "lake": {"catalog": catalog, "warehouse": str(folder / "lake"),
-                 **({"maintenance": MAINTENANCE_CASES} if KILLS.get(case, "").startswith("maintenance.") else {})},
+                 **({"maintenance": MAINTENANCE_CASES} if KILLS.get(case, "").startswith("maintenance.") else {}),
+                 **({"maintenance": maintenance} if maintenance else {})},
         "state_dir": str(folder / "state"),
-        "sensor": {"max_messages_per_tick": 5000, "max_deltas_per_run": 10},  # one range run
+        "sensor": {"max_messages_per_tick": 5000, "max_deltas_per_run": 10, **(sensor or {})},  # one range run
     }))
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "DELTAPORT_FAILPOINTS", "DAGSTER_HOME")}
     return folder, catalog, env

@@ -42,12 +42,8 @@ def on_postgres(server) -> callable:
         home = folder / "dagster-home"
         home.mkdir()
         (home / "dagster.yaml").write_text((ROOT / "deploy" / "dagster-postgres.yaml").read_text())
-        user, rest = server.database("dagster").split("://", 1)[1].split("@", 1)
-        hostport, db = rest.split("/", 1)
-        host, port = hostport.rsplit(":", 1)
         return {**env, PASSWORD_ENV: server.password or os.environ.get(PASSWORD_ENV, ""), "DAGSTER_HOME": str(home),
-                "DAGSTER_PG_HOST": host, "DAGSTER_PG_PORT": port, "DAGSTER_PG_DB": db, "DAGSTER_PG_USER": user,
-                "DAGSTER_PG_PASSWORD": server.password or os.environ.get(PASSWORD_ENV, "")}
+                **server.dagster_env(server.database("dagster"))}
 
     return configure
 

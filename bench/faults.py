@@ -7,8 +7,9 @@ daemon (bench/fault_daemon.py), a soak of 500 deltas through the daemon with fau
 memory sampled (bench/fault_soak.py), Kafka over SASL_SSL with ACLs: right, wrong and
 denied credentials, the password never written anywhere (bench/fault_security.py), a bad chunk
 inside a backlog that must not stop the good deltas before it (bench/fault_bad_chunk.py), bad
-input at scale through the real broker (below), and numbers no writer sends in every numeric
-field, read under a memory cap (bench/fault_numbers.py for Prostore: inspect and the sensor's
+input at scale through the real broker (below), `sync` killed inside a retirement pass of the
+partition window (bench/fault_retirement.py: nothing lost, no delta half-retired), and numbers no
+writer sends in every numeric field, read under a memory cap (bench/fault_numbers.py for Prostore: inspect and the sensor's
 ingest; bench/fault_stream_numbers.py for Qlik, DataWorks, Datastream: the sealer; peak RSS and
 seconds).
 
@@ -34,7 +35,7 @@ What is checked, per format (a row of the report):
   that could not would fail its whole delta at the increment, and every later delta would wait.
 
     python bench/faults.py [--corruptions 1000] [--seed 7] [--formats backup,signal,qlik,...] [--kills CASE,...]
-        [--restarts CASE,...] [--spark-start CASE,...] [--postgres CASE,...] [--daemon CASE,...]
+        [--retirement CASE,...] [--restarts CASE,...] [--spark-start CASE,...] [--postgres CASE,...] [--daemon CASE,...]
         [--security CASE,...] [--soak 250] [--soak-pace 1] [--bad-chunks CASE,...]
         [--numbers prostore,qlik,dataworks,datastream]
 
@@ -59,6 +60,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.fault_kills import KILLS, print_row, publish_story, run_kill_case  # noqa: E402
 from bench.fault_restarts import RESTARTS, run_restart_case  # noqa: E402
+from bench.fault_retirement import DELTAS as RETIREMENT_DELTAS, RETIREMENT_CASES, run_retirement_case  # noqa: E402
 from bench.fault_postgres import POSTGRES_CASES, run_postgres_case  # noqa: E402
 from bench.fault_daemon import DAEMON_CASES, run_daemon_case  # noqa: E402
 from bench.fault_security import SECURITY, print_security_row, run_security_cases  # noqa: E402
@@ -317,6 +319,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--formats", default=",".join(FORMATS))
     ap.add_argument("--kills", default=",".join(KILLS), help="kill cases to run (bench/fault_kills.py); '' for none")
+    ap.add_argument("--retirement", default=",".join(RETIREMENT_CASES),
+                    help="sync killed inside a pass of the partition window (bench/fault_retirement.py); '' for none")
     ap.add_argument("--restarts", default=",".join(RESTARTS),
                     help="restart cases to run (bench/fault_restarts.py); '' for none")
     ap.add_argument("--postgres", default=",".join(POSTGRES_CASES),
@@ -350,7 +354,8 @@ def main(argv=None) -> int:
         story = publish_story(bootstrap, args.seed) if kills or restarts or daemon or postgres else None
         security = [k for k in args.security.split(",") if k]
         bad_chunks = [k for k in args.bad_chunks.split(",") if k]
-        if kills or security or daemon or args.soak or postgres or bad_chunks:
+        retirement = [k for k in args.retirement.split(",") if k]
+        if kills or security or daemon or args.soak or postgres or bad_chunks or retirement:
             with bench_engine(Path(work) / "engine") as engine:
                 for case in bad_chunks:
                     row = run_bad_chunk_case(bootstrap, engine.url, case, Path(work) / "bad-chunks", seed=args.seed)
@@ -360,6 +365,12 @@ def main(argv=None) -> int:
                     row = run_kill_case(bootstrap, engine.url, story, case, KILLS[case], Path(work) / "kills")
                     rows.append(row)
                     print_row(row)
+                if retirement:  # a story of its own: the window needs more deltas than the kills' range
+                    deltas = publish_story(bootstrap, args.seed, deltas=RETIREMENT_DELTAS, prefix="retirement")
+                    for case in retirement:
+                        row = run_retirement_case(bootstrap, engine.url, deltas, case, Path(work) / "retirement")
+                        rows.append(row)
+                        print_row(row)
                 if postgres:
                     from tests.support.postgres import start_postgres
 

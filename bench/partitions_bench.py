@@ -1,7 +1,8 @@
 """What Dagster costs as a source ages, with and without the partition window (issue 43).
 
-For each size N (`--sizes`), a SQLite Dagster instance of its own is aged to N deltas of one
-datamart, as its runs leave it: N dynamic partitions of `<dm>_deltas`; one run per
+For each size N (`--sizes`), a Dagster instance of its own (SQLite; with `--postgres`, a new
+database of a throwaway PostgreSQL server, tests/support/postgres.py, configured as
+deploy/dagster-postgres.yaml) is aged to N deltas of one datamart, as its runs leave it: N dynamic partitions of `<dm>_deltas`; one run per
 `--deltas-per-run` deltas (a real run's record and tags: `deltaport/datamart`, the partition or
 the range's tags); per delta, a materialization of each of the five assets of the group
 (signal_events, changelog, increment, snapshot, history) and a check evaluation (snapshot's
@@ -12,7 +13,9 @@ rows (runs, run_tags, event_logs, asset_check_executions) are then copied for ev
 and delta in batched INSERTs, its run id and partition key replaced. Not aged: each run's own
 event shard file (`history/runs/<run_id>.db`, which the UI's run page reads and the asset
 queries do not): the sizes below count the index and the runs database only, so they
-understate an instance's files (issue 43's 3.5 GB at 300k were mostly those shards).
+understate an instance's files (issue 43's 3.5 GB at 300k were mostly those shards). On
+PostgreSQL every event is in the one database: the size is that of the aged tables and the
+partitions' (`pg_total_relation_size`, with their indexes).
 
 Then, on the aged instance, without the window and after retiring to the window
 (`--window`, platform_assets/retirement.py's own passes, timed):
@@ -23,12 +26,12 @@ Then, on the aged instance, without the window and after retiring to the window
   this is what the UI's first lineage view and partitions page after a new delta pay);
 - the Dagster calls of an idle sensor tick (resume from the landed mark, a run in flight, one
   `has_dynamic_partition`), and the old cursorless resume (every materialized partition);
-- the events in the index and the runs, and the index and runs databases' size.
+- the events in the index, the check executions and the runs, and the instance's size.
 Reported as ratios of the largest size to the smallest, in one process; never asserted.
 
-    python bench/partitions_bench.py [--sizes 1000,20000] [--window 1000] [--deltas-per-run 1]
+    python bench/partitions_bench.py [--sizes 1000,20000] [--window 1000] [--deltas-per-run 1] [--postgres]
 
-Result: bench-results/partitions.json.
+Result: bench-results/partitions.json (partitions-postgres.json with `--postgres`).
 """
 
 from __future__ import annotations
@@ -49,6 +52,63 @@ DM = "marketing"
 ASSETS = ("signal_events", "changelog", "increment", "snapshot", "history")
 CHECK = "primary_key_unique"
 BATCH = 20_000
+# The tables the aging copies rows into, and the file each lives in on SQLite.
+TABLES = {"runs": "runs.db", "run_tags": "runs.db", "event_logs": "runs/index.db",
+          "asset_check_executions": "runs/index.db"}
+
+
+class Tables:
+    """The instance's aged tables, through the database driver beneath Dagster: sqlite3 on the
+    two SQLite files, psycopg2 on the PostgreSQL database (`pg`: its connection arguments)."""
+
+    def __init__(self, home: Path, pg: dict | None):
+        self.pg = pg
+        if pg is None:
+            files = {f: sqlite3.connect(home / "history" / f) for f in set(TABLES.values())}
+            self.of = {t: files[f] for t, f in TABLES.items()}
+        else:
+            import psycopg2
+
+            db = psycopg2.connect(**pg)
+            self.of = dict.fromkeys(TABLES, db)
+        self.mark = "?" if pg is None else "%s"
+
+    def rows(self, table: str, sql: str, args: tuple = ()) -> list:
+        cur = self.of[table].cursor()
+        cur.execute(sql, args)
+        return cur.fetchall()
+
+    def columns(self, table: str) -> list[str]:
+        if self.pg is None:
+            names = [c[1] for c in self.rows(table, f"PRAGMA table_info({table})")]
+        else:
+            names = [r[0] for r in self.rows(table, "SELECT column_name FROM information_schema.columns WHERE "
+                                                    "table_name = %s ORDER BY ordinal_position", (table,))]
+        return [n for n in names if n != "id"]
+
+    def insert(self, table: str, cols: list[str], rows: list) -> None:
+        sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join([self.mark] * len(cols))})"
+        self.of[table].cursor().executemany(sql, rows)
+
+    def count(self, table: str) -> int:
+        return self.rows(table, f"SELECT count(*) FROM {table}")[0][0]
+
+    def size(self, home: Path) -> int:
+        """Bytes of the instance's files (SQLite) or of the aged tables and partitions with their
+        indexes (PostgreSQL)."""
+        if self.pg is None:
+            return sum((home / "history" / f).stat().st_size for f in set(TABLES.values()))
+        names = [*TABLES, "dynamic_partitions"]
+        return int(self.rows("runs", f"SELECT {' + '.join(['pg_total_relation_size(%s)'] * len(names))}",
+                             tuple(names))[0][0])
+
+    def commit(self) -> None:
+        for db in set(self.of.values()):
+            db.commit()
+
+    def close(self) -> None:
+        for db in set(self.of.values()):
+            db.close()
 
 
 def _template(instance, first_key: str, run_id: str) -> None:
@@ -78,8 +138,8 @@ def _template(instance, first_key: str, run_id: str) -> None:
                        step_key=f"{DM}_deltas", event_specific_data=evaluation))
 
 
-def age(home: Path, deltas: int, per_run: int) -> float:
-    """A SQLite instance in `home` aged to `deltas` deltas (module docstring); seconds taken."""
+def age(home: Path, deltas: int, per_run: int, pg: dict | None = None) -> float:
+    """The instance of `home` aged to `deltas` deltas (module docstring); seconds taken."""
     import dagster as dg
 
     from platform_assets.prostore.partitions import delta_partitions, partition_key
@@ -91,14 +151,12 @@ def age(home: Path, deltas: int, per_run: int) -> float:
         for i in range(0, deltas, BATCH):
             instance.add_dynamic_partitions(delta_partitions(DM).name, keys[i:i + BATCH])
         _template(instance, keys[0], first_run)
-    runs_db, index_db = sqlite3.connect(home / "history" / "runs.db"), sqlite3.connect(home / "history" / "runs" / "index.db")
-    tables = {runs_db: ("runs", "run_tags"), index_db: ("event_logs", "asset_check_executions")}
+    tables = Tables(home, pg)
     templates = {}
-    for db, names in tables.items():
-        for name in names:
-            cols = [c[1] for c in db.execute(f"PRAGMA table_info({name})") if c[1] != "id"]
-            rows = db.execute(f"SELECT {', '.join(cols)} FROM {name} WHERE run_id = ?", (first_run,)).fetchall()
-            templates[(db, name)] = (cols, rows)
+    for name in TABLES:
+        cols = tables.columns(name)
+        templates[name] = (cols, tables.rows(name, f"SELECT {', '.join(cols)} FROM {name} WHERE run_id = "
+                                                   f"{tables.mark}", (first_run,)))
 
     def copy(value, run_id: str, key: str):
         return value.replace(first_run, run_id).replace(keys[0], key) if isinstance(value, str) else value
@@ -108,24 +166,20 @@ def age(home: Path, deltas: int, per_run: int) -> float:
     for start in range(0, deltas, per_run):
         run_id = first_run if start == 0 else str(uuid.uuid4())  # the first run is the template's
         span = keys[start:start + per_run]
-        for (db, name), (cols, rows) in templates.items():
+        for name, (cols, rows) in templates.items():
             if name in ("runs", "run_tags"):  # tagged by its first delta: ranges are not told apart here
                 targets = [] if start == 0 else span[:1]
             else:
                 targets = [k for k in span if k != keys[0]]
             for key in targets:
-                pending[(db, name)] += [tuple(copy(v, run_id, key) for v in row) for row in rows]
+                pending[name] += [tuple(copy(v, run_id, key) for v in row) for row in rows]
         if start // per_run % 500 == 0 or start + per_run >= deltas:
-            for (db, name), rows in pending.items():
+            for name, rows in pending.items():
                 if rows:
-                    cols = templates[(db, name)][0]
-                    db.executemany(f"INSERT INTO {name} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                                   rows)
+                    tables.insert(name, templates[name][0], rows)
                     rows.clear()
-            runs_db.commit()
-            index_db.commit()
-    runs_db.close()
-    index_db.close()
+            tables.commit()
+    tables.close()
     return time.perf_counter() - began
 
 
@@ -138,7 +192,7 @@ def _timed(fn, repeat: int = 3) -> float:
     return best
 
 
-def measure(home: Path, marks) -> dict:
+def measure(home: Path, marks, pg: dict | None = None) -> dict:
     """The figures of one instance (module docstring), seconds and bytes."""
     import dagster as dg
     from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
@@ -176,14 +230,14 @@ def measure(home: Path, marks) -> dict:
             "old_cursorless_resume_s": _timed(lambda: max(int(k) for k in instance.get_materialized_partitions(snapshot))),
         }
         marks.landed(DM, landed)
-    with sqlite3.connect(home / "history" / "runs" / "index.db") as db:
-        out["events_in_index"] = db.execute("SELECT count(*) FROM event_logs").fetchone()[0]
-    with sqlite3.connect(home / "history" / "runs.db") as db:
-        out["runs"] = db.execute("SELECT count(*) FROM runs").fetchone()[0]
+    tables = Tables(home, pg)
+    out["events_in_index"], out["runs"] = tables.count("event_logs"), tables.count("runs")
+    out["check_executions"] = tables.count("asset_check_executions")
     # SQLite reuses the pages freed by retirement but does not give them back: the files of an
-    # instance that aged before its window stay at their peak unless VACUUMed once.
-    out["instance_bytes"] = sum(p.stat().st_size for p in (home / "history").glob("*.db")) + \
-        (home / "history" / "runs" / "index.db").stat().st_size
+    # instance that aged before its window stay at their peak unless VACUUMed once (PostgreSQL's
+    # tables likewise until a VACUUM FULL; autovacuum makes the space reusable, not smaller).
+    out["instance_bytes"] = tables.size(home)
+    tables.close()
     return out
 
 
@@ -208,31 +262,59 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="1000,20000", help="deltas of each aged instance, comma-separated")
     ap.add_argument("--window", type=int, default=1000, help="sensor.partition_window")
     ap.add_argument("--deltas-per-run", type=int, default=1)
+    ap.add_argument("--postgres", action="store_true", help="a PostgreSQL instance (a throwaway server) per size")
     args = ap.parse_args(argv)
     from resources.state.delta_marks import DeltaMarks
 
-    report = {"window": args.window, "deltas_per_run": args.deltas_per_run, "sizes": {}}
-    for size in (int(s) for s in args.sizes.split(",")):
-        with tempfile.TemporaryDirectory(prefix="partitions-bench-") as tmp:
-            home = Path(tmp)
-            aged = age(home, size, args.deltas_per_run)
-            marks = DeltaMarks(home / "state.sqlite")
-            marks.landed(DM, size - 1)
-            row = {"aged_s": round(aged, 1), "without_window": measure(home, marks)}
-            seconds, passes = retire_all(home, marks, args.window)
-            row["retirement_s"], row["retirement_passes"] = round(seconds, 1), passes
-            row["with_window"] = measure(home, marks)
-        report["sizes"][size] = row
-        print(f"{size} deltas (aged in {row['aged_s']} s; retired to {args.window} in {row['retirement_s']} s, "
-              f"{passes} passes):")
-        for name in row["without_window"]:
-            before, after = row["without_window"][name], row["with_window"][name]
-            print(f"  {name:34s} without {before:>14.4f}   with the window {after:>14.4f}")
+    report = {"window": args.window, "deltas_per_run": args.deltas_per_run, "postgres": args.postgres, "sizes": {}}
+    server = None
+    if args.postgres:
+        from tests.support.postgres import start_postgres
+
+        server = start_postgres()
+    try:
+        for size in (int(s) for s in args.sizes.split(",")):
+            with tempfile.TemporaryDirectory(prefix="partitions-bench-") as tmp:
+                home = Path(tmp)
+                pg = on_postgres(home, server) if server is not None else None
+                aged = age(home, size, args.deltas_per_run, pg)
+                marks = DeltaMarks(home / "state.sqlite")
+                marks.landed(DM, size - 1)
+                row = {"aged_s": round(aged, 1), "without_window": measure(home, marks, pg)}
+                seconds, passes = retire_all(home, marks, args.window)
+                row["retirement_s"], row["retirement_passes"] = round(seconds, 1), passes
+                row["with_window"] = measure(home, marks, pg)
+            report["sizes"][size] = row
+            _print_size(size, row, args.window)
+    finally:
+        if server is not None:
+            server.stop()
     report["ratios"] = ratios(report["sizes"])
-    path = ROOT / "bench-results" / "partitions.json"
+    path = ROOT / "bench-results" / ("partitions-postgres.json" if args.postgres else "partitions.json")
     path.parent.mkdir(exist_ok=True)
     path.write_text(json.dumps(report, indent=2))
     return 0
+
+
+def on_postgres(home: Path, server) -> dict:
+    """`home`'s dagster.yaml on a new database of `server`, as deploy/dagster-postgres.yaml reads
+    it (from DAGSTER_PG_* in this process's environment, set here: a bench, not an import);
+    psycopg2's connection arguments for the same database."""
+    import os
+
+    (home / "dagster.yaml").write_text((ROOT / "deploy" / "dagster-postgres.yaml").read_text())
+    env = server.dagster_env(server.database("partitions"))
+    os.environ.update(env)
+    return {"host": env["DAGSTER_PG_HOST"], "port": int(env["DAGSTER_PG_PORT"]), "dbname": env["DAGSTER_PG_DB"],
+            "user": env["DAGSTER_PG_USER"], "password": env["DAGSTER_PG_PASSWORD"]}
+
+
+def _print_size(size: int, row: dict, window: int) -> None:
+    print(f"{size} deltas (aged in {row['aged_s']} s; retired to {window} in {row['retirement_s']} s, "
+          f"{row['retirement_passes']} passes):", flush=True)
+    for name in row["without_window"]:
+        before, after = row["without_window"][name], row["with_window"][name]
+        print(f"  {name:34s} without {before:>14.4f}   with the window {after:>14.4f}", flush=True)
 
 
 def ratios(rows: dict) -> dict:
@@ -242,7 +324,8 @@ def ratios(rows: dict) -> dict:
     small, big = rows[min(rows)], rows[max(rows)]
     print(f"ratios {max(rows)} / {min(rows)} deltas (flat is 1.0):")
     out = {}
-    for name in (n for n in small["without_window"] if n not in ("partitions", "events_in_index", "runs")):
+    for name in (n for n in small["without_window"]
+                 if n not in ("partitions", "events_in_index", "runs", "check_executions")):
         out[name] = {k: big[k][name] / small[k][name] if small[k][name] else None
                      for k in ("without_window", "with_window")}
         print(f"  {name:34s} without {out[name]['without_window']:.2f}x   with the window {out[name]['with_window']:.2f}x")

@@ -12,11 +12,18 @@ What "the time" is, per kind of source:
 - a change stream: when the oldest sealed, unlanded delta was sealed, or the Kafka time of the
   oldest message read but not yet sealed, whichever is older.
 
-Every sensor tick (the daemon's, and `sync`'s, which ticks after every run) reports:
+Every sensor tick (the daemon's, and `sync`'s, which ticks after every run) computes it, and
+reports, when what it says changed since the last report (`lag_events_if_changed`):
 - an AssetObservation on `<source>/snapshot` with `lag_deltas` and `lag_seconds`, which the UI
   plots;
 - an evaluation of the asset check `lag_within_bound`, which fails once `lag_seconds` passes
   `sensor.max_lag_seconds`.
+"What it says" is the deltas behind, the landed mark, the messages not sealed or not read, the
+verdict and whether the topics could be read; not the seconds alone, which grow on every tick
+of a lagging source. A report on every tick would make the instance's events grow with its
+ticks (a tick every 30 s: ~2 million events a year per source) rather than with what happened;
+so an idle source adds none, and the last report's `lag_seconds` is as of that report (`deltaport
+status` and the check's own execution compute it now).
 
 The check's own execution (from the UI) computes the same thing on demand. `deltaport status`
 prints it per source. Landing is in order, so "landed" is every delta up to the `landed_through`
@@ -139,6 +146,23 @@ def lag_events(lag: Lag, max_lag_seconds: float) -> list:
     observation = dg.AssetObservation(asset_key=dg.AssetKey([lag.source, "snapshot"]), metadata=lag_metadata(lag),
                                       description=lag.text())
     return [observation, lag_evaluation(lag, max_lag_seconds)]
+
+
+def lag_said(lag: Lag, max_lag_seconds: float) -> list:
+    """What a report of `lag` says, as the sensor's cursor keeps it (JSON): all but the seconds,
+    which count only through the verdict."""
+    return [lag.deltas, lag.landed_through, lag.unsealed_messages, lag.unread, lag.seconds <= max_lag_seconds,
+            lag.stale is not None]
+
+
+def lag_events_if_changed(lag: Lag, max_lag_seconds: float, *, before: dict, after: dict) -> tuple[list, dict]:
+    """The tick's lag events and its new cursor: the events only when what they say differs from
+    the last report's (`before`'s "lag": the tick's cursor as it came), which `after` (the
+    cursor the tick saves) then carries on."""
+    said = lag_said(lag, max_lag_seconds)
+    if before.get("lag") == said:
+        return [], {**after, "lag": said}
+    return lag_events(lag, max_lag_seconds), {**after, "lag": said}
 
 
 def utc_now() -> dt.datetime:

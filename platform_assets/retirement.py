@@ -13,18 +13,26 @@ the deltas up to `landed_through - window`:
 1. deletes their dynamic partitions (listed from the instance: at most the window plus a batch
    once the first passes are done, and the partitions a re-run put back are swept too);
 2. deletes the finished runs of the source whose deltas are all retired, with their events (the
-   materializations, check evaluations' events and logs): `delete_run`, or on a SQLite instance
-   the runs' index rows, then each run's record and its own event file (`_delete_runs`).
+   materializations, check evaluations' events and executions, logs): every run's events in one
+   connection, then each run's record, and on a SQLite instance its own event file
+   (`_delete_runs`). The source's runs are those its delta job tags (`deltaport/datamart`: the
+   sensor's, `sync`'s, `rerun`'s, a UI launch of the job) and the runs of the UI's asset
+   backfills of its assets (no deltaport tag: found by the backfill's id, kept to runs whose
+   asset selection holds one of the source's assets; their deltas come from Dagster's partition
+   or range tags);
    `wipe_asset_partitions` would have been the direct tool, but Dagster 1.13's SQL event log
    storages (SQLite, PostgreSQL) raise NotImplementedError for it;
-3. moves the `retired_through` mark.
+3. deletes the source's lag reports but the newest (platform_assets/lag_reports.py: runless
+   events that no run deletion takes);
+4. moves the `retired_through` mark.
 
 Guarantees:
 - Runs inside the source's own delta run, after its snapshot landed and its tables were
   maintained: the run holds the source (one run at a time), so no delta run races it. A run that
   only re-runs old deltas (its last delta below `landed_through`) does not retire.
-- Bounded: at most `MAX_PER_PASS` partitions deleted and runs looked at per pass, so the first
-  pass on an old deployment does not stall a delta; the next runs go on where it stopped.
+- Bounded: at most `MAX_PER_PASS` partitions deleted, and runs looked at (of the delta job, and
+  of the UI backfills), per pass, so the first pass on an old deployment does not stall a delta;
+  the next runs go on where it stopped.
   Batched: a pass starts once `every` deltas are retirable (maintenance's `every_deltas`).
 - Crash-safe and idempotent: each step deletes what is still there; a kill between (or inside)
   steps leaves some of them done, and the next pass does the rest (the mark moves last). Nothing
@@ -39,7 +47,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import dagster as dg
+# Not exported at the top level in Dagster 1.13; the instance's `get_backfills` takes them.
+from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
+# The SQL event logs' table of check executions, which `delete_run` does not clear.
+from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
 
+from platform_assets.lag_reports import trim_lag_reports
 from platform_assets.prostore.partitions import delta_partitions, partition_key, run_deltas
 from platform_assets.prostore.sensors import RANGE_END_TAG, RANGE_START_TAG, datamart_tags
 from resources.failpoints import failpoint
@@ -49,7 +62,11 @@ from resources.state.delta_marks import DeltaMarks, Marks
 # loaded cores (bench/partitions_bench.py: 9,000 deltas of a run each retired in 244 s, 20 passes).
 MAX_PER_PASS = 500
 PARTITION_TAG = "dagster/partition"  # Dagster's tag of a one-partition run
+BACKFILL_TAG = "dagster/backfill"  # Dagster's tag of a run a backfill launched: the backfill's id
 FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
+# A backfill still launching or canceling runs is left alone: its daemon iteration reads its runs.
+DONE_BACKFILLS = [BulkActionStatus.COMPLETED, BulkActionStatus.COMPLETED_SUCCESS, BulkActionStatus.COMPLETED_FAILED,
+                  BulkActionStatus.FAILED, BulkActionStatus.CANCELED]
 HOW_TO_READ = ("Older deltas stay in the lake: `deltaport read SOURCE.TABLE --as-of-delta N` reads any of them, "
                "`deltaport rerun SOURCE N[-M]` (or adding the partition in the UI's backfill dialog) lands one again.")
 
@@ -61,6 +78,7 @@ class Retired:
     runs: int  # deleted by this pass
     done: bool  # False: the pass hit its bound; the next run goes on
     seconds: float
+    lag_reports: int = 0  # the source's older lag reports deleted by this pass (platform_assets/lag_reports.py)
 
 
 def retire_through(marks: Marks, *, window: int, every: int, run_last: int) -> int | None:
@@ -90,6 +108,23 @@ def deltas_of_run(tags: Mapping[str, str]) -> list[int] | None:
     return None
 
 
+def of_source(run: dg.DagsterRun, source: str) -> bool:
+    """Whether `run` lands `source`'s deltas: its delta job's tag, or an asset selection holding
+    one of its assets (one run of a backfill spans one partitions definition, so its partition
+    tags are then the source's deltas)."""
+    ((tag, value),) = datamart_tags(source).items()
+    if tag in run.tags:
+        return run.tags[tag] == value
+    return any(key.path[0] == source for key in run.asset_selection or ())
+
+
+def source_backfills(instance: dg.DagsterInstance, source: str) -> list[str]:
+    """The ids of the finished backfills whose asset selection holds one of `source`'s assets:
+    a few, one per backfill a user launched from the UI."""
+    done = instance.get_backfills(filters=BulkActionsFilter(statuses=DONE_BACKFILLS))
+    return [b.backfill_id for b in done if any(key.path[0] == source for key in b.asset_selection or ())]
+
+
 def retire(instance: dg.DagsterInstance, source: str, marks: DeltaMarks, cutoff: int, *,
            max_per_pass: int = MAX_PER_PASS) -> Retired:
     """Retire `source`'s deltas up to `cutoff` from the instance (module docstring), at most
@@ -102,44 +137,64 @@ def retire(instance: dg.DagsterInstance, source: str, marks: DeltaMarks, cutoff:
     for key in keys:
         instance.delete_dynamic_partition(name, key)
     failpoint("retire.partitions_deleted")
-    runs = _delete_runs(instance, cutoff, datamart_tags(source), max_per_pass)
+    runs = _delete_runs(instance, _old_runs(instance, source, cutoff, max_per_pass))
+    reports = trim_lag_reports(instance, source)
+    failpoint("retire.runs_deleted")
     through = int(keys[-1]) if more else cutoff
     marks.retired(source, through)
-    return Retired(through, len(keys), runs, not more, time.monotonic() - started)
+    return Retired(through, len(keys), runs, not more, time.monotonic() - started, reports)
 
 
-def _delete_runs(instance: dg.DagsterInstance, cutoff: int, run_tags: Mapping[str, str], limit: int) -> int:
-    """Delete the source's finished runs whose deltas are all up to `cutoff`, looking at its
-    `limit` oldest ones (a run still in flight, or one whose tags name no delta, is kept)."""
-    runs = instance.get_runs(filters=dg.RunsFilter(tags=dict(run_tags), statuses=FINISHED), limit=limit,
-                             ascending=True)
-    old = [r.run_id for r in runs if (d := deltas_of_run(r.tags)) is not None and max(d) <= cutoff]
+def _old_runs(instance: dg.DagsterInstance, source: str, cutoff: int, limit: int) -> list[str]:
+    """The ids of `source`'s finished runs whose deltas are all up to `cutoff`, looking at the
+    `limit` oldest of its delta job's and of its UI backfills' (a run still in flight, or one
+    whose tags name no delta, is kept)."""
+    filters = [dg.RunsFilter(tags=datamart_tags(source), statuses=FINISHED)]
+    if backfills := source_backfills(instance, source):
+        filters.append(dg.RunsFilter(tags={BACKFILL_TAG: backfills}, statuses=FINISHED))
+    old: dict[str, None] = {}  # a job backfill's runs carry both tags: once
+    for runs in filters:
+        for run in instance.get_runs(filters=runs, limit=limit, ascending=True):
+            if of_source(run, source) and (d := deltas_of_run(run.tags)) is not None and max(d) <= cutoff:
+                old[run.run_id] = None
+    return list(old)
+
+
+def _delete_runs(instance: dg.DagsterInstance, old: list[str]) -> int:
+    """Delete the runs `old` with their events: first every run's events, in one connection,
+    then run by run its record (and on SQLite its own event file). Killed after the events, the
+    records are still there for the next pass to find; never records gone and events left."""
     storage = instance.event_log_storage
-    shard = getattr(storage, "path_for_shard", None)
-    if shard is None or not getattr(storage, "is_run_sharded", False):
+    if not hasattr(storage, "index_connection"):  # not a SQL event log (a plugin's): Dagster's own call
         for run_id in old:
             instance.delete_run(run_id)
             failpoint("retire.run_deleted")
         return len(old)
-    # A SQLite instance: `delete_run` would open (and first check the schema of) each run's own
-    # event file only to empty it and leave it, 0.3-0.5 s a run on 2 loaded cores
-    # (bench/partitions_bench.py), and 300,000 emptied files. Instead: the runs' rows in the
-    # index, in one connection, then each run's record and file. Killed after the index rows,
-    # the records are still there for the next pass to find; never records gone and rows left.
+    # `delete_run` opens four to five connections a run (the record, the run's events, the index,
+    # the concurrency slots), each a new one on PostgreSQL (dagster-postgres does not pool); on
+    # SQLite it opens (and first checks the schema of) each run's own event file only to empty
+    # it and leave it: 0.3-0.5 s a run on 2 loaded cores, and 300,000 emptied files. On
+    # PostgreSQL the index connection reaches every event; on SQLite the index's rows, and the
+    # run's own file goes below.
     with storage.index_connection() as conn:
         for run_id in old:
             storage.delete_events_for_run(conn, run_id)
+        # ... and their check executions, which Dagster 1.13's `delete_run` leaves behind: one row
+        # per check per delta, for ever, in the check's history.
+        conn.execute(AssetCheckExecutionsTable.delete().where(AssetCheckExecutionsTable.c.run_id.in_(old)))
+    shard = getattr(storage, "path_for_shard", None) if getattr(storage, "is_run_sharded", False) else None
     for run_id in old:
         instance.run_storage.delete_run(run_id)
         if storage.supports_global_concurrency_limits:
             storage.free_concurrency_slots_for_run(run_id)
-        path = shard(run_id)
-        for leftover in (path, f"{path}-wal", f"{path}-shm"):
-            if os.path.exists(leftover):
-                os.remove(leftover)
-        # The storage remembers the files it opened as having their tables: forgotten, a later
-        # read of the deleted run in this process (a `sync` ran it) finds it empty, not broken.
-        getattr(storage, "_initialized_dbs", set()).discard(run_id)
+        if shard is not None:
+            path = shard(run_id)
+            for leftover in (path, f"{path}-wal", f"{path}-shm"):
+                if os.path.exists(leftover):
+                    os.remove(leftover)
+            # The storage remembers the files it opened as having their tables: forgotten, a later
+            # read of the deleted run in this process (a `sync` ran it) finds it empty, not broken.
+            getattr(storage, "_initialized_dbs", set()).discard(run_id)
         failpoint("retire.run_deleted")
     return len(old)
 
@@ -174,5 +229,6 @@ def retire_after_landing(context: dg.AssetExecutionContext, *, source: str, mark
         "retired_through": dg.IntMetadataValue(done.through), "partition_window": dg.IntMetadataValue(window),
         "retired/partitions": dg.IntMetadataValue(done.partitions), "retired/runs": dg.IntMetadataValue(done.runs),
         "retired/seconds": dg.FloatMetadataValue(round(done.seconds, 3)),
+        "retired/lag_reports": dg.IntMetadataValue(done.lag_reports),
         "older_deltas": dg.MarkdownMetadataValue(HOW_TO_READ.replace("SOURCE", source)),
         "first_partition": dg.TextMetadataValue(partition_key(done.through + 1))})

@@ -59,6 +59,8 @@ POINTS = {
     "retire.partitions_deleted": "after a retirement pass deleted its old partitions from Dagster, before it "
                                  "deletes their runs (platform_assets/retirement.py)",
     "retire.run_deleted": "after a retirement pass deleted one old run, before the next one",
+    "retire.runs_deleted": "after a retirement pass deleted its old partitions and runs, before it moves the "
+                           "source's retired_through mark",
 }
 
 _passes: Counter = Counter()

@@ -37,7 +37,7 @@ import json
 import dagster as dg
 
 from platform_assets.config import DatamartConfig, SensorConfig
-from platform_assets.lag import landed_through, lag_events, prostore_lag, utc_now
+from platform_assets.lag import landed_through, lag_events_if_changed, prostore_lag, utc_now
 from platform_assets.prostore.partitions import delta_partitions, partition_key
 from resources.codecs.backup import iter_rows
 from resources.prostore.delta_index import CLOSED
@@ -243,8 +243,9 @@ def build_delta_sensor(*, datamart: DatamartConfig, job,
             context.log.error(f"{datamart.name}: {exc}")
             raise
         lag = prostore_lag(datamart, index.get(), landed_through(marks, context.instance, datamart.name), utc_now())
+        events, new_cursor = lag_events_if_changed(lag, settings.max_lag_seconds, before=cursor, after=new_cursor)
         return delta_runs(context, parts, datamart.name, due, waiting or "no new closed delta", new_cursor,
-                          settings.max_deltas_per_run, lag_events(lag, settings.max_lag_seconds))
+                          settings.max_deltas_per_run, events)
 
     return delta_close_sensor
 

@@ -10,7 +10,8 @@ open, ...). Bad messages are quarantined in the ledger with topic, partition and
 and never block the good ones.
 
 Restart safety: what was read and sealed lives in the ledger (one SQLite transaction per step);
-the cursor holds only `next` and moves only past requested deltas. A lost or reset cursor
+the cursor holds `next`, which moves only past requested deltas, and what the last lag report
+said (`lag`: platform_assets/lag.py reports only changes). A lost or reset cursor
 resumes after the last delta whose snapshot landed (the state store's mark); Dagster drops a run
 whose run_key it has seen: no duplicate.
 """
@@ -20,7 +21,7 @@ whose run_key it has seen: no duplicate.
 import dagster as dg
 
 from platform_assets.config import SensorConfig, StreamConfig
-from platform_assets.lag import landed_through, lag_events, stream_lag, utc_now
+from platform_assets.lag import landed_through, lag_events_if_changed, stream_lag, utc_now
 from platform_assets.prostore.partitions import delta_partitions
 from platform_assets.prostore.sensors import MAX_DELTAS_PER_TICK, delta_runs, resume_cursor
 from resources.errors import DeltaportError
@@ -81,7 +82,8 @@ def build_seal_sensor(*, stream: StreamConfig, job, settings: SensorConfig) -> d
             context.log.error(f"{stream.name}: {exc}")  # fails the tick (see the datamart sensor)
             raise
         lag = stream_lag(stream, ledger.get(), landed_through(marks, context.instance, stream.name), utc_now())
+        events, new_cursor = lag_events_if_changed(lag, settings.max_lag_seconds, before=cursor, after=new_cursor)
         return delta_runs(context, parts, stream.name, due, waiting or "no new sealed delta", new_cursor,
-                          settings.max_deltas_per_run, lag_events(lag, settings.max_lag_seconds))
+                          settings.max_deltas_per_run, events)
 
     return seal_sensor

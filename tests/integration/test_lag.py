@@ -4,6 +4,9 @@ recover. Deltas closed on the signal topic after the last `sync` (no tick has re
 `status` say LATE too, and exit 1, as the check's own execution says; with the broker out of
 reach it says how old its knowledge is and exits 3. Through `sync` (the sensor's code), a real
 broker, real Spark and Iceberg.
+
+What the ticks leave in the instance stays bounded: 60 ticks of the sensor over the real broker
+(recorded as the daemon and `sync` record them) report the lag when it changes, not per tick.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import pytest
 
 from platform_assets.cli.status_cmd import report
 from platform_assets.config import parse_config
+from platform_assets.definitions import build_definitions
 from platform_assets.lag import LAG_CHECK
 from platform_assets.sync import sync
 from resources.emulator.outgoing import BACKUP, SIGNAL
@@ -22,6 +26,8 @@ from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
 from resources.net import free_port
+from resources.state.delta_marks import DeltaMarks
+from resources.state.store import state_store
 
 pytestmark = pytest.mark.integration
 
@@ -111,3 +117,50 @@ def _execute_lag_check(cfg, instance) -> dg.AssetCheckEvaluation:
     job = defs.resolve_implicit_global_asset_job_def().get_subset(asset_check_selection={key}, asset_selection=set())
     result = job.execute_in_process(instance=instance, raise_on_error=True)
     return result.get_asset_check_evaluations()[0]
+
+
+def _reports(instance: dg.DagsterInstance) -> tuple[int, int]:
+    """(lag observations, lag check evaluations) the instance holds."""
+    key = dg.AssetKey([DM, "snapshot"])
+    observations = instance.fetch_observations(key, limit=1000).records
+    checks = instance.event_log_storage.get_asset_check_execution_history(dg.AssetCheckKey(key, LAG_CHECK), limit=1000)
+    return len(observations), len(checks)
+
+
+def test_the_lag_reports_grow_with_what_changed_not_with_the_ticks(kafka_bootstrap, tmp_path):
+    sc = build_scenario(EmulatorConfig(seed=43, deltas=3, datamarts=(DM,), streams=1, chunk_size=20,
+                                       backup_partitions=1, faults=Faults(duplicate_rate=0.0)))
+    topics = {SIGNAL: f"lag.ticks.signal.{os.getpid()}", BACKUP: f"lag.ticks.backup.{os.getpid()}"}
+    for topic in topics.values():
+        create_topic(kafka_bootstrap, topic)
+    publish(sc.messages, kafka_bootstrap, topics)
+    cfg = parse_config({
+        "sources": [{"name": DM, "format": "prostore", "signal_topic": topics[SIGNAL], "backup_topic": topics[BACKUP]}],
+        "kafka": {"bootstrap_servers": kafka_bootstrap}, "lake": {"catalog": "ticks", "warehouse": str(tmp_path / "lake")},
+        "state_dir": str(tmp_path / "state"), "sensor": {"max_lag_seconds": 60},
+    }, str(tmp_path / "deltaport.yaml"))
+    defs = build_definitions(cfg)
+    sensor = defs.resolve_sensor_def(f"{DM}_delta_close_sensor")
+    marks = DeltaMarks(state_store(cfg.state_url("index")))
+
+    def ticks(n: int, cursor: str | None) -> str | None:
+        """`n` ticks, their events recorded as the daemon and `sync` record them; their runs not run."""
+        for _ in range(n):
+            with dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
+                                         resources=defs.resources) as ctx:
+                result = sensor(ctx)
+            for event in result.asset_events or []:
+                instance.report_runless_asset_event(event)
+            cursor = result.cursor if result.cursor is not None else cursor
+        return cursor
+
+    with dg.instance_for_test() as instance:
+        cursor = ticks(30, None)  # the deltas are requested at once, then 29 idle ticks
+        assert _reports(instance) == (1, 1)
+        metadata, passed = _latest(instance)
+        assert metadata["lag_deltas"].value == 3 and passed is False
+        marks.landed(DM, 1)  # as the snapshot's step writes it when deltas 0-1 land
+        ticks(30, cursor)
+        assert _reports(instance) == (2, 2)
+        metadata, _ = _latest(instance)
+        assert (metadata["lag_deltas"].value, metadata["landed_through"].value) == (1, 1)

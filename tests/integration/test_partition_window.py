@@ -11,7 +11,11 @@ Eight deltas of a backup-only datamart, one run each, maintenance (and so retire
 - with the sync's cursor gone, the next `sync` resumes from the landed mark and lands 6-7 only;
   its retirement sweeps the partition the re-run put back.
 
-A `sync` SIGKILLed inside a retirement pass loses nothing; the next pass finishes it.
+On a PostgreSQL instance (deploy/dagster-postgres.yaml on a throwaway server) a pass deletes the
+old partitions, runs and events as on SQLite.
+
+A `sync` SIGKILLed inside a retirement pass loses nothing; the next pass finishes it (the quick
+case of bench/fault_retirement.py, which `make faults` runs with two more kill points).
 
 Real broker, real Spark, real Iceberg, through `sync`.
 """
@@ -19,13 +23,13 @@ Real broker, real Spark, real Iceberg, through `sync`.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import dagster as dg
 import pytest
 import yaml
 
+from bench.fault_kills import publish_story
+from bench.fault_retirement import DELTAS as RETIREMENT_DELTAS, run_retirement_case
 from platform_assets.cli import main
 from platform_assets.config import load_config
 from platform_assets.definitions import build_definitions
@@ -138,54 +142,38 @@ def test_a_window_of_two_deltas_keeps_every_delta_landed_readable_and_rerunnable
 
 def test_a_sync_killed_inside_retirement_loses_nothing_and_the_next_pass_finishes(spark_remote, kafka_bootstrap,
                                                                                    tmp_path):
-    """`deltaport sync` SIGKILLed inside a retirement pass (partitions deleted, runs not yet: the
-    failpoint `retire.partitions_deleted`), then a second `sync`, both as a user runs them (a
-    process each, the instance in the folder's .dagster): nothing of the lake is lost, the next
-    pass deletes what the killed one left, and the SQLite instance keeps no event file of a
-    deleted run."""
-    sc = build_scenario(EmulatorConfig(seed=29, deltas=4, datamarts=(DM,), streams=1, chunk_size=20,
-                                       backup_partitions=1, faults=Faults(duplicate_rate=0.0)))
-    topic = f"window.kill.{os.getpid()}"
-    create_topic(kafka_bootstrap, topic)
-    publish([m for m in sc.messages if m.role == BACKUP], kafka_bootstrap, {BACKUP: topic})
-    folder = tmp_path / "case"
-    folder.mkdir()
-    config = folder / "deltaport.yaml"
-    config.write_text(yaml.safe_dump({
-        "sources": [{"name": DM, "format": "prostore", "backup_topic": topic}],
-        "kafka": {"bootstrap_servers": kafka_bootstrap}, "spark": {"remote": spark_remote},
-        "lake": {"catalog": "windowkill", "warehouse": str(folder / "lake"), "maintenance": {"every_deltas": 1}},
-        "state_dir": str(folder / "state"),
-        "sensor": {"max_deltas_per_run": 1, "partition_window": 1},
-    }))
-    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "DELTAPORT_FAILPOINTS", "DAGSTER_HOME")}
+    """The quick case of `make faults`' kills during retirement (bench/fault_retirement.py):
+    `deltaport sync` SIGKILLed between the two runs a pass deletes, then a second `sync`, both as
+    a user runs them (a process each, the instance in the folder's .dagster)."""
+    story = publish_story(kafka_bootstrap, seed=29, deltas=RETIREMENT_DELTAS, prefix="window.kill")
+    row = run_retirement_case(kafka_bootstrap, spark_remote, story, "kill-retirement-between-runs", tmp_path)
+    assert row.killed and row.recovered, row.problems
+    # the kill left a run of retired deltas (its index rows gone), the mark behind
+    assert row.left_by_kill["retired_through"] == 0 and ([2], "SUCCESS") in row.left_by_kill["runs"], row.left_by_kill
+    assert not row.problems, row.problems  # the next pass finished; no delta half-retired; no stray event file
+    assert (row.rows_lost, row.rows_duplicated, row.increment_rows_extra, row.increment_rows_missing) == (0, 0, 0, 0)
+    assert row.deltas_applied_twice == 0 and row.untagged_deltas == 0 and row.survived
 
-    def sync_process(**more: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "platform_assets.cli", "sync", "-c", str(config)], cwd=folder,
-                              env={**env, **more}, capture_output=True, text=True, timeout=900)
 
-    killed = sync_process(DELTAPORT_FAILPOINTS="retire.partitions_deleted")  # the pass of delta 1's run
-    assert killed.returncode == -9, killed.stdout + killed.stderr
-    marks = DeltaMarks(state_store(str(folder / "state" / "index.sqlite")))
-    assert marks.get(DM) == Marks(1, None)  # delta 1 landed; the pass died before its mark
-    home = folder / ".dagster"
+def test_on_a_postgresql_instance_a_pass_deletes_the_old_partitions_runs_and_events(postgres, tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from platform_assets.retirement import retire
+    from tests.unit.test_retirement import SRC, _held as held, _land, check_runs
+
+    home = tmp_path / "dagster"
+    home.mkdir()
+    (home / "dagster.yaml").write_text((Path(__file__).parents[2] / "deploy" / "dagster-postgres.yaml").read_text())
+    for name, value in postgres.dagster_env(postgres.database("retire")).items():
+        monkeypatch.setenv(name, value)
+    marks = DeltaMarks(tmp_path / "index.sqlite")
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        parts, _, runs = _held(instance)
-        assert parts == [1, 2, 3] and runs == [[0], [1]]  # partition 0 deleted, its run not yet
-
-    second = sync_process()
-    assert second.returncode == 0, second.stdout + second.stderr
-    assert marks.get(DM) == Marks(3, 2)
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        assert _held(instance) == ([3], [3], [[3]])
-        kept = {r.run_id for r in instance.get_runs()}
-    # index.db, and .db: the shard of runless events (the lag observations `sync` reports)
-    assert {p.stem for p in (home / "history" / "runs").glob("*.db") if p.name not in ("index.db", ".db")} == kept
-    cfg = load_config(config)
-    spark = build_definitions(cfg).resources["spark"].get_session()
-    layout = LakeLayout("windowkill")
-    for n in range(4):
-        for table, state in sc.truth[DM][n].items():
-            key = sc.databases[DM].tables[table].primary_key
-            truth = sorted(state.values(), key=lambda r: tuple(r[k] for k in key))
-            assert rows_as_of(spark, layout, DM, table, n) == truth, f"{table} as of delta {n}"
+        assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
+        for n in range(6):
+            _land(instance, n, n, checked=True)
+        old = [r.run_id for r in instance.get_runs() if max(deltas_of_run(r.tags)) <= 3]
+        done = retire(instance, SRC, marks, 3)
+        assert (done.partitions, done.runs, done.through) == (4, 4, 3)
+        assert held(instance) == ([4, 5], [4, 5], [[4], [5]])
+        assert not any(instance.get_records_for_run(run_id).records for run_id in old)
+        assert check_runs(instance) == {r.run_id for r in instance.get_runs()}

@@ -47,6 +47,14 @@ class PostgresServer:
             conn.close()
         return self.url.rsplit("/", 1)[0] + "/" + name
 
+    def dagster_env(self, url: str) -> dict[str, str]:
+        """The environment deploy/dagster-postgres.yaml reads for a database URL of this server."""
+        user, rest = url.split("://", 1)[1].split("@", 1)
+        hostport, db = rest.split("/", 1)
+        host, port = hostport.rsplit(":", 1)
+        return {"DAGSTER_PG_HOST": host, "DAGSTER_PG_PORT": port, "DAGSTER_PG_DB": db, "DAGSTER_PG_USER": user,
+                "DAGSTER_PG_PASSWORD": self.password or os.environ.get(PASSWORD_ENV, "")}
+
     def jdbc_url(self, url: str) -> str:
         """The JDBC address of a database URL of this server."""
         rest = url.split("@", 1)[-1]

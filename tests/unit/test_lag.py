@@ -92,3 +92,25 @@ def test_a_stale_lag_says_so_on_its_line():
 
     lag = Lag("m", deltas=0, seconds=0.0, oldest=None, landed_through=3, stale="as of the last read (down)")
     assert lag.text() == "m: landed through delta 3; up to date as of the last read (down)"
+
+
+def test_a_tick_reports_the_lag_only_when_what_it_says_changed():
+    from platform_assets.lag import Lag, lag_events_if_changed
+
+    def tick(lag: Lag, cursor: dict) -> tuple[int, dict]:
+        events, after = lag_events_if_changed(lag, 60.0, before=cursor, after={"next": 7})
+        assert after["next"] == 7  # the tick's own cursor, carried on
+        return len(events), after
+
+    behind = Lag("m", deltas=2, seconds=10.0, oldest=5, landed_through=4)
+    count, cursor = tick(behind, {})  # no report yet
+    assert count == 2
+    for seconds in (20.0, 40.0, 60.0):  # only the seconds grow: nothing new to say
+        count, cursor = tick(Lag("m", 2, seconds, 5, 4), cursor)
+        assert count == 0
+    count, cursor = tick(Lag("m", 2, 61.0, 5, 4), cursor)  # past the bound: the check fails now
+    assert count == 2
+    count, cursor = tick(Lag("m", 0, 0.0, None, 6), cursor)  # landed
+    assert count == 2
+    count, _ = tick(Lag("m", 0, 0.0, None, 6), cursor)
+    assert count == 0

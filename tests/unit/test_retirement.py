@@ -1,12 +1,17 @@
 """The partition window (platform_assets/retirement.py, resources/state/delta_marks.py): which
 deltas a pass retires, and a pass on a real Dagster instance (no Spark: a stand-in asset of the
 same partitions and run tags as a delta run) deletes exactly the old partitions and runs, in
-bounded passes that a crash between steps leaves for the next pass to finish."""
+bounded passes that a crash between steps leaves for the next pass to finish. Runs of the UI's
+asset backfills (no deltaport tag) are made through the instance with the backfill record and
+the tags Dagster gives them."""
 
 from __future__ import annotations
 
+import time
+
 import dagster as dg
 import pytest
+from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 
 from platform_assets import retirement
 from platform_assets.prostore.partitions import delta_partitions, partition_key
@@ -20,6 +25,26 @@ PARTS = delta_partitions(SRC)
 
 @dg.asset(key=[SRC, "snapshot"], partitions_def=PARTS)
 def snapshot(context) -> None:
+    pass
+
+
+@dg.asset_check(asset=snapshot)
+def primary_key_unique(context) -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(passed=True)
+
+
+@dg.asset(key=[SRC, "changelog"], partitions_def=PARTS)
+def changelog(context) -> None:
+    pass
+
+
+@dg.asset(key=["other", "snapshot"], partitions_def=delta_partitions("other"))
+def other_snapshot(context) -> None:
+    pass
+
+
+@dg.asset(key=["other", "changelog"], partitions_def=delta_partitions("other"))
+def other_changelog(context) -> None:
     pass
 
 
@@ -57,12 +82,14 @@ def test_marks_only_move_forward(tmp_path):
     assert marks.get("other") == Marks(None, None)
 
 
-def _land(instance, first: int, last: int) -> None:
-    """A delta run of first..last as the sensor or `sync` makes it: the partitions, the run's tags."""
+def _land(instance, first: int, last: int, *, checked: bool = False) -> None:
+    """A delta run of first..last as the sensor or `sync` makes it: the partitions, the run's tags
+    (`checked`: with a check's evaluation, as the snapshot's checks)."""
     instance.add_dynamic_partitions(PARTS.name, [partition_key(n) for n in range(first, last + 1)])
     tags = dict(datamart_tags(SRC))
     if first == last:
-        result = dg.materialize([snapshot], instance=instance, partition_key=partition_key(first), tags=tags)
+        result = dg.materialize([snapshot, *([primary_key_unique] if checked else [])], instance=instance,
+                                partition_key=partition_key(first), tags=tags)
     else:
         tags.update({RANGE_START_TAG: partition_key(first), RANGE_END_TAG: partition_key(last)})
         result = dg.materialize([snapshot], instance=instance, tags=tags)
@@ -132,7 +159,7 @@ def test_on_a_sqlite_instance_a_retired_run_leaves_neither_events_nor_its_event_
     (tmp_path / "dagster").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
         for n in range(3):
-            _land(instance, n, n)
+            _land(instance, n, n, checked=True)
         shards = tmp_path / "dagster" / "history" / "runs"
         old = {r.run_id for r in instance.get_runs() if deltas_of_run(r.tags) != [2]}
         assert old <= {p.stem for p in shards.glob("*.db")}
@@ -141,3 +168,62 @@ def test_on_a_sqlite_instance_a_retired_run_leaves_neither_events_nor_its_event_
         assert _held(instance) == ([2], [2], [[2]])
         assert not old & {p.stem for p in shards.glob("*.db")}
         assert not any(instance.get_records_for_run(run_id).records for run_id in old)
+        assert check_runs(instance) == {r.run_id for r in instance.get_runs()}  # the kept run's evaluation only
+
+
+def check_runs(instance) -> set[str]:
+    """The runs of the check executions the instance holds (the check's history in the UI)."""
+    history = instance.event_log_storage.get_asset_check_execution_history(primary_key_unique.check_key, limit=100)
+    return {record.run_id for record in history}
+
+
+def _backfill(instance, backfill_id: str, asset, keys: list[str], status: BulkActionStatus) -> None:
+    """The record the UI's backfill dialog adds for `keys` of `asset`, in `status`."""
+    graph = dg.Definitions(assets=[snapshot, changelog, other_snapshot, other_changelog]).resolve_asset_graph()
+    record = PartitionBackfill.from_asset_partitions(
+        backfill_id=backfill_id, asset_graph=graph, partition_names=keys, asset_selection=[asset.key],
+        backfill_timestamp=time.time(), tags={}, dynamic_partitions_store=instance, all_partitions=False,
+        title=None, description=None, run_config=None)
+    instance.add_backfill(record.with_status(status))
+
+
+def _backfill_run(instance, backfill_id: str, asset, first: int, last: int) -> str:
+    """A run of a backfill as Dagster makes it: the implicit asset job `__ASSET_JOB`, the
+    backfill's assets as its selection, tagged with the backfill's id and the partition or the
+    range; no deltaport tag."""
+    defs = dg.Definitions(assets=[snapshot, changelog, other_snapshot, other_changelog])
+    job = defs.resolve_implicit_global_asset_job_def()
+    tags = {retirement.BACKFILL_TAG: backfill_id}
+    if first == last:
+        tags[retirement.PARTITION_TAG] = partition_key(first)
+    else:
+        tags.update({RANGE_START_TAG: partition_key(first), RANGE_END_TAG: partition_key(last)})
+    result = job.execute_in_process(instance=instance, tags=tags, asset_selection=[asset.key])
+    assert result.success
+    return result.run_id
+
+
+def test_a_pass_deletes_the_runs_of_ui_backfills_all_of_whose_deltas_are_retired(tmp_path):
+    marks = DeltaMarks(tmp_path / "index.sqlite")
+    with dg.DagsterInstance.ephemeral() as instance:
+        for n in range(6):
+            _land(instance, n, n)
+        instance.add_dynamic_partitions("other_deltas", [partition_key(1)])
+        _backfill(instance, "done", snapshot, [partition_key(n) for n in (1, 2, 3, 5)],
+                  BulkActionStatus.COMPLETED_SUCCESS)
+        retired = [_backfill_run(instance, "done", snapshot, 1, 1), _backfill_run(instance, "done", snapshot, 2, 3)]
+        straddling = _backfill_run(instance, "done", snapshot, 3, 5)
+        _backfill(instance, "running", snapshot, [partition_key(2)], BulkActionStatus.REQUESTED)
+        launching = _backfill_run(instance, "running", snapshot, 2, 2)  # its daemon still reads its runs
+        _backfill(instance, "another", other_snapshot, [partition_key(1)], BulkActionStatus.COMPLETED_SUCCESS)
+        elsewhere = _backfill_run(instance, "another", other_snapshot, 1, 1)  # another source's deltas
+
+        done = retire(instance, SRC, marks, 3)
+        assert (done.partitions, done.runs) == (4, 4 + len(retired))
+        kept = {r.run_id for r in instance.get_runs()}
+        assert not kept & set(retired)
+        assert {straddling, launching, elsewhere} <= kept
+        assert _held(instance)[2] == [[4], [5]]
+        # the retired deltas' materializations went with the runs; 3-5's run keeps 4 and 5's
+        assert sorted(int(k) for k in instance.get_materialized_partitions(dg.AssetKey([SRC, "snapshot"]))) == \
+            [2, 3, 4, 5]
