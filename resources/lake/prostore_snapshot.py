@@ -15,9 +15,10 @@ from resources.failpoints import failpoint
 from resources.lake.prostore import (LakeLayout, MissingDeltasError, TableStats, _c,
                                      _struct, _table_columns, changelog_history, data_tables, landed_deltas)
 from resources.lake.history_read import state_as_of
-from resources.lake.prostore_history import (all_closed, mark_history_start, snapshot_properties,
+from resources.lake.prostore_history import (all_closed, ensure_history_table, mark_history_start, snapshot_properties,
                                              stamped, version_fields, write_closed_versions, write_history)
 from resources.lake.side_by_side import side_by_side
+from resources.lake.versions_view import replace_versions_view
 from resources.spark.iceberg import ensure_table, table_exists, without_session_properties
 from resources.spark.iceberg_reads import InsideFold, record_unchanged, writer_progress
 from resources.spark.iceberg_merge import checkpoint_checked, latest_per_key, merge_upserts
@@ -111,12 +112,17 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
     def step_done(step, commit_id: str) -> list[Applied]:
         deltas, entity = [n for n, *_ in step], step[-1][1]
         if len(step) > 1:
-            _apply_fold(spark, layout, datamart, deltas, [e for _, e, _, _ in step], prepared[entity.name],
-                        commit_id, keep_history, sum(stats.rows for _, _, stats, _ in step))
+            changed = _apply_fold(spark, layout, datamart, deltas, [e for _, e, _, _ in step], prepared[entity.name],
+                                  commit_id, keep_history, sum(stats.rows for _, _, stats, _ in step))
         else:
             n, entity, stats, transition = step[0]
-            _apply_delta(spark, layout, datamart, n, entity, stats, transition, prepared.get(entity.name),
-                         commit_id, keep_history, history_written=(entity.name, n) in history_written)
+            changed = _apply_delta(spark, layout, datamart, n, entity, stats, transition, prepared.get(entity.name),
+                                   commit_id, keep_history, history_written=(entity.name, n) in history_written)
+        if changed and keep_history and layout.versions_views:  # the columns changed: the view follows
+            # (the history table too: a new table's first delta may have closed nothing)
+            ensure_history_table(spark, layout, datamart, entity.name,
+                                 spark.table(layout.snapshot(datamart, entity.name)).schema)
+            replace_versions_view(spark, layout.catalog, datamart, entity.name)
         failpoint("snapshot.table_done")
         return [Applied(n, e.name, stats.upserts, stats.deletes) for n, e, stats, _ in step]
 
@@ -192,20 +198,22 @@ def _prepare_ranges(spark, layout: LakeLayout, datamart: str, plan) -> dict[str,
 
 
 def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int], entities: Sequence[EntitySchema],
-                prepared, commit_id: str | None = None, keep_history: bool = True, rows: int | None = None) -> None:
+                prepared, commit_id: str | None = None, keep_history: bool = True, rows: int | None = None) -> bool:
     """One commit taking one snapshot table from its state before `deltas` (consecutive, no
     column change among them) to the state after the last: the MERGE of each key's last change
     in them (`prepared`: the table's checked changes of the range). The commit records the
-    deltas and is tagged with the last; `snapshot_as_of` reads the states between."""
+    deltas and is tagged with the last; `snapshot_as_of` reads the states between. True when the
+    table's columns changed (created, or a column added or widened)."""
     from pyspark.sql import functions as F
 
     ident = layout.snapshot(datamart, entities[-1].name)
-    struct, created = None, False
+    struct, created, changed = None, False, False
     for entity in entities:  # a dropped column stays in the table; none is added inside a fold
         if _struct(entity.columns) != struct:
             struct = _struct(entity.columns)
-            created |= ensure_table(spark, ident, _struct(entity.columns, version_fields()),
-                                    properties=snapshot_properties(keep_history)).created
+            ensured = ensure_table(spark, ident, _struct(entity.columns, version_fields()),
+                                   properties=snapshot_properties(keep_history))
+            created, changed = created or ensured.created, changed or ensured.changed
     keys = list(entities[-1].primary_key)
     table = spark.table(ident)
     schema = table.schema
@@ -219,6 +227,7 @@ def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int],
     last = latest_per_key(changes, keys, order_column="delta_num").drop("delta_num", "delta_date")
     merge_upserts(spark, ident, last, keys, delta_num=deltas[-1], checked=True, folded=deltas, commit_id=commit_id,
                   rows=rows)
+    return changed
 
 
 def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: int,
@@ -247,13 +256,14 @@ def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_n
 
 def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: EntitySchema, stats: TableStats,
                  transition: ColumnTransition | None, prepared=None, commit_id: str | None = None,
-                 keep_history: bool = True, history_written: bool = False) -> None:
+                 keep_history: bool = True, history_written: bool = False) -> bool:
     """One commit taking one snapshot table from its state after the previous delta to delta n.
 
     `transition`: how the table's columns changed since the delta last applied (None: not
     known, nothing to carry over). `prepared`: the table's checked changes of a range
     (`_prepare_ranges`), used when the delta's columns did not change. `history_written`: the
-    versions the delta closes are in the history already (written from the same pre-state)."""
+    versions the delta closes are in the history already (written from the same pre-state).
+    True when the table's columns changed (created, or a column added or widened)."""
     from pyspark.sql import functions as F
 
     ident = layout.snapshot(datamart, entity.name)
@@ -281,7 +291,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         # Nothing changed: the tag alone records delta n, cheaply. The table was refreshed when
         # this run read its progress (`snapshot_progress`), and the run holds the datamart.
         record_unchanged(spark, ident, schema, n, new=not existed, refresh=False)
-        return
+        return ensured.changed
     keys = list(entity.primary_key)
     if prepared is not None and _plain(transition):
         changes = prepared.where(F.col("delta_num") == n)
@@ -299,7 +309,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         # the MERGE checks the keys in its own job, or they were checked with the range
         merge_upserts(spark, ident, changes.drop("delta_num", "delta_date"), keys, delta_num=n,
                       checked=prepared is not None and _plain(transition), commit_id=commit_id, rows=stats.rows)
-        return
+        return ensured.changed
     # The rows the delta does not write come from the table itself: materialized (and checked)
     # before the MERGE rewrites that table.
     untouched = table.join(changes.select(*[_c(k) for k in keys]), on=keys, how="left_anti")
@@ -324,8 +334,9 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         write_closed_versions(spark, layout, datamart, entity.name, table, schema, written, keys, [n])
     if changes.isEmpty():  # a rename in an empty table, with no change in the delta
         record_unchanged(spark, ident, schema, n)
-        return
+        return ensured.changed
     merge_upserts(spark, ident, changes, keys, delta_num=n, checked=True, commit_id=commit_id)
+    return ensured.changed
 
 
 def _delta_date(spark, layout: LakeLayout, datamart: str, n: int):
