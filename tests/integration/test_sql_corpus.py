@@ -253,13 +253,7 @@ def corpus(truth: Truth) -> list[str]:
         f"UNION ALL SELECT 4, count(*), min(transaction_date) FROM {sales} FOR SYSTEM_TIME AS OF DELTA_NUM 4 "
         f"UNION ALL SELECT 6, count(*), min(transaction_date) FROM {sales}",
         # a key deleted and inserted again
-        f"SELECT * FROM {RE}.t FOR SYSTEM_TIME AS OF DELTA_NUM 2",
-        f"SELECT * FROM {RE}.t FOR SYSTEM_TIME FINISHED IN (1, 2)",
-        f"SELECT * FROM {RE}.t FOR SYSTEM_TIME STARTED IN (2, 3)",
-        f"SELECT f.id, f.v AS deleted, s.v AS again FROM {RE}.t FOR SYSTEM_TIME FINISHED IN (2, 2) f "
-        f"JOIN {RE}.t FOR SYSTEM_TIME STARTED IN (3, 3) s ON s.id = f.id",
-        f"SELECT * FROM {RE}.t FOR SYSTEM_TIME AS OF '2026-01-05 12:00:00'",
-        f"SELECT * FROM {RE}.t",
+        *reinsert_queries(),
         # a change stream
         f"SELECT * FROM {CS}.{T}",
         f"SELECT * FROM {CS}.{T} FOR SYSTEM_TIME AS OF DELTA_NUM 2",
@@ -271,6 +265,20 @@ def corpus(truth: Truth) -> list[str]:
         f"SELECT count(*) AS n FROM {DM}_marts.{MART}",
         f"SELECT m.id, m.name FROM {DM}_marts.{MART} FOR SYSTEM_TIME AS OF DELTA_NUM 2 m "
         f"JOIN {stores} FOR SYSTEM_TIME AS OF DELTA_NUM 2 s ON s.id = m.id WHERE m.name = s.name",
+    ]
+
+
+def reinsert_queries() -> list[str]:
+    """The corpus' queries on `reinsert.t`, REINSERT's story (tests/integration/test_versions_view.py
+    runs them on a JDBC catalog too)."""
+    return [
+        f"SELECT * FROM {RE}.t FOR SYSTEM_TIME AS OF DELTA_NUM 2",
+        f"SELECT * FROM {RE}.t FOR SYSTEM_TIME FINISHED IN (1, 2)",
+        f"SELECT * FROM {RE}.t FOR SYSTEM_TIME STARTED IN (2, 3)",
+        f"SELECT f.id, f.v AS deleted, s.v AS again FROM {RE}.t FOR SYSTEM_TIME FINISHED IN (2, 2) f "
+        f"JOIN {RE}.t FOR SYSTEM_TIME STARTED IN (3, 3) s ON s.id = f.id",
+        f"SELECT * FROM {RE}.t FOR SYSTEM_TIME AS OF '2026-01-05 12:00:00'",
+        f"SELECT * FROM {RE}.t",
     ]
 
 

@@ -9,7 +9,10 @@ in one range run (split at the column change, 4-6 folded). Checked:
 - each FOR SYSTEM_TIME form's WHERE, the text `deltaport sql`'s rewrite puts around `H`
   (resources/lake/history_forms.py), run by Spark on the view, equals the oracle
   (test_history_forms' `oracle_versions` / `expected` and the truth at each delta), and equals
-  `deltaport sql` of the same Prostore query on this JDBC lake with both engines.
+  `deltaport sql` of the same Prostore query on this JDBC lake with both engines;
+- the SQL corpus' queries on this table (tests/integration/test_sql_corpus.py `reinsert_queries`:
+  every form, a join of two forms, AS OF a time), by `deltaport sql` on both engines on this JDBC
+  lake, equal the corpus' oracle (the truth of what each reference selects, the rest run by DuckDB).
 """
 
 from __future__ import annotations
@@ -24,12 +27,14 @@ from platform_assets.config import load_config
 from platform_assets.sql_query import answer_sql
 from resources.codecs.backup import ChangelogRecord
 from resources.lake.history_forms import AsOfDelta, FinishedIn, StartedIn
+from resources.lake.prostore_dialect import AS_OF_DELTA, AS_OF_TIME, STARTED_IN
 from resources.lake.prostore import LakeLayout, land_changelog, land_increment
 from resources.lake.prostore_snapshot import apply_snapshots
 from resources.lake.versions_view import view_ident
 from resources.spark.kafka_reader import output_spark_schema
 from resources.spark.session import CatalogConfig, connect
 from tests.integration.test_history_forms import close_at, expected, oracle_versions
+from tests.integration.test_sql_corpus import normal, oracle, reinsert_queries
 from tests.support.postgres import PASSWORD_ENV
 
 pytestmark = pytest.mark.integration
@@ -120,8 +125,7 @@ def test_the_view_follows_the_ddl(lake):
     assert columns_seen[0] == columns_seen[W_FROM - 1] == ["id", "v", *system]
     assert columns_seen[LAST] == ["id", "v", "w", *system], "the ADD COLUMN reached the view"
     # H: every version once, the current ones with sys_to null
-    versions = oracle_versions(list(range(len(STORY))), lambda d: [({"id": i}, op) for i, _, _, op in STORY[d]],
-                               lambda row: (row["id"],))
+    versions = Truth(states).versions
     got = sorted((r.id, r.sys_from, r.sys_to, r.sys_op) for r in session.table(view).collect())
     assert got == sorted((v["key"][0], v["sys_from"], v["sys_to"], v["sys_op"]) for v in versions)
     assert version == 1, "written when the table was made and replaced when `w` came, never per delta"
@@ -140,8 +144,7 @@ def prostore_form(form) -> str:
 
 def test_every_form_on_the_view_equals_the_oracle_and_deltaport_sql(lake):
     session, view, states, _, cfg, _ = lake
-    versions = oracle_versions(list(range(len(STORY))), lambda d: [({"id": i}, op) for i, _, _, op in STORY[d]],
-                               lambda row: (row["id"],))
+    versions = Truth(states).versions
     checked = 0
     for form in forms():
         delta = form.delta if isinstance(form, AsOfDelta) else form.last
@@ -162,3 +165,36 @@ def test_every_form_on_the_view_equals_the_oracle_and_deltaport_sql(lake):
             assert sorted(tuple(r.values()) for r in rows.to_pylist()) == want, f"{engine}: {query}"
         checked += len(want)
     assert checked > 30
+
+
+class Truth:
+    """What test_sql_corpus's `oracle` asks of a story: the rows each reference selects."""
+
+    def __init__(self, states: list[dict]):
+        self.states = states
+        self.versions = oracle_versions(list(range(len(STORY))),
+                                        lambda d: [({"id": i}, op) for i, _, _, op in STORY[d]], lambda row: (row["id"],))
+
+    def rows(self, source: str, table: str, kind: str | None, value) -> tuple[list[str], list[dict]]:
+        assert (source, table) == (RE, "t")
+        if kind in (None, AS_OF_DELTA, AS_OF_TIME):
+            delta = LAST if kind is None else int(value) if kind == AS_OF_DELTA else max(
+                (n for n in range(len(STORY)) if close_at(n) <= dt.datetime.fromisoformat(value)), default=-1)
+            columns = columns_at(max(delta, 0))
+            return columns, [] if delta < 0 else [{c: r[c] for c in columns} for r in self.states[delta].values()]
+        form = (StartedIn if kind == STARTED_IN else FinishedIn)(*value)
+        columns = columns_at(form.last)
+        return columns, [{c: r[c] for c in columns}
+                         for r in expected(self.versions, form, columns, lambda d: self.states[d], LAST)]
+
+
+def test_the_corpus_slice_on_a_jdbc_catalog_equals_the_truth_on_both_engines(lake):
+    _, _, states, _, cfg, _ = lake
+    truth, answered = Truth(states), 0
+    for query in reinsert_queries():
+        want = oracle(query, truth)
+        for engine in ("duckdb", "spark"):
+            got = answer_sql(query, cfg, engine=engine).rows
+            assert (got.column_names, normal(got.to_pylist())) == want, f"{engine}: {query}"
+        answered += bool(want[1])
+    assert answered == len(reinsert_queries())
