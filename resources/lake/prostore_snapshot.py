@@ -112,17 +112,12 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
     def step_done(step, commit_id: str) -> list[Applied]:
         deltas, entity = [n for n, *_ in step], step[-1][1]
         if len(step) > 1:
-            changed = _apply_fold(spark, layout, datamart, deltas, [e for _, e, _, _ in step], prepared[entity.name],
-                                  commit_id, keep_history, sum(stats.rows for _, _, stats, _ in step))
+            _apply_fold(spark, layout, datamart, deltas, [e for _, e, _, _ in step], prepared[entity.name],
+                        commit_id, keep_history, sum(stats.rows for _, _, stats, _ in step))
         else:
             n, entity, stats, transition = step[0]
-            changed = _apply_delta(spark, layout, datamart, n, entity, stats, transition, prepared.get(entity.name),
-                                   commit_id, keep_history, history_written=(entity.name, n) in history_written)
-        if changed and keep_history and layout.versions_views:  # the columns changed: the view follows
-            # (the history table too: a new table's first delta may have closed nothing)
-            ensure_history_table(spark, layout, datamart, entity.name,
-                                 spark.table(layout.snapshot(datamart, entity.name)).schema)
-            replace_versions_view(spark, layout.catalog, datamart, entity.name)
+            _apply_delta(spark, layout, datamart, n, entity, stats, transition, prepared.get(entity.name),
+                         commit_id, keep_history, history_written=(entity.name, n) in history_written)
         failpoint("snapshot.table_done")
         return [Applied(n, e.name, stats.upserts, stats.deletes) for n, e, stats, _ in step]
 
@@ -198,12 +193,11 @@ def _prepare_ranges(spark, layout: LakeLayout, datamart: str, plan) -> dict[str,
 
 
 def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int], entities: Sequence[EntitySchema],
-                prepared, commit_id: str | None = None, keep_history: bool = True, rows: int | None = None) -> bool:
+                prepared, commit_id: str | None = None, keep_history: bool = True, rows: int | None = None) -> None:
     """One commit taking one snapshot table from its state before `deltas` (consecutive, no
     column change among them) to the state after the last: the MERGE of each key's last change
     in them (`prepared`: the table's checked changes of the range). The commit records the
-    deltas and is tagged with the last; `snapshot_as_of` reads the states between. True when the
-    table's columns changed (created, or a column added or widened)."""
+    deltas and is tagged with the last; `snapshot_as_of` reads the states between."""
     from pyspark.sql import functions as F
 
     ident = layout.snapshot(datamart, entities[-1].name)
@@ -214,6 +208,8 @@ def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int],
             ensured = ensure_table(spark, ident, _struct(entity.columns, version_fields()),
                                    properties=snapshot_properties(keep_history))
             created, changed = created or ensured.created, changed or ensured.changed
+    if changed:
+        _columns_changed(spark, layout, datamart, entities[-1].name, keep_history)
     keys = list(entities[-1].primary_key)
     table = spark.table(ident)
     schema = table.schema
@@ -227,7 +223,6 @@ def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int],
     last = latest_per_key(changes, keys, order_column="delta_num").drop("delta_num", "delta_date")
     merge_upserts(spark, ident, last, keys, delta_num=deltas[-1], checked=True, folded=deltas, commit_id=commit_id,
                   rows=rows)
-    return changed
 
 
 def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: int,
@@ -256,14 +251,13 @@ def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_n
 
 def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: EntitySchema, stats: TableStats,
                  transition: ColumnTransition | None, prepared=None, commit_id: str | None = None,
-                 keep_history: bool = True, history_written: bool = False) -> bool:
+                 keep_history: bool = True, history_written: bool = False) -> None:
     """One commit taking one snapshot table from its state after the previous delta to delta n.
 
     `transition`: how the table's columns changed since the delta last applied (None: not
     known, nothing to carry over). `prepared`: the table's checked changes of a range
     (`_prepare_ranges`), used when the delta's columns did not change. `history_written`: the
-    versions the delta closes are in the history already (written from the same pre-state).
-    True when the table's columns changed (created, or a column added or widened)."""
+    versions the delta closes are in the history already (written from the same pre-state)."""
     from pyspark.sql import functions as F
 
     ident = layout.snapshot(datamart, entity.name)
@@ -279,6 +273,8 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
     ensured = ensure_table(spark, ident, _struct(entity.columns, version_fields()),
                            properties=snapshot_properties(keep_history), current=before)
     created = ensured.created
+    if ensured.changed:
+        _columns_changed(spark, layout, datamart, entity.name, keep_history)
     # Rows the delta does not write still change when a column was renamed (the new name takes
     # the old name's value) or added again after a drop (the stale value must not come back).
     carry: dict[str, str | None] = {}
@@ -291,7 +287,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         # Nothing changed: the tag alone records delta n, cheaply. The table was refreshed when
         # this run read its progress (`snapshot_progress`), and the run holds the datamart.
         record_unchanged(spark, ident, schema, n, new=not existed, refresh=False)
-        return ensured.changed
+        return
     keys = list(entity.primary_key)
     if prepared is not None and _plain(transition):
         changes = prepared.where(F.col("delta_num") == n)
@@ -309,7 +305,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         # the MERGE checks the keys in its own job, or they were checked with the range
         merge_upserts(spark, ident, changes.drop("delta_num", "delta_date"), keys, delta_num=n,
                       checked=prepared is not None and _plain(transition), commit_id=commit_id, rows=stats.rows)
-        return ensured.changed
+        return
     # The rows the delta does not write come from the table itself: materialized (and checked)
     # before the MERGE rewrites that table.
     untouched = table.join(changes.select(*[_c(k) for k in keys]), on=keys, how="left_anti")
@@ -334,9 +330,21 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         write_closed_versions(spark, layout, datamart, entity.name, table, schema, written, keys, [n])
     if changes.isEmpty():  # a rename in an empty table, with no change in the delta
         record_unchanged(spark, ident, schema, n)
-        return ensured.changed
+        return
     merge_upserts(spark, ident, changes, keys, delta_num=n, checked=True, commit_id=commit_id)
-    return ensured.changed
+
+
+def _columns_changed(spark, layout: LakeLayout, datamart: str, name: str, keep_history: bool) -> None:
+    """The snapshot table's columns changed (created, a column added or widened): its history table
+    takes them and its versions view (resources/lake/versions_view.py) is replaced now, before the
+    step's data commits: a step that dies after those leaves no stale view behind (its re-run finds
+    the columns changed already and does not come here). The window left is a death between the
+    column change's own commit and these two catalog calls: the view keeps the old columns until
+    the table's next column change. Only here: never per delta."""
+    if keep_history and layout.versions_views:
+        # the history table too: a new table's first delta may close nothing, and the view names it
+        ensure_history_table(spark, layout, datamart, name, spark.table(layout.snapshot(datamart, name)).schema)
+        replace_versions_view(spark, layout.catalog, datamart, name)
 
 
 def _delta_date(spark, layout: LakeLayout, datamart: str, n: int):

@@ -1,8 +1,9 @@
 """One Iceberg view per history-kept table: `lake.<src>_versions.<t>`, the union `H` of its versions.
 
 What flows: when a snapshot step changes a table's columns (the table is created, or a delta's
-DDL adds a column or widens a type: `ensure_table` reports it), the step ends by replacing the
-table's view with `CREATE OR REPLACE VIEW` over the two tables as they now are: the current
+DDL adds a column or widens a type: `ensure_table` reports it), the step replaces the table's
+view, before its data commits, with `CREATE OR REPLACE VIEW` over the two tables as they now are
+(resources/lake/prostore_snapshot.py `_columns_changed`): the current
 versions of `lake.<src>.<t>` and the closed ones of `lake.<src>_history.<t>` (the columns and
 the forms are in `resources/lake/history_forms.py`). Any engine with Iceberg views (Spark; Trino
 reads a view only in its own dialect) then writes the documented WHERE of each FOR SYSTEM_TIME
