@@ -51,8 +51,6 @@ def by_key(table, order: Sequence[str]):
 
     if not table.num_rows or not order:
         return table
-    if len(order) == 1:  # one key column (most tables): Arrow's array sort, stable too, ten times the table sort's speed
-        return table.take(pc.sort_indices(table.column(order[0]), null_placement="at_start"))
     return table.take(pc.sort_indices(table, sort_keys=[(c, "ascending", "at_start") for c in order]))
 
 
