@@ -15,10 +15,10 @@ from resources.failpoints import failpoint
 from resources.lake.prostore import (LakeLayout, MissingDeltasError, TableStats, _c,
                                      _struct, _table_columns, changelog_history, data_tables, landed_deltas)
 from resources.lake.history_read import state_as_of
-from resources.lake.prostore_history import (all_closed, ensure_history_table, mark_history_start, snapshot_properties,
+from resources.lake.prostore_history import (all_closed, mark_history_start, snapshot_properties,
                                              stamped, version_fields, write_closed_versions, write_history)
 from resources.lake.side_by_side import side_by_side
-from resources.lake.versions_view import replace_versions_view
+from resources.lake.versions_view import follow_columns
 from resources.spark.iceberg import ensure_table, table_exists, without_session_properties
 from resources.spark.iceberg_reads import InsideFold, record_unchanged, writer_progress
 from resources.spark.iceberg_merge import checkpoint_checked, latest_per_key, merge_upserts
@@ -209,7 +209,7 @@ def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int],
                                    properties=snapshot_properties(keep_history))
             created, changed = created or ensured.created, changed or ensured.changed
     if changed:
-        _columns_changed(spark, layout, datamart, entities[-1].name, keep_history)
+        follow_columns(spark, layout, datamart, entities[-1].name, keep_history=keep_history)
     keys = list(entities[-1].primary_key)
     table = spark.table(ident)
     schema = table.schema
@@ -274,7 +274,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
                            properties=snapshot_properties(keep_history), current=before)
     created = ensured.created
     if ensured.changed:
-        _columns_changed(spark, layout, datamart, entity.name, keep_history)
+        follow_columns(spark, layout, datamart, entity.name, keep_history=keep_history)
     # Rows the delta does not write still change when a column was renamed (the new name takes
     # the old name's value) or added again after a drop (the stale value must not come back).
     carry: dict[str, str | None] = {}
@@ -332,19 +332,6 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         record_unchanged(spark, ident, schema, n)
         return
     merge_upserts(spark, ident, changes, keys, delta_num=n, checked=True, commit_id=commit_id)
-
-
-def _columns_changed(spark, layout: LakeLayout, datamart: str, name: str, keep_history: bool) -> None:
-    """The snapshot table's columns changed (created, a column added or widened): its history table
-    takes them and its versions view (resources/lake/versions_view.py) is replaced now, before the
-    step's data commits: a step that dies after those leaves no stale view behind (its re-run finds
-    the columns changed already and does not come here). The window left is a death between the
-    column change's own commit and these two catalog calls: the view keeps the old columns until
-    the table's next column change. Only here: never per delta."""
-    if keep_history and layout.versions_views:
-        # the history table too: a new table's first delta may close nothing, and the view names it
-        ensure_history_table(spark, layout, datamart, name, spark.table(layout.snapshot(datamart, name)).schema)
-        replace_versions_view(spark, layout.catalog, datamart, name)
 
 
 def _delta_date(spark, layout: LakeLayout, datamart: str, n: int):

@@ -3,7 +3,8 @@
 What flows: when a snapshot step changes a table's columns (the table is created, or a delta's
 DDL adds a column or widens a type: `ensure_table` reports it), the step replaces the table's
 view, before its data commits, with `CREATE OR REPLACE VIEW` over the two tables as they now are
-(resources/lake/prostore_snapshot.py `_columns_changed`): the current
+(`follow_columns`, called by resources/lake/prostore_snapshot.py for a datamart's tables and
+resources/lake/cdc.py for a change stream's): the current
 versions of `lake.<src>.<t>` and the closed ones of `lake.<src>_history.<t>` (the columns and
 the forms are in `resources/lake/history_forms.py`). Any engine with Iceberg views (Spark; Trino
 reads a view only in its own dialect) then writes the documented WHERE of each FOR SYSTEM_TIME
@@ -76,6 +77,22 @@ def versions_view_sql(current: str, history: str, columns: Sequence[tuple[str, s
         now += f" WHERE {LIVE}"
     closed = f"SELECT {side({}, lambda c: c.lower() in names)} FROM {_ident(history)}"
     return f"{now}\nUNION ALL\n{closed}"
+
+
+def follow_columns(spark, layout, source: str, table: str, *, keep_history: bool, stream: bool = False) -> None:
+    """A snapshot table's columns changed (created, a column added or widened): its history table
+    takes them and its view is replaced now, before the step's data commits: a step that dies
+    after those leaves no stale view behind (its re-run finds the columns changed already and does
+    not come here). The window left is a death between the column change's own commit and these
+    catalog calls: the view keeps the old columns until the table's next column change. Called on
+    a column change only: never per delta."""
+    if not (keep_history and layout.versions_views):
+        return
+    from resources.lake.prostore_history import ensure_history_table
+
+    # the history table too: a new table's first delta may close nothing, and the view names it
+    ensure_history_table(spark, layout, source, table, spark.table(f"{layout.catalog}.{source}.{table}").schema)
+    replace_versions_view(spark, layout.catalog, source, table, stream=stream)
 
 
 def replace_versions_view(spark, catalog: str, source: str, table: str, *, stream: bool = False) -> str | None:

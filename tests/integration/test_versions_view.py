@@ -3,7 +3,9 @@ on that catalog.
 
 One lake, landed with the lake layer (no Dagster): test_history_forms' table whose keys are
 deleted and inserted again, with a column `w` added by delta 3's DDL; deltas 0-2 one by one, 3-6
-in one range run (split at the column change, 4-6 folded). Checked:
+in one range run (split at the column change, 4-6 folded); and test_stream_history's change
+stream `hand.things` (late and duplicate changes, tombstones, a key deleted and re-inserted), landed
+as the SQL corpus lands it. Checked:
 - the view `lake.reinsert_versions.t` exists once the table does, gains `w` in the step that adds
   it, is replaced then only (its metadata's version number: 1), and its rows are `H`;
 - each FOR SYSTEM_TIME form's WHERE, the text `deltaport sql`'s rewrite puts around `H`
@@ -12,7 +14,9 @@ in one range run (split at the column change, 4-6 folded). Checked:
   `deltaport sql` of the same Prostore query on this JDBC lake with both engines;
 - the SQL corpus' queries on this table (tests/integration/test_sql_corpus.py `reinsert_queries`:
   every form, a join of two forms, AS OF a time), by `deltaport sql` on both engines on this JDBC
-  lake, equal the corpus' oracle (the truth of what each reference selects, the rest run by DuckDB).
+  lake, equal the corpus' oracle (the truth of what each reference selects, the rest run by DuckDB);
+- the stream's view `lake.hand_versions.things`: its data columns, no tombstone, and each form's
+  WHERE equal to its oracle (test_stream_history's versions).
 """
 
 from __future__ import annotations
@@ -29,17 +33,22 @@ from resources.codecs.backup import ChangelogRecord
 from resources.lake.history_forms import AsOfDelta, FinishedIn, StartedIn
 from resources.lake.prostore_dialect import AS_OF_DELTA, AS_OF_TIME, STARTED_IN
 from resources.lake.prostore import LakeLayout, land_changelog, land_increment
+from resources.lake.cdc import CdcDelta, apply_cdc_through, changes_frame, land_cdc_increments
 from resources.lake.prostore_snapshot import apply_snapshots
 from resources.lake.versions_view import view_ident
 from resources.spark.kafka_reader import output_spark_schema
 from resources.spark.session import CatalogConfig, connect
 from tests.integration.test_history_forms import close_at, expected, oracle_versions
+from tests.integration.test_cdc_lake import KEY, T, spark_columns
 from tests.integration.test_sql_corpus import normal, oracle, reinsert_queries
+from tests.integration.test_stream_history import applied_keys, hand_story, selected
+from tests.integration.test_stream_history import oracle_versions as stream_versions
 from tests.support.postgres import PASSWORD_ENV
 
 pytestmark = pytest.mark.integration
 
-RE, CATALOG = "reinsert", "vjdbc"
+RE, CS, CATALOG = "reinsert", "hand", "vjdbc"
+SYSTEM = ["sys_from", "sys_from_date", "sys_to", "sys_op", "sys_close_date", "delta_num"]
 CREATE = ChangelogRecord(0, "t", "CREATE TABLE reinsert.t (id BIGINT NOT NULL, v VARCHAR, PRIMARY KEY (id)) "
                                  "DISTRIBUTED BY (id)")
 ADD_W = ChangelogRecord(1, "t", "ALTER TABLE reinsert.t ADD COLUMN w VARCHAR")
@@ -93,14 +102,24 @@ def lake(spark_remote, postgres, tmp_path_factory):
         if n < W_FROM or n == LAST:
             apply_snapshots(session, layout, RE, n)
             columns_seen[n] = session.table(view).columns
+    story = hand_story()  # a change stream (test_stream_history's), landed as the SQL corpus lands it
+    land_cdc_increments(session, layout, CS, [
+        CdcDelta(n, {T: changes_frame(session, changes, spark_columns())} if changes else {},
+                 delta_date_us=int((close_at(n) - dt.datetime(1970, 1, 1)).total_seconds()) * 1_000_000)
+        for n, (changes, _) in enumerate(story)])
+    for n in (0, 1, 4, len(story) - 1):
+        apply_cdc_through(session, layout, CS, n, {T: KEY})
+    stream = ([{k: {"id": k, "a": a, "b": b, "c": c} for k, (a, b, c) in state.items()} for _, state in story],
+              applied_keys([changes for changes, _ in story], lambda ch: ch.values["id"]))
     config = folder / "deltaport.yaml"
     config.write_text(yaml.safe_dump({
-        "sources": [{"name": RE, "format": "prostore", "signal_topic": "s", "backup_topic": "b"}],
+        "sources": [{"name": RE, "format": "prostore", "signal_topic": "s", "backup_topic": "b"},
+                    {"name": CS, "format": "qlik", "topic": "t"}],
         "kafka": {"bootstrap_servers": "127.0.0.1:9"},  # never reached: `sql` reads the lake only
         "lake": {"catalog": CATALOG, "type": "jdbc", "uri": catalog.uri, "warehouse": catalog.warehouse,
                  "properties": {"jdbc.user": user, "jdbc.password": {"env": PASSWORD_ENV}}},
         "state_dir": str(folder / "state")}))
-    return session, view, states, columns_seen, load_config(str(config)), view_version(postgres, db)
+    return session, view, states, columns_seen, load_config(str(config)), view_version(postgres, db), stream
 
 
 def view_version(postgres, db: str) -> int:
@@ -120,10 +139,9 @@ def view_version(postgres, db: str) -> int:
 
 
 def test_the_view_follows_the_ddl(lake):
-    session, view, states, columns_seen, _, version = lake
-    system = ["sys_from", "sys_from_date", "sys_to", "sys_op", "sys_close_date", "delta_num"]
-    assert columns_seen[0] == columns_seen[W_FROM - 1] == ["id", "v", *system]
-    assert columns_seen[LAST] == ["id", "v", "w", *system], "the ADD COLUMN reached the view"
+    session, view, states, columns_seen, _, version, _ = lake
+    assert columns_seen[0] == columns_seen[W_FROM - 1] == ["id", "v", *SYSTEM]
+    assert columns_seen[LAST] == ["id", "v", "w", *SYSTEM], "the ADD COLUMN reached the view"
     # H: every version once, the current ones with sys_to null
     versions = Truth(states).versions
     got = sorted((r.id, r.sys_from, r.sys_to, r.sys_op) for r in session.table(view).collect())
@@ -143,7 +161,7 @@ def prostore_form(form) -> str:
 
 
 def test_every_form_on_the_view_equals_the_oracle_and_deltaport_sql(lake):
-    session, view, states, _, cfg, _ = lake
+    session, view, states, _, cfg, _, _ = lake
     versions = Truth(states).versions
     checked = 0
     for form in forms():
@@ -189,7 +207,7 @@ class Truth:
 
 
 def test_the_corpus_slice_on_a_jdbc_catalog_equals_the_truth_on_both_engines(lake):
-    _, _, states, _, cfg, _ = lake
+    _, _, states, _, cfg, _, _ = lake
     truth, answered = Truth(states), 0
     for query in reinsert_queries():
         want = oracle(query, truth)
@@ -198,3 +216,25 @@ def test_the_corpus_slice_on_a_jdbc_catalog_equals_the_truth_on_both_engines(lak
             assert (got.column_names, normal(got.to_pylist())) == want, f"{engine}: {query}"
         answered += bool(want[1])
     assert answered == len(reinsert_queries())
+
+
+def test_a_change_streams_view_answers_every_form_as_the_oracle(lake):
+    """The stream's view: its data columns (not the lake's own `_order`, `_tombstone`,
+    `_event_time_us`), tombstones left out, and each form's WHERE equal to test_stream_history's
+    oracle (the versions by the stream's rules)."""
+    session, _, _, _, cfg, _, (states, applied) = lake
+    view, columns, last = view_ident(CATALOG, CS, T), ["id", "a", "b", "c"], len(states) - 1
+    assert session.table(view).columns == [*columns, *SYSTEM]
+    versions = stream_versions(states, applied)
+    checked = 0
+    for form in [*(AsOfDelta(n) for n in range(last + 1)), StartedIn(0, last), StartedIn(3, 8), FinishedIn(0, last),
+                 FinishedIn(1, 8), FinishedIn(2, 2)]:
+        if isinstance(form, AsOfDelta):
+            want = list(states[form.delta].values())
+        else:
+            want = [{c: v["row"].get(c) for c in columns} for v in selected(versions, form)]
+        got = session.sql(f"SELECT {', '.join(columns)} FROM {view} WHERE ({form.where()}) "
+                          f"AND (delta_num IS NULL OR delta_num <= {last})").collect()
+        assert normal([r.asDict() for r in got]) == normal(want), f"{form} on the stream's view"
+        checked += len(want)
+    assert checked > 20
