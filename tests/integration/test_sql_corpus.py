@@ -168,6 +168,20 @@ def normal(rows: list[dict]) -> list[tuple]:
     return sorted(out, key=lambda r: [(v is not None, repr(v)) for v in r])
 
 
+def land_hand_story(session, layout, source: str) -> tuple[list[dict], list]:
+    """test_stream_history's change stream landed as table `T` of `source` (range runs to deltas 0,
+    1, 4 and the last); (its true states [{id: row}] per delta, the keys each delta applies to)."""
+    story = hand_story()
+    land_cdc_increments(session, layout, source, [
+        CdcDelta(n, {T: changes_frame(session, changes, spark_columns())} if changes else {},
+                 delta_date_us=int((close_at(n) - dt.datetime(1970, 1, 1)).total_seconds()) * 1_000_000)
+        for n, (changes, _) in enumerate(story)])
+    for n in (0, 1, 4, len(story) - 1):
+        apply_cdc_through(session, layout, source, n, {T: KEY})
+    return ([{k: {"id": k, "a": a, "b": b, "c": c} for k, (a, b, c) in state.items()} for _, state in story],
+            applied_keys([changes for changes, _ in story], lambda ch: ch.values["id"]))
+
+
 @pytest.fixture(scope="module")
 def lake(spark_remote, kafka_bootstrap, tmp_path_factory):
     """The module's one lake (module docstring), its config file and its truth."""
@@ -195,15 +209,7 @@ def lake(spark_remote, kafka_bootstrap, tmp_path_factory):
             apply_snapshots(session, layout, RE, n)
     re_states = [{k: row for k, row in s.items()} for s in states]
 
-    story = hand_story()
-    land_cdc_increments(session, layout, CS, [
-        CdcDelta(n, {T: changes_frame(session, changes, spark_columns())} if changes else {},
-                 delta_date_us=int((close_at(n) - dt.datetime(1970, 1, 1)).total_seconds()) * 1_000_000)
-        for n, (changes, _) in enumerate(story)])
-    for n in (0, 1, 4, len(story) - 1):
-        apply_cdc_through(session, layout, CS, n, {T: KEY})
-    stream_states = [{k: {"id": k, "a": a, "b": b, "c": c} for k, (a, b, c) in state.items()} for _, state in story]
-    applied = applied_keys([changes for changes, _ in story], lambda ch: ch.values["id"])
+    stream_states, applied = land_hand_story(session, layout, CS)
     print(f"sql corpus lake built in {time.monotonic() - started:.1f} s")
 
     config = folder / "deltaport.yaml"

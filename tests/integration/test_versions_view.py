@@ -33,15 +33,14 @@ from resources.codecs.backup import ChangelogRecord
 from resources.lake.history_forms import AsOfDelta, FinishedIn, StartedIn
 from resources.lake.prostore_dialect import AS_OF_DELTA, AS_OF_TIME, STARTED_IN
 from resources.lake.prostore import LakeLayout, land_changelog, land_increment
-from resources.lake.cdc import CdcDelta, apply_cdc_through, changes_frame, land_cdc_increments
 from resources.lake.prostore_snapshot import apply_snapshots
 from resources.lake.versions_view import view_ident
 from resources.spark.kafka_reader import output_spark_schema
 from resources.spark.session import CatalogConfig, connect
 from tests.integration.test_history_forms import close_at, expected, oracle_versions
-from tests.integration.test_cdc_lake import KEY, T, spark_columns
-from tests.integration.test_sql_corpus import normal, oracle, reinsert_queries
-from tests.integration.test_stream_history import applied_keys, hand_story, selected
+from tests.integration.test_cdc_lake import T
+from tests.integration.test_sql_corpus import land_hand_story, normal, oracle, reinsert_queries
+from tests.integration.test_stream_history import selected
 from tests.integration.test_stream_history import oracle_versions as stream_versions
 from tests.support.postgres import PASSWORD_ENV
 
@@ -102,15 +101,7 @@ def lake(spark_remote, postgres, tmp_path_factory):
         if n < W_FROM or n == LAST:
             apply_snapshots(session, layout, RE, n)
             columns_seen[n] = session.table(view).columns
-    story = hand_story()  # a change stream (test_stream_history's), landed as the SQL corpus lands it
-    land_cdc_increments(session, layout, CS, [
-        CdcDelta(n, {T: changes_frame(session, changes, spark_columns())} if changes else {},
-                 delta_date_us=int((close_at(n) - dt.datetime(1970, 1, 1)).total_seconds()) * 1_000_000)
-        for n, (changes, _) in enumerate(story)])
-    for n in (0, 1, 4, len(story) - 1):
-        apply_cdc_through(session, layout, CS, n, {T: KEY})
-    stream = ([{k: {"id": k, "a": a, "b": b, "c": c} for k, (a, b, c) in state.items()} for _, state in story],
-              applied_keys([changes for changes, _ in story], lambda ch: ch.values["id"]))
+    stream = land_hand_story(session, layout, CS)  # a change stream, landed as the SQL corpus lands it
     config = folder / "deltaport.yaml"
     config.write_text(yaml.safe_dump({
         "sources": [{"name": RE, "format": "prostore", "signal_topic": "s", "backup_topic": "b"},
