@@ -61,7 +61,7 @@ class LakeConfig:
     uri: str | None = None
     properties: dict = field(default_factory=dict)
     # Table maintenance inside the delta runs (platform_assets/maintenance_step.py): keys of
-    # resources.lake.maintenance.MaintenanceSettings; `enabled: false` turns it off.
+    # resources.lake.maintenance_settings.MaintenanceSettings; `enabled: false` turns it off.
     maintenance: dict = field(default_factory=dict)
     # Deltas per partition of a history table (resources/lake/history_layout.py): a new table, or
     # one still partitioned per delta, gets truncate(this, delta_num); 0 keeps one per delta.
@@ -330,7 +330,7 @@ def load_config(path: str | os.PathLike | None = None) -> PlatformConfig:
 
 def maintenance_settings(cfg: PlatformConfig):
     """`lake.maintenance` as MaintenanceSettings (None: `enabled: false`); wrong keys fail naming them."""
-    from resources.lake.maintenance import MaintenanceSettings
+    from resources.lake.maintenance_settings import MaintenanceSettings  # light: no Spark-side imports
 
     raw = dict(cfg.lake.maintenance)
     enabled = raw.pop("enabled", True)

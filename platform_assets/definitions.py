@@ -33,6 +33,7 @@ from resources.kafka.io_managers import BackupTopicIOManager, SignalTopicIOManag
 from resources.kafka.stream_io_manager import StreamTopicIOManager
 from resources.kafka.resource import KafkaResource
 from resources.lake.prostore import LakeLayout
+from resources.lake.versions_view import catalog_keeps_views
 from resources.spark.resource import SparkResource
 
 
@@ -99,7 +100,8 @@ def _delta_selection(source: str, lag_check: dg.AssetChecksDefinition) -> dg.Ass
 
 
 def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
-    layout = LakeLayout(cfg.lake.catalog, history_span=cfg.lake.history_partition_deltas)
+    layout = LakeLayout(cfg.lake.catalog, history_span=cfg.lake.history_partition_deltas,
+                        versions_views=catalog_keeps_views(cfg.lake.type))
     assets: list = list(_topic_specs(cfg))
     jobs, sensors, checks = [], [], []
     maintenance = maintenance_settings(cfg)

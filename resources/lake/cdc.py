@@ -87,6 +87,7 @@ from resources.lake.cdc_read import cdc_columns_as_of, cdc_recorded_deltas, cdc_
 from resources.lake.prostore import SNAPSHOT_TABLE_PROPERTIES, LakeLayout, MissingDeltasError, _since, verify_committed
 from resources.lake.prostore_history import mark_history_start, version_fields
 from resources.lake.side_by_side import side_by_side
+from resources.lake.versions_view import follow_columns
 from resources.lake.stream_history import VERSION_SET, VERSION_VALUES, stream_table_properties, write_stream_history
 from resources.spark.iceberg import (
     DELTAS_PROPERTY,
@@ -429,7 +430,10 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
         raise DeltaportError(f"{source}.{table}: key column(s) {missing_keys} are not among the columns {data}")
     schema = _plain_schema([*columns, ("_order", T.StringType()), ("_tombstone", T.BooleanType()),
                             ("_event_time_us", T.LongType()), *version_fields()])
-    created = ensure_table(spark, ident, schema, properties=stream_table_properties(keep_history, first)).created
+    ensured = ensure_table(spark, ident, schema, properties=stream_table_properties(keep_history, first))
+    created = ensured.created
+    if ensured.changed:
+        follow_columns(spark, layout, source, table, keep_history=keep_history, stream=True)
     if not created:  # a table from before stream snapshots were merge-on-read
         ensure_properties(spark, ident, SNAPSHOT_TABLE_PROPERTIES)
     spark.catalog.refreshTable(ident)

@@ -52,21 +52,10 @@ from resources.objstore.locations import is_object_store
 from resources.lake.prostore import LakeLayout
 from resources.lake.stream_keys import snapshot_tables
 from resources.lake.history_layout import compact, snapshot_of
+from resources.lake.maintenance_settings import MaintenanceSettings  # noqa: F401 (its home before; callers import it here)
 from resources.lake.prostore_history import history_start
 from resources.spark.iceberg import _quote, _sql_str, delta_tag, table_exists
 from resources.spark.iceberg_reads import delta_tags, last_applied_deltas
-
-
-@dataclass(frozen=True)
-class MaintenanceSettings:
-    every_deltas: int = 50  # a run whose deltas cross a multiple of this maintains its source
-    delete_files_threshold: int = 20  # compact a snapshot table holding at least this many delete files ...
-    data_files_threshold: int = 50  # ... or this many data files (each MERGE writes a small one)
-    expire_after_seconds: float = 3600.0
-    keep_tags: int = 100  # a snapshot table with history keeps the delta_<N> tags of its last this many deltas
-    orphans: bool = False
-    orphan_age_seconds: float = 3 * 24 * 3600.0
-    history_sort_order: str = ""  # e.g. "sys_from": compacted history files sorted (default: bin-packed)
 
 
 @dataclass

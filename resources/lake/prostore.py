@@ -98,6 +98,9 @@ class LakeLayout:
     # A new history table's partitions hold this many closing deltas each (truncate(K, delta_num):
     # resources/lake/history_layout.py); 0: one partition per delta, the layout before it.
     history_span: int = 1000
+    # Keep a view of each history-kept table's versions, `<catalog>.<src>_versions.<t>`
+    # (resources/lake/versions_view.py): on catalogs that keep views (JDBC, REST) only.
+    versions_views: bool = False
 
     def snapshot(self, datamart: str, table: str) -> str:
         return f"{self.catalog}.{datamart}.{table}"

@@ -167,10 +167,8 @@ def all_closed(table, schema, delta_num: int, close_date):
                         F.lit(delta_num).cast("bigint").alias("delta_num"))
 
 
-def write_history(spark, layout: LakeLayout, datamart: str, table_name: str, schema, rows,
-                  deltas: Sequence[int]) -> str:
-    """`rows` (history rows of the snapshot table's columns, `schema`) replace the history
-    rows of `deltas`."""
+def ensure_history_table(spark, layout: LakeLayout, datamart: str, table_name: str, schema) -> str:
+    """Create the history table of a snapshot table of `schema`, or evolve it to its columns; its name."""
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType, TimestampNTZType
 
     ident = history_ident(layout, datamart, table_name)
@@ -180,6 +178,14 @@ def write_history(spark, layout: LakeLayout, datamart: str, table_name: str, sch
     if not ensure_table(spark, ident, schema, partition_by=[history_partition(layout.history_span)],
                         properties=HISTORY_PROPERTIES).created:
         ensure_layout(spark, ident, layout.history_span)
+    return ident
+
+
+def write_history(spark, layout: LakeLayout, datamart: str, table_name: str, schema, rows,
+                  deltas: Sequence[int]) -> str:
+    """`rows` (history rows of the snapshot table's columns, `schema`) replace the history
+    rows of `deltas`."""
+    ident = ensure_history_table(spark, layout, datamart, table_name, schema)
     # Later deltas' rows too: none is applied yet (a crashed run's), and a span's files hold several.
     commit = replace_deltas(spark, ident, rows, deltas, and_later=True)
     failpoint("history.written")

@@ -18,6 +18,7 @@ from resources.lake.history_read import state_as_of
 from resources.lake.prostore_history import (all_closed, mark_history_start, snapshot_properties,
                                              stamped, version_fields, write_closed_versions, write_history)
 from resources.lake.side_by_side import side_by_side
+from resources.lake.versions_view import follow_columns
 from resources.spark.iceberg import ensure_table, table_exists, without_session_properties
 from resources.spark.iceberg import DeltaCommit
 from resources.spark.iceberg_reads import InsideFold, live_rows, record_unchanged, writer_progress
@@ -211,12 +212,15 @@ def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int],
     from pyspark.sql import functions as F
 
     ident = layout.snapshot(datamart, entities[-1].name)
-    struct, created = None, False
+    struct, created, changed = None, False, False
     for entity in entities:  # a dropped column stays in the table; none is added inside a fold
         if _struct(entity.columns) != struct:
             struct = _struct(entity.columns)
-            created |= ensure_table(spark, ident, _struct(entity.columns, version_fields()),
-                                    properties=snapshot_properties(keep_history)).created
+            ensured = ensure_table(spark, ident, _struct(entity.columns, version_fields()),
+                                   properties=snapshot_properties(keep_history))
+            created, changed = created or ensured.created, changed or ensured.changed
+    if changed:
+        follow_columns(spark, layout, datamart, entities[-1].name, keep_history=keep_history)
     keys = list(entities[-1].primary_key)
     table = spark.table(ident)
     schema = table.schema
@@ -282,6 +286,8 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
     ensured = ensure_table(spark, ident, _struct(entity.columns, version_fields()),
                            properties=snapshot_properties(keep_history), current=before)
     created = ensured.created
+    if ensured.changed:
+        follow_columns(spark, layout, datamart, entity.name, keep_history=keep_history)
     # Rows the delta does not write still change when a column was renamed (the new name takes
     # the old name's value) or added again after a drop (the stale value must not come back).
     carry: dict[str, str | None] = {}

@@ -168,6 +168,20 @@ def normal(rows: list[dict]) -> list[tuple]:
     return sorted(out, key=lambda r: [(v is not None, repr(v)) for v in r])
 
 
+def land_hand_story(session, layout, source: str) -> tuple[list[dict], list]:
+    """test_stream_history's change stream landed as table `T` of `source` (range runs to deltas 0,
+    1, 4 and the last); (its true states [{id: row}] per delta, the keys each delta applies to)."""
+    story = hand_story()
+    land_cdc_increments(session, layout, source, [
+        CdcDelta(n, {T: changes_frame(session, changes, spark_columns())} if changes else {},
+                 delta_date_us=int((close_at(n) - dt.datetime(1970, 1, 1)).total_seconds()) * 1_000_000)
+        for n, (changes, _) in enumerate(story)])
+    for n in (0, 1, 4, len(story) - 1):
+        apply_cdc_through(session, layout, source, n, {T: KEY})
+    return ([{k: {"id": k, "a": a, "b": b, "c": c} for k, (a, b, c) in state.items()} for _, state in story],
+            applied_keys([changes for changes, _ in story], lambda ch: ch.values["id"]))
+
+
 @pytest.fixture(scope="module")
 def lake(spark_remote, kafka_bootstrap, tmp_path_factory):
     """The module's one lake (module docstring), its config file and its truth."""
@@ -195,15 +209,7 @@ def lake(spark_remote, kafka_bootstrap, tmp_path_factory):
             apply_snapshots(session, layout, RE, n)
     re_states = [{k: row for k, row in s.items()} for s in states]
 
-    story = hand_story()
-    land_cdc_increments(session, layout, CS, [
-        CdcDelta(n, {T: changes_frame(session, changes, spark_columns())} if changes else {},
-                 delta_date_us=int((close_at(n) - dt.datetime(1970, 1, 1)).total_seconds()) * 1_000_000)
-        for n, (changes, _) in enumerate(story)])
-    for n in (0, 1, 4, len(story) - 1):
-        apply_cdc_through(session, layout, CS, n, {T: KEY})
-    stream_states = [{k: {"id": k, "a": a, "b": b, "c": c} for k, (a, b, c) in state.items()} for _, state in story]
-    applied = applied_keys([changes for changes, _ in story], lambda ch: ch.values["id"])
+    stream_states, applied = land_hand_story(session, layout, CS)
     print(f"sql corpus lake built in {time.monotonic() - started:.1f} s")
 
     config = folder / "deltaport.yaml"
@@ -253,13 +259,7 @@ def corpus(truth: Truth) -> list[str]:
         f"UNION ALL SELECT 4, count(*), min(transaction_date) FROM {sales} FOR SYSTEM_TIME AS OF DELTA_NUM 4 "
         f"UNION ALL SELECT 6, count(*), min(transaction_date) FROM {sales}",
         # a key deleted and inserted again
-        f"SELECT * FROM {RE}.t FOR SYSTEM_TIME AS OF DELTA_NUM 2",
-        f"SELECT * FROM {RE}.t FOR SYSTEM_TIME FINISHED IN (1, 2)",
-        f"SELECT * FROM {RE}.t FOR SYSTEM_TIME STARTED IN (2, 3)",
-        f"SELECT f.id, f.v AS deleted, s.v AS again FROM {RE}.t FOR SYSTEM_TIME FINISHED IN (2, 2) f "
-        f"JOIN {RE}.t FOR SYSTEM_TIME STARTED IN (3, 3) s ON s.id = f.id",
-        f"SELECT * FROM {RE}.t FOR SYSTEM_TIME AS OF '2026-01-05 12:00:00'",
-        f"SELECT * FROM {RE}.t",
+        *reinsert_queries(),
         # a change stream
         f"SELECT * FROM {CS}.{T}",
         f"SELECT * FROM {CS}.{T} FOR SYSTEM_TIME AS OF DELTA_NUM 2",
@@ -271,6 +271,20 @@ def corpus(truth: Truth) -> list[str]:
         f"SELECT count(*) AS n FROM {DM}_marts.{MART}",
         f"SELECT m.id, m.name FROM {DM}_marts.{MART} FOR SYSTEM_TIME AS OF DELTA_NUM 2 m "
         f"JOIN {stores} FOR SYSTEM_TIME AS OF DELTA_NUM 2 s ON s.id = m.id WHERE m.name = s.name",
+    ]
+
+
+def reinsert_queries() -> list[str]:
+    """The corpus' queries on `reinsert.t`, REINSERT's story (tests/integration/test_versions_view.py
+    runs them on a JDBC catalog too)."""
+    return [
+        f"SELECT * FROM {RE}.t FOR SYSTEM_TIME AS OF DELTA_NUM 2",
+        f"SELECT * FROM {RE}.t FOR SYSTEM_TIME FINISHED IN (1, 2)",
+        f"SELECT * FROM {RE}.t FOR SYSTEM_TIME STARTED IN (2, 3)",
+        f"SELECT f.id, f.v AS deleted, s.v AS again FROM {RE}.t FOR SYSTEM_TIME FINISHED IN (2, 2) f "
+        f"JOIN {RE}.t FOR SYSTEM_TIME STARTED IN (3, 3) s ON s.id = f.id",
+        f"SELECT * FROM {RE}.t FOR SYSTEM_TIME AS OF '2026-01-05 12:00:00'",
+        f"SELECT * FROM {RE}.t",
     ]
 
 

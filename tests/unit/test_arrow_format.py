@@ -21,7 +21,10 @@ from resources.errors import DeltaportError
 AT = dt.datetime(2024, 2, 29, 23, 59, 58, 123456)
 TEXTS = ["", "plain", 'Zürich, 東京 "q" \'s\'\nline', "back\\slash", "tab\tcr\rlf\n", "\u2028 😀", " lead",
          "a,b", 'x"', *(chr(c) for c in range(128))]
-FLOATS = [0.1, 1e16 + 2, 1e-300, -0.0, 1.0, 5e-324, 1e300, 123456789.0, float("inf"), float("-inf"), float("nan")]
+FLOATS = [0.1, 1e16 + 2, 1e-300, -0.0, 1.0, 5e-324, 1e300, 123456789.0, float("inf"), float("-inf"), float("nan"),
+          # where Arrow's notation and Python's part (`_float_text`): around 1e-4 and 1e16, whole numbers
+          1e-4, -9.99e-5, 1e-5, 1e-7, 1e-9, 9.99e-10, 1e-10, 1e15, 2.0**53, 9999999999999998.0, 1e16, 1e100,
+          0.30000000000000004, 0.0]
 DECIMALS = [Decimal("0E-10"), Decimal("12.5000000000"), Decimal("-0.0500000000"), Decimal("1E-7"),
             Decimal("-5.0E-8"), Decimal("1234567890123456789012345678.0123456789")]
 
@@ -115,3 +118,18 @@ def test_a_type_with_no_documented_form_is_an_error_naming_its_column(fmt):
     table = pa.table({"id": [1], "odd": pa.array([[1, 2]], pa.list_(pa.int64()))})
     with pytest.raises(DeltaportError, match="column 'odd'"):
         _new_text(table, fmt)
+
+
+def test_floats_of_every_magnitude_read_as_pythons_repr():
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    bits = rng.integers(0, 2**64, 100_000, dtype=np.uint64).view(np.float64)  # every exponent, NaNs, signs
+    scaled = rng.random(100_000) * 10.0 ** rng.integers(-12, 25, 100_000)
+    values = np.concatenate([bits, scaled, np.round(scaled, 2), np.float32(scaled).astype(np.float64)])
+    for json_form in (True, False):
+        got = arrow_format._float_text(pa.array(values), json_form=json_form).to_pylist()
+        want = [repr(v) for v in values.tolist()]
+        if json_form:
+            want = [{"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}.get(w, w) for w in want]
+        assert got == want

@@ -82,3 +82,5 @@ def test_a_jvm_free_read_imports_neither_pyspark_nor_pandas(command, tmp_path):
     assert "dm.t" in done.stderr and "pyiceberg.table" in modules
     never = NEVER + ("pyspark", "pandas")
     assert [m for m in modules if m.split(".")[0] in never or m in never or m.startswith(never)] == []
+    # nor the Spark side of the lake (the config's maintenance settings once brought it: ~0.07 s)
+    assert {"resources.lake.maintenance", "resources.lake.prostore", "resources.codecs.backup"} & set(modules) == set()
