@@ -197,21 +197,26 @@ def delta_snapshot_id(table: Table, delta: int) -> int:
 
 
 def last_delta(table: Table) -> int | None:
-    """The last delta recorded in the table's current history: the newest `delta_<N>` tag on the
-    current snapshot or the delta in its commit summary, else the newest commit back along the
-    current snapshot's ancestors that records one (maintenance may have committed after it).
-    None when the table records no delta (as resources.spark.iceberg_reads.last_applied_deltas)."""
+    """The last delta recorded in the table, as resources.spark.iceberg_reads.last_applied_deltas
+    finds it: the newest of the `delta_<N>` tags and the delta in the current snapshot's commit
+    summary. A delta's tag is written right after its commit and deltas apply in order, so the
+    newest tag is the last delta even when maintenance committed after it and expired the
+    commits between (the current snapshot's ancestors then stop at an expired parent). Only a
+    table without either is walked back along the current snapshot's ancestors. None when the
+    table records no delta."""
     current = table.metadata.current_snapshot_id
     if current is None:
         return None
-    on_current = [int(n[len(TAG_PREFIX):]) for n, ref in table.metadata.refs.items()
-                  if ref.snapshot_ref_type == "tag" and ref.snapshot_id == current
-                  and n.startswith(TAG_PREFIX) and n[len(TAG_PREFIX):].isdigit()]
+    tagged = [int(n[len(TAG_PREFIX):]) for n, ref in table.metadata.refs.items()
+              if ref.snapshot_ref_type == "tag" and n.startswith(TAG_PREFIX) and n[len(TAG_PREFIX):].isdigit()]
     snapshot = table.metadata.snapshot_by_id(current)
+    recorded = snapshot.summary[DELTA_PROPERTY] if snapshot is not None and snapshot.summary is not None else None
+    if tagged or recorded is not None:
+        return max([*tagged, *([int(recorded)] if recorded is not None else [])])
     while snapshot is not None:
         recorded = snapshot.summary[DELTA_PROPERTY] if snapshot.summary is not None else None
-        if recorded is not None or on_current:
-            return max([*on_current, *([int(recorded)] if recorded is not None else [])])
+        if recorded is not None:
+            return int(recorded)
         parent = snapshot.parent_snapshot_id
         snapshot = table.metadata.snapshot_by_id(parent) if parent is not None else None
     return None

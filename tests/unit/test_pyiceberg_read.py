@@ -116,6 +116,11 @@ def test_tags_read_the_snapshot_they_name_and_the_last_delta_is_the_newest_on_th
     assert last_delta(table) == 3
     with pytest.raises(PyIcebergReadError, match=r"no tag delta_7 \(tagged deltas: 0-3\)"):
         read_delta(table, 7)
+    # Maintenance commits after the last delta (and may expire the commits between): the newest
+    # tag is still the last delta, as Spark's reader finds it.
+    table.append(pa.Table.from_pylist([], table.schema().as_arrow()))
+    assert table.current_snapshot().snapshot_id != delta_snapshot_id(table, 3)
+    assert last_delta(table) == 3
 
 
 def test_a_hadoop_table_folder_opens_at_its_newest_metadata_even_past_a_stale_hint(lake, tmp_path):
