@@ -119,7 +119,8 @@ def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
         sensors.append(build_delta_sensor(datamart=dm, job=job, settings=cfg.sensor))
     for stream in cfg.streams:
         assets += build_stream_assets(stream=stream, layout=layout, max_deltas_per_run=cfg.sensor.max_deltas_per_run,
-                                      maintenance=maintenance, partition_window=cfg.sensor.partition_window)
+                                      maintenance=maintenance, partition_window=cfg.sensor.partition_window,
+                                      key_check_every=cfg.lake.key_check_every_deltas)
         checks.append(build_lag_check(source=stream, kind="stream", max_lag_seconds=cfg.sensor.max_lag_seconds))
         job = dg.define_asset_job(f"{stream.name}_delta_job", selection=_delta_selection(stream.name, checks[-1]),
                                   tags=datamart_tags(stream.name),

@@ -39,9 +39,9 @@ from platform_assets.prostore.assets import topic_key
 from platform_assets.prostore.partitions import delta_partitions, run_deltas
 from platform_assets.retirement import record_landed, retire_after_landing
 from platform_assets.streams import checks
-from platform_assets.maintenance_step import maintain_after_landing
+from platform_assets.maintenance_step import maintain_after_landing, maintenance_due
 from platform_assets.streams.delta_step import StreamKeys, land_stream_step
-from resources.lake.maintenance import MaintenanceSettings
+from resources.lake.maintenance_settings import MaintenanceSettings
 from resources.kafka.io_managers import INPUT_TAG_PREFIX
 from resources.kafka.stream_io_manager import StreamSlice
 from resources.lake.prostore import LakeLayout
@@ -54,7 +54,8 @@ STREAM_IO = "stream_topic_io"
 
 
 def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_per_run: int = 1,
-                        maintenance: MaintenanceSettings | None = None, partition_window: int = 0) -> list:
+                        maintenance: MaintenanceSettings | None = None, partition_window: int = 0,
+                        key_check_every: int = 1) -> list:
     src = stream.name
     keys = StreamKeys.of(src)
     topic = topic_key(stream.topic)
@@ -89,7 +90,8 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_
         session = spark.get_session()
         marks = DeltaMarks(index.store())  # the source's landed and retired marks (resources/state/delta_marks.py)
         landing = land_stream_step(context, source=src, layout=layout, keys=keys, topic=topic, session=session,
-                                   keep_history=stream.history)
+                                   keep_history=stream.history, key_check_every=key_check_every,
+                                   maintaining=maintenance_due(context, source=src, settings=maintenance))
         yield from record_landed(landing, marks=marks, source=src, snapshot=keys.snapshot, deltas=run_deltas(context))
         yield from maintain_after_landing(context, session, catalog=layout.catalog, source=src, settings=maintenance)
         yield from retire_after_landing(context, source=src, marks=marks, window=partition_window,

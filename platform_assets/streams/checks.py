@@ -4,7 +4,11 @@
   (none deleted by retention in the meantime) and the row changes landed for it are exactly
   those decoded, which are as many as the ledger counted when it sealed the delta.
 - key_unique: no key occurs twice in any snapshot table (live rows and tombstones alike; NULL is a
-  key value): checked at the keys the run changed, O(delta) (`snapshot_checks`).
+  key value): checked at the keys of the deltas since the last check, O(delta) (`snapshot_checks`),
+  in one run in `lake.key_check_every_deltas` (`KeyCheckPlan`), and at every key in a run that
+  maintains the tables. The other runs scan nothing: their check passes on what the fold and
+  the MERGE guarantee (one row per key), and their rows per table come from the commits'
+  summaries less the tombstones each commit records (`resources/lake/cdc.py` `_apply`).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from platform_assets.history_asset import history_reported, refuse_history_alone
+from platform_assets.prostore.checks import key_check_not_due
 from platform_assets.prostore.partitions import delta_span
 from platform_assets.step_outcomes import ChangelogNotLandedError, Outcome, step_failure, timed
 from platform_assets.streams import checks
@@ -35,6 +36,7 @@ from resources.errors import DecodeError
 from resources.kafka.stream_io_manager import StreamSlice
 from resources.lake.cdc import CdcDelta, apply_cdc_through, changes_frame, increment_columns, infer_columns, \
     land_cdc_increments
+from resources.lake.key_check import KeyCheckPlan
 from resources.lake.prostore import LakeLayout
 from resources.lake.prostore_history import history_ident
 from resources.lake.stream_changelog import changelog_entries, changes_by_table, land_stream_changelogs
@@ -83,10 +85,13 @@ def _read(context, stream: StreamSlice) -> _Read:
 
 
 def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: LakeLayout, keys: StreamKeys,
-                     topic: list[StreamSlice], session, keep_history: bool = True) -> Iterator:
+                     topic: list[StreamSlice], session, keep_history: bool = True, key_check_every: int = 1,
+                     maintaining: bool = False) -> Iterator:
     """Land the run's deltas for the selected assets (module docstring); yields their
     materializations and check results, then raises if any asset failed. `keep_history`: the
-    snapshot's MERGEs write the versions they close to the history tables first."""
+    snapshot's MERGEs write the versions they close to the history tables first.
+    `key_check_every`, `maintaining`: when the snapshot's key check scans and what it looks at
+    (`KeyCheckPlan.for_run`)."""
     chosen = context.selected_asset_keys
     history_key = keys.history if keep_history else None
     refuse_history_alone(chosen, history=history_key, snapshot=keys.snapshot)
@@ -105,8 +110,10 @@ def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: 
     # event to the instance's event log as it is yielded, which the engine's work need not wait for.
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deltaport-asset")
     try:
+        plan = KeyCheckPlan.for_run([d.delta_num for d in topic], every=key_check_every, every_key=maintaining,
+                                    asked=keys.increment not in chosen)
         snap_job = (pool.submit(timed, keys.snapshot, lambda: _apply_snapshot(session, layout, source, target,
-                                                                              keys.snapshot, keep_history))
+                                                                              keys.snapshot, keep_history, plan))
                     if keys.snapshot in chosen and all(o.error is None for o in landing) else None)
         for o in landing:
             if o.error is None:
@@ -168,16 +175,48 @@ def _land_increment(context, session, layout: LakeLayout, source: str, reads: li
     return decoded, stats
 
 
-def _apply_snapshot(session, layout: LakeLayout, source: str, target: int, key: dg.AssetKey, keep_history: bool):
-    keys, progress = current_keys(session, layout, source, target)
-    applied = apply_cdc_through(session, layout, source, target, keys, progress=progress, keep_history=keep_history)
-    # The key check looks at the keys of the deltas this run applied to each table.
+def _apply_snapshot(session, layout: LakeLayout, source: str, target: int, key: dg.AssetKey, keep_history: bool,
+                    plan: KeyCheckPlan):
+    sizes, tombstones = {}, {}
+    keys, progress = current_keys(session, layout, source, target, sizes=sizes, tombstones=tombstones)
+    applied = apply_cdc_through(session, layout, source, target, keys, progress=progress, tombstones=tombstones,
+                                keep_history=keep_history)
+    if plan.deltas is None and not plan.every_key:  # not due: the rows as the commits count them
+        counts = _summary_rows(layout, source, target, keys, progress, applied, sizes, tombstones)
+        if counts is not None:
+            return applied, counts, [key_check_not_due(key, applied, plan.next_due, check_name=checks.KEY_UNIQUE)]
+    # Due (or a table's rows not known without a scan): the keys of the plan's deltas, or every key.
     ran: dict[str, list[int]] = {}
     for a in applied:
         if not a.skipped:
             ran.setdefault(a.table, []).append(a.delta_num)
-    counts, results = checks.snapshot_checks(session, layout, source, target, keys, asset_key=key, deltas=ran)
+    deltas = None if plan.every_key else {t: sorted(set(ran.get(t, [])) | set(plan.deltas or ())) for t in keys}
+    counts, results = checks.snapshot_checks(session, layout, source, target, keys, asset_key=key, deltas=deltas)
     return applied, counts, results
+
+
+def _summary_rows(layout: LakeLayout, source: str, target: int, keys, progress, applied, sizes,
+                  tombstones) -> dict | None:
+    """{table: live rows} of the source's snapshot tables as of `target`, with no scan: a table
+    the run committed to, as its commit counts them (`CdcApplied.live_rows`); any other, as its
+    newest commit did (rows from the summary, less the tombstones it records). None when some
+    table's count is not known that way (its commits made before they recorded tombstones)."""
+    after = {a.table: a.live_rows for a in applied if not a.skipped and a.live_rows is not None}
+    merged = {a.table for a in applied if not a.skipped and (a.events or a.upserts or a.deletes)}
+    out = {}
+    for table in keys:
+        ident = layout.snapshot(source, table)
+        if table in after:
+            out[table] = after[table]
+        elif table in merged:
+            return None
+        elif ident in progress and progress[ident] is not None:
+            if progress[ident] > target or ident not in sizes or ident not in tombstones:
+                return None  # past the run's deltas (a re-run: the scan counts as of them), or not recorded
+            out[table] = max(0, sizes[ident] - tombstones[ident])
+        elif any(a.table == table and not a.skipped for a in applied):
+            return None  # new in this run, with no count of its own
+    return dict(sorted(out.items()))
 
 
 def _changelog_materialized(outcome: Outcome, topic: list[StreamSlice], reads: list[_Read]) -> dg.MaterializeResult:

@@ -91,6 +91,7 @@ from resources.lake.versions_view import follow_columns
 from resources.lake.stream_history import VERSION_SET, VERSION_VALUES, stream_table_properties, write_stream_history
 from resources.spark.iceberg import (
     DELTAS_PROPERTY,
+    DeltaCommit,
     commit_delta,
     committed_records,
     ensure_table,
@@ -98,7 +99,9 @@ from resources.spark.iceberg import (
     table_exists,
 )
 from resources.spark.iceberg_reads import (
+    TOMBSTONES_PROPERTY,
     last_applied_delta,
+    live_rows,
     record_unchanged,
     tag_unchanged,
     writer_progress,
@@ -343,6 +346,7 @@ class CdcApplied:
     events: int = 0  # distinct changes applied (duplicates, before-images and late changes left out)
     upserts: int = 0  # keys whose last change in the delta is an upsert
     deletes: int = 0  # keys left as tombstones by the delta
+    live_rows: int | None = None  # the table's live rows after the commit (tombstones left out), when known
 
 
 def _q(name: str) -> str:
@@ -376,14 +380,22 @@ def apply_cdc_snapshot(spark, layout: LakeLayout, source: str, delta_num: int, t
 
 def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table: str, key_columns: Sequence[str],
            columns: Sequence[tuple[str, Any]] | None, landed: Mapping[int, Mapping[str, CdcLandStats]],
-           last: int | None, commit_id: str | None = None, keep_history: bool = True) -> list[CdcApplied]:
+           last: int | None, commit_id: str | None = None, keep_history: bool = True, *,
+           tombstones: int | None = None) -> list[CdcApplied]:
     """`apply_cdc_snapshot` of consecutive `deltas` in one commit, given the manifest and the
     snapshot's last applied delta: one delta as that function says; several fold into one
     MERGE (`resources/lake/cdc_fold.py`: the same state as applying them in turn) recording
     them all (``deltaport.deltas``, the key columns in ``deltaport.keys``), tagged with the
     last; `cdc_snapshot_as_of` reads the states between. One `CdcApplied` per delta (a fold's
     counts on its last). `commit_id`: the id its commit records (default: a new one); tables
-    applied side by side share one, so their MERGEs share the session's commit properties."""
+    applied side by side share one, so their MERGEs share the session's commit properties.
+    `tombstones`: the table's tombstones now, as its newest commit records them (None: not
+    known; a MERGE then counts them first, one scan of the table's `_tombstone` column).
+
+    Each commit records the table's tombstones after it (`TOMBSTONES_PROPERTY`): the ones before
+    it, plus the keys the fold leaves deleted, minus the folded keys whose stored row was one
+    (every folded key's change is newer than its stored row, so the MERGE applies it). With
+    the summary's rows that gives the live rows without a scan (`CdcApplied.live_rows`)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -432,6 +444,8 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
                             ("_event_time_us", T.LongType()), *version_fields()])
     ensured = ensure_table(spark, ident, schema, properties=stream_table_properties(keep_history, first))
     created = ensured.created
+    if created:
+        tombstones = 0
     if ensured.changed:
         follow_columns(spark, layout, source, table, keep_history=keep_history, stream=True)
     if not created:  # a table from before stream snapshots were merge-on-read
@@ -454,31 +468,40 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
     # localCheckpoint: Spark 4.1 cannot plan a MERGE whose source still reads another Iceberg
     # table ("No plan for TableReference"); the deltas' net changes are small.
     folded = local_checkpoint(folded)
-    counts = {r["_op"]: (r["keys"], r["events"]) for r in
-              folded.groupBy("_op").agg(F.count(F.lit(1)).alias("keys"), F.sum("__dp_events").alias("events")).collect()}
+    per_op = {r["_op"]: r for r in folded.groupBy("_op").agg(
+        F.count(F.lit(1)).alias("keys"), F.sum("__dp_events").alias("events"),
+        F.count(F.when(F.col("__dp_was_tomb"), 1)).alias("were_tombstones")).collect()}
+    counts = {op: (r["keys"], r["events"]) for op, r in per_op.items()}
     if not counts:  # every change was a duplicate or late: the state stays as it is
         for n in deltas[:-1]:
             record_unchanged(spark, ident, target.schema, n, new=created and n == first)
         # The last delta by an empty commit, not a tag: like a MERGE's, it records the key
         # columns the deltas' changes carry (`resources/lake/stream_keys.py` reads them back).
         commit_delta(spark, ident, spark.createDataFrame([], target.schema), delta_num=delta_num, mode="append",
-                     extra_summary={KEYS_PROPERTY: json.dumps(keys)})
+                     extra_summary={KEYS_PROPERTY: json.dumps(keys),
+                                    **({} if tombstones is None else {TOMBSTONES_PROPERTY: str(tombstones)})})
         return unchanged
+    if tombstones is None:  # a table whose commits do not record them yet (made by an older deltaport)
+        tombstones = target.where(F.col("_tombstone")).count()
+    tombstones += counts.get(DELETE, (0, 0))[0] - sum(r["were_tombstones"] for r in per_op.values())
     if not created:
         mark_history_start(spark, ident, first, keep_history)
     if keep_history:  # before the MERGE, from the state it has not touched yet
         write_stream_history(spark, layout, source, table, before, keys, deltas, folded=folded, changes=changes,
                              folded_rows=sum(k for k, _ in counts.values()), changes_rows=rows)
-    _merge(spark, ident, folded, keys, data, deltas, commit_id or uuid.uuid4().hex,
-           changes_rows=sum(k for k, _ in counts.values()))
+    commit = _merge(spark, ident, folded, keys, data, deltas, commit_id or uuid.uuid4().hex,
+                    changes_rows=sum(k for k, _ in counts.values()), tombstones=tombstones)
+    rows = live_rows(commit.summary)
     applied = CdcApplied(delta_num, table, skipped=False, events=sum(e for _, e in counts.values()),
-                         upserts=counts.get(UPSERT, (0, 0))[0], deletes=counts.get(DELETE, (0, 0))[0])
+                         upserts=counts.get(UPSERT, (0, 0))[0], deletes=counts.get(DELETE, (0, 0))[0],
+                         live_rows=None if rows is None else max(0, rows - tombstones))
     return [*unchanged[:-1], applied]
 
 
 def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
                       tables: Mapping[str, Sequence[str]],
                       progress: Mapping[str, int | None] | None = None, *,
+                      tombstones: Mapping[str, int] | None = None,
                       keep_history: bool = True) -> list[CdcApplied]:
     """Bring every snapshot of `tables` ({table: key columns}) to delta `target`, applying each
     missing delta in order (columns from the increment tables). Checks first that every delta
@@ -486,9 +509,12 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
     after its own last applied delta, or at the first landed delta with its changes.
     `progress`: {snapshot ident: last applied delta} of the existing snapshot tables, as the
     caller read it just before (`stream_keys.current_keys`); a table not in it has none.
+    `tombstones`: {snapshot ident: its tombstones}, read with `progress` (`writer_progress`);
+    a table not in it has its tombstones counted when a MERGE needs them (`_apply`).
     `keep_history`: each table's history table gets the versions its deltas close."""
     if progress is None:  # one query
-        progress = writer_progress(spark, [layout.snapshot(source, t) for t in sorted(tables)])
+        tombstones = {}
+        progress = writer_progress(spark, [layout.snapshot(source, t) for t in sorted(tables)], tombstones=tombstones)
     # Every table goes on from its last applied delta: the manifest from the lowest of those on
     # is all this needs, unless a table has no snapshot yet (it starts at its first landed change).
     known = [progress.get(layout.snapshot(source, t)) for t in tables]
@@ -514,7 +540,7 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
     def apply(table: str, last: int | None, ns: list[int]) -> list[CdcApplied]:
         # a range run's deltas fold into one commit per table
         applied = _apply(spark, layout, source, ns, table, tables[table], None, landed, last, commit_id,
-                         keep_history)
+                         keep_history, tombstones=(tombstones or {}).get(layout.snapshot(source, table)))
         failpoint("cdc.applied")
         return applied
 
@@ -522,14 +548,14 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
 
 
 def _merge(spark, ident: str, folded, keys: list[str], data: list[str], deltas: Sequence[int],
-           commit_id: str, *, changes_rows: int | None = None) -> None:
+           commit_id: str, *, changes_rows: int | None = None, tombstones: int) -> DeltaCommit:
     """MERGE the `fold_changes` of `deltas` (consecutive) into the snapshot: one commit recording
-    the last delta and the key columns, with several the whole run too (for
-    `cdc_snapshot_as_of`), tagged `delta_<last>`."""
+    the last delta, the key columns and the table's `tombstones` after it, with several deltas
+    the whole run too (for `cdc_snapshot_as_of`), tagged `delta_<last>`."""
     delta_num = deltas[-1]
     # Every commit records its key columns: a fold's readers need them, and the next run reads a
     # table's current key from its newest commit instead of the whole changelog (stream_keys.py).
-    extra = {KEYS_PROPERTY: json.dumps(list(keys))}
+    extra = {KEYS_PROPERTY: json.dumps(list(keys)), TOMBSTONES_PROPERTY: str(int(tombstones))}
     if len(deltas) > 1:
         extra[DELTAS_PROPERTY] = _ranges_text(deltas)
     view = f"deltaport_cdc_{uuid.uuid4().hex}"
@@ -566,4 +592,4 @@ def _merge(spark, ident: str, folded, keys: list[str], data: list[str], deltas: 
     finally:
         spark.catalog.dropTempView(view)
     failpoint("snapshot.committed")
-    _tag_commit(spark, ident, delta_num, commit_id)
+    return _tag_commit(spark, ident, delta_num, commit_id)

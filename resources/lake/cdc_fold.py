@@ -80,7 +80,8 @@ def fold_changes(changes, target, keys: Sequence[str], data: Sequence[str], type
                  several_deltas: bool, per_delta: bool = False, changes_rows: int | None = None):
     """Per key of `changes`: `_order` (the newest applied), `_op` (of the newest), `__dp_events`
     (changes applied), `__dp_reset` (a delete among them: columns no later change captured
-    start empty), `_event_time_us`, `__dp_from` and `__dp_from_date` (the newest delta with a
+    start empty), `__dp_was_tomb` (the key's stored row is a tombstone; false: a live row;
+    NULL: none), `_event_time_us`, `__dp_from` and `__dp_from_date` (the newest delta with a
     change applied, and its close time: the `sys_from` of the version it writes), and per data
     column i `__dp_v<i>` (the newest captured value after the key's last delete) and `__dp_c<i>`
     (whether any such change captured it). `target`: the state the changes apply to; `types`:
@@ -112,7 +113,8 @@ def fold_changes(changes, target, keys: Sequence[str], data: Sequence[str], type
     # shuffles O(changes) rows, not the table (a left join cannot broadcast its left side, the
     # changes: it shuffled every stored row).
     stored = rows_of_keys(changes, target, keys, changes_rows=changes_rows).select(
-        *[F.col(_q(k)).alias(f"__dp_t{i}") for i, k in enumerate(keys)], F.col("_order").alias("__dp_t_order"))
+        *[F.col(_q(k)).alias(f"__dp_t{i}") for i, k in enumerate(keys)], F.col("_order").alias("__dp_t_order"),
+        (F.col("_tombstone") if "_tombstone" in target.columns else F.lit(None).cast("boolean")).alias("__dp_was_tomb"))
     cond = None
     for i, k in enumerate(keys):
         c = value(k).eqNullSafe(F.col(f"__dp_t{i}"))
@@ -122,7 +124,7 @@ def fold_changes(changes, target, keys: Sequence[str], data: Sequence[str], type
     if several_deltas:
         fresh = fresh.where(F.col("__dp_before").isNull() | (F.col("_order") > F.col("__dp_before")))
     fresh = fresh.select(*[value(k).alias(k) for k in keys], *[value(c).alias(f"__dp_v{i}") for i, c in enumerate(data)],
-                         "_op", "_order", "_captured", "_event_time_us",
+                         "_op", "_order", "_captured", "_event_time_us", "__dp_was_tomb",
                          *[c for c in ("delta_num", "delta_date") if c in have])
     # 3. fold per key: the last change decides the op; after the key's last delete each column
     #    takes its latest captured value (max_by ignores rows whose order is NULL).
@@ -134,7 +136,9 @@ def fold_changes(changes, target, keys: Sequence[str], data: Sequence[str], type
     aggs = [F.max("_order").alias("_order"), F.max_by("_op", "_order").alias("_op"),
             F.count(F.lit(1)).alias("__dp_events"),
             F.max(F.col("__dp_last_delete").isNotNull()).alias("__dp_reset"),
-            F.max_by("_event_time_us", "_order").alias("_event_time_us")]
+            F.max_by("_event_time_us", "_order").alias("_event_time_us"),
+            # the key's stored row before the fold: a tombstone (true), live (false), none (NULL)
+            F.max("__dp_was_tomb").alias("__dp_was_tomb")]
     if "delta_num" in have:
         aggs.append(F.max("delta_num").alias("__dp_from"))
     if "delta_date" in have:

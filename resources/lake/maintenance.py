@@ -52,7 +52,7 @@ from resources.objstore.locations import is_object_store
 from resources.lake.prostore import LakeLayout
 from resources.lake.stream_keys import snapshot_tables
 from resources.lake.history_layout import compact, snapshot_of
-from resources.lake.maintenance_settings import MaintenanceSettings  # noqa: F401 (its home before; callers import it here)
+from resources.lake.maintenance_settings import MaintenanceSettings
 from resources.lake.prostore_history import history_start
 from resources.spark.iceberg import _quote, _sql_str, delta_tag, table_exists
 from resources.spark.iceberg_reads import delta_tags, last_applied_deltas

@@ -79,15 +79,18 @@ def snapshot_tables(spark, layout: LakeLayout, source: str) -> list[str]:
     return sorted(r["tableName"] for r in spark.sql(f"SHOW TABLES IN {namespace}").collect())
 
 
-def current_keys(spark, layout: LakeLayout, source: str,
-                 target: int) -> tuple[dict[str, tuple[str, ...]], dict[str, int | None]]:
+def current_keys(spark, layout: LakeLayout, source: str, target: int, *, sizes: dict[str, int] | None = None,
+                 tombstones: dict[str, int] | None = None,
+                 ) -> tuple[dict[str, tuple[str, ...]], dict[str, int | None]]:
     """({lake table: key columns} of every table with changes at or before `target`, the latest
     row winning, as `table_keys` gives it; {snapshot ident: its last applied delta} of the
     tables that have a snapshot, `last_applied_deltas` with missing tags repaired, for
-    `apply_cdc_through(progress=)`). Module docstring: what is read, and when everything is."""
+    `apply_cdc_through(progress=)`). Module docstring: what is read, and when everything is.
+    `sizes`, `tombstones`: filled by the same query, as `writer_progress` fills them."""
     tables = snapshot_tables(spark, layout, source)
     idents = {t: layout.snapshot(source, t) for t in tables}
-    progress = writer_progress(spark, list(idents.values())) if tables else {}
+    progress = (writer_progress(spark, list(idents.values()), sizes=sizes, tombstones=tombstones)
+                if tables else {})
     known = [progress.get(i) for i in idents.values()]
     if not known or None in known or max(known) > target:  # no snapshot yet, or re-running the past
         return table_keys(spark, layout, source, target), progress

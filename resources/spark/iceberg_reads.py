@@ -45,7 +45,8 @@ def last_applied_delta(spark: SparkSession, ident: str) -> int | None:
 
 
 def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *, repair_tags: bool = False,
-                        sizes: dict[str, int] | None = None) -> dict[str, int | None]:
+                        sizes: dict[str, int] | None = None,
+                        tombstones: dict[str, int] | None = None) -> dict[str, int | None]:
     """`last_applied_delta` of several tables at once: {ident: delta or None} for the tables
     that exist (a missing one is left out). One query, plain scans of metadata tables (a join
     or a LIMIT per table costs more planning and jobs than the rows it saves): every table's
@@ -63,7 +64,9 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *, repair_ta
 
     `sizes`: filled with {ident: live rows} as the summary of each table's current snapshot
     counts them (`LIVE_ROWS_SQL`), or its newest delta commit's when the current one is neither
-    a delta's nor a compaction's; from the same query."""
+    a delta's nor a compaction's; from the same query. `tombstones`: filled with {ident: the
+    `TOMBSTONES_PROPERTY` of its newest delta commit} for the tables whose newest delta commit
+    records it (a change stream's snapshot tables: their rows count tombstones too)."""
     existing = [i for i in dict.fromkeys(idents) if _refreshed(spark, i)]
     if not existing:
         return {}
@@ -76,12 +79,19 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *, repair_ta
             .where("(type = 'BRANCH' AND name = 'main') OR (type = 'TAG' AND name RLIKE '^delta_[0-9]+$')")
             .selectExpr(f"{name} AS ident", "type AS kind", "snapshot_id",
                         "CASE WHEN type = 'TAG' THEN CAST(substring(name, 7) AS BIGINT) END AS delta",
-                        "CAST(NULL AS BIGINT) AS live_rows"),
+                        "CAST(NULL AS BIGINT) AS live_rows", "CAST(NULL AS BIGINT) AS tombstones"),
             metadata_table(spark, ident, "snapshots").where(f"summary[{delta}] IS NOT NULL OR operation = 'replace'")
             .selectExpr(f"{name} AS ident", "'COMMIT' AS kind", "snapshot_id",
-                        f"CAST(summary[{delta}] AS BIGINT) AS delta", f"{LIVE_ROWS_SQL} AS live_rows")]
+                        f"CAST(summary[{delta}] AS BIGINT) AS delta", f"{LIVE_ROWS_SQL} AS live_rows",
+                        f"CAST(summary[{_sql_str(TOMBSTONES_PROPERTY)}] AS BIGINT) AS tombstones")]
     rows = reduce(lambda x, y: x.unionAll(y), parts).collect()
     current = {r["ident"]: r["snapshot_id"] for r in rows if r["kind"] == "BRANCH"}
+    if tombstones is not None:
+        newest_delta: dict[str, tuple[int, int | None]] = {}
+        for r in rows:
+            if r["kind"] == "COMMIT" and r["delta"] is not None and r["delta"] >= newest_delta.get(r["ident"], (-1,))[0]:
+                newest_delta[r["ident"]] = (r["delta"], r["tombstones"])
+        tombstones.update({ident: int(t) for ident, (_, t) in newest_delta.items() if t is not None})
     if sizes is not None:
         newest_commit, now = {}, {}
         for r in rows:
@@ -92,8 +102,8 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *, repair_ta
                     newest_commit[r["ident"]] = (r["delta"], r["live_rows"])
         # The current snapshot's count; else (it is neither a delta's commit nor a compaction's)
         # the newest delta commit's.
-        sizes.update({ident: max(0, int(now.get(ident, n))) for ident, (_, n) in newest_commit.items()})
-        sizes.update({ident: max(0, int(n)) for ident, n in now.items()})
+        counted = {ident: n for ident, (_, n) in newest_commit.items()} | now
+        sizes.update({ident: max(0, int(n)) for ident, n in counted.items()})
     # A delta's tag is written right after its commit and deltas apply in order, so the newest
     # tag is the last applied delta even when maintenance committed since and expired the
     # commits in between (the current snapshot's ancestry then no longer reaches the delta).
@@ -128,16 +138,16 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *, repair_ta
     return out
 
 
-def writer_progress(spark: SparkSession, idents: Sequence[str], *,
-                    sizes: dict[str, int] | None = None) -> dict[str, int | None]:
+def writer_progress(spark: SparkSession, idents: Sequence[str], *, sizes: dict[str, int] | None = None,
+                    tombstones: dict[str, int] | None = None) -> dict[str, int | None]:
     """`last_applied_deltas` as a writer asks it before it applies deltas (missing tags
     repaired); a table big enough turns generated code on for the session
     (`codegen.generate_code_for`): the apply and the checks that follow read it whole.
-    `sizes`: filled as `last_applied_deltas` fills it."""
+    `sizes`, `tombstones`: filled as `last_applied_deltas` fills them."""
     from resources.spark.codegen import generate_code_for
 
     sizes = {} if sizes is None else sizes
-    progress = last_applied_deltas(spark, idents, repair_tags=True, sizes=sizes)
+    progress = last_applied_deltas(spark, idents, repair_tags=True, sizes=sizes, tombstones=tombstones)
     generate_code_for(spark, max(sizes.values(), default=0))
     return progress
 
@@ -150,6 +160,11 @@ def writer_progress(spark: SparkSession, idents: Sequence[str], *,
 LIVE_ROWS_SQL = ("CAST(summary['total-records'] AS BIGINT)"
                  " - coalesce(CAST(summary['total-position-deletes'] AS BIGINT), 0)"
                  " - coalesce(CAST(summary['total-equality-deletes'] AS BIGINT), 0)")
+
+
+# A change stream's snapshot commit records the table's tombstones after it (`resources/lake/cdc.py`):
+# its rows as `LIVE_ROWS_SQL` counts them include them, its live rows do not.
+TOMBSTONES_PROPERTY = "deltaport.tombstones"
 
 
 def live_rows(summary: Mapping[str, str]) -> int | None:
