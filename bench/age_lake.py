@@ -49,7 +49,8 @@ import dagster as dg
 from platform_assets.config import maintenance_settings
 from platform_assets.definitions import index_resource
 from platform_assets.prostore.partitions import delta_partitions, partition_key
-from resources.lake.maintenance import MaintenanceSettings, maintain_source
+from resources.lake.maintenance import maintain_source
+from resources.lake.maintenance_settings import MaintenanceSettings
 from resources.lake.prostore import LakeLayout, changelog_history, data_tables
 from resources.lake.prostore_snapshot import apply_snapshots
 from resources.codecs.ddl import replay_changelog

@@ -20,7 +20,8 @@ from typing import Iterator
 import dagster as dg
 
 from platform_assets.prostore.partitions import run_deltas
-from resources.lake.maintenance import MaintenanceSettings, due, maintain_source
+from resources.lake.maintenance import due, maintain_source
+from resources.lake.maintenance_settings import MaintenanceSettings
 
 
 def maintenance_due(context: dg.AssetExecutionContext, *, source: str, settings: MaintenanceSettings | None) -> bool:

@@ -32,7 +32,7 @@ from platform_assets.history_asset import history_spec
 from platform_assets.prostore import checks
 from platform_assets.maintenance_step import maintain_after_landing, maintenance_due
 from platform_assets.prostore.delta_step import DatamartKeys, land_delta_step
-from resources.lake.maintenance import MaintenanceSettings
+from resources.lake.maintenance_settings import MaintenanceSettings
 from platform_assets.prostore.partitions import delta_partitions, run_deltas
 from platform_assets.retirement import record_landed, retire_after_landing
 from resources.kafka.io_managers import INPUT_TAG_PREFIX, BackupSlice, SignalSlice
