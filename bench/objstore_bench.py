@@ -56,7 +56,8 @@ from resources.lake.prostore import LakeLayout  # noqa: E402
 from resources.objstore.fault_proxy import FaultProxy  # noqa: E402
 from resources.objstore.rest_catalog import RestCatalogServer  # noqa: E402
 from resources.objstore.s3_server import S3Server  # noqa: E402
-from tests.support.objstore import CREDENTIAL_ENV, SECRET_ENV, new_secret, rest_lake, s3_client, s3_properties  # noqa: E402
+from tests.support.objstore import (  # noqa: E402
+    CREDENTIAL_ENV, SECRET_ENV, new_secret, rest_lake, s3_client, s3_properties)
 
 OPERATIONS = ("PUT", "GET", "HEAD", "LIST", "DELETE", "POST")
 KINDS = ("data", "delete", "metadata_json", "manifest_list", "manifest", "other")
@@ -101,7 +102,8 @@ def added(before: dict[str, int], after: dict[str, int]) -> dict:
             "by_table": {t: dict(c) for t, c in sorted(by_table.items())},
             "tables_committed": sum(1 for c in by_table.values() if c["metadata_json"]),
             "tables_committed_without_new_rows": no_rows,
-            "files_of_tables_without_new_rows": sum(sum(by_table[t].values()) for t in no_rows), "removed": len([k for k in before if k not in after])}
+            "files_of_tables_without_new_rows": sum(sum(by_table[t].values()) for t in no_rows),
+            "removed": len([k for k in before if k not in after])}
 
 
 def requests_by_kind(requests) -> dict[str, dict[str, int]]:
@@ -273,7 +275,8 @@ def print_table(sm: dict) -> None:
              ("  the files those wrote", local["files_of_tables_without_new_rows_per_steady_delta"],
               s3["files_of_tables_without_new_rows_per_steady_delta"], None)]
     rows += [(f"S3 {op} per steady delta", None, s3["requests_per_steady_delta"][op], None) for op in OPERATIONS]
-    rows += [(f"  GET of {k}", None, v, None) for k, v in s3["puts_and_gets_per_steady_delta_by_kind"]["GET"].items() if v]
+    gets = s3["puts_and_gets_per_steady_delta_by_kind"]["GET"]
+    rows += [(f"  GET of {k}", None, v, None) for k, v in gets.items() if v]
     print(f"\n{'':44} {'local':>8} {'S3+REST':>8} {'S3/local':>8}")
     for label, a, b, r in rows:
         print(f"{label:44} {'-' if a is None else a:>8} {'-' if b is None else b:>8} {'' if r is None else f'{r}x':>8}")
