@@ -73,9 +73,10 @@ dev: jars
 # an older delta, each format, split into start, imports and the read's phases (READ_BENCH_ARGS="--rows 20000");
 # then `deltaport sql` of an aggregate (current and as of delta 0) and `deltaport read` of the same 100k-row
 # table, JVM-free (DuckDB, PyIceberg) against Spark, process start included (SQL_BENCH_ARGS="--rows 20000");
-# last, a Dagster instance aged to 1k and 20k deltas, without and with the partition window
+# then a Dagster instance aged to 1k and 20k deltas, without and with the partition window
 # (PARTITIONS_BENCH_ARGS="--sizes 1000,100000,300000 --window 10000"; "--postgres" for a PostgreSQL
-# instance on a throwaway server).
+# instance on a throwaway server); last, the same deltas on the local lake and on a REST catalog over
+# an S3 store, with the S3 requests and the files per delta (OBJSTORE_BENCH_ARGS="--rows 2000").
 # Results: bench-results/*.json.
 bench: jars
 	$(PY) bench/avro_decode.py
@@ -92,6 +93,7 @@ bench: jars
 	$(PY) bench/read_bench.py $(READ_BENCH_ARGS)
 	$(PY) bench/sql_bench.py $(SQL_BENCH_ARGS)
 	$(PY) bench/partitions_bench.py $(PARTITIONS_BENCH_ARGS)
+	$(PY) bench/objstore_bench.py $(OBJSTORE_BENCH_ARGS)
 
 # The fault suite at full size (issue 11; its quick cases are in `make test`): `sync` killed at six
 # points of a range run, then recovered and compared with the truth; `sync` killed at three points of

@@ -143,7 +143,8 @@ def run(args) -> dict:
 
 
 def add_side_by_side_args(ap: argparse.ArgumentParser, *, seed: int, out: str) -> None:
-    """The options both history benchmarks take (traffic size, seed, result file)."""
+    """The options the side-by-side benchmarks take (traffic size, seed, result file): both history
+    benchmarks' and the object store's (bench/objstore_bench.py, with smaller defaults)."""
     ap.add_argument("--deltas", type=int, default=6, help="deltas landed one at a time (the first one warms up)")
     ap.add_argument("--backlog", type=int, default=10, help="deltas' worth then landed by one sync")
     ap.add_argument("--rows", type=int, default=5000, help="row changes per delta, about")

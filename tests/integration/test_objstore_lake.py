@@ -51,12 +51,10 @@ from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
 from resources.lake.prostore import LakeLayout
-from resources.lake.pyiceberg_rows import datamart_rows
 from resources.lake.maintenance import MaintenanceSettings, maintain_source, maintain_table, table_location
-from resources.lake.read import rows_as_of
 from resources.objstore.fault_proxy import FAULT_KINDS, FaultProxy
 from tests.support.objstore import CREDENTIAL_ENV, SECRET_ENV, list_keys, rest_lake, s3_client
-from tests.support.read_engines import read_with_both_engines
+from tests.support.read_engines import every_delta_equals_the_truth, read_with_both_engines
 
 pytestmark = pytest.mark.integration
 
@@ -139,23 +137,9 @@ def test_every_delta_equals_the_truth_read_by_spark_and_by_pyiceberg(landed, fau
     fault_proxy.kinds, fault_proxy.max_faults = ("reset", "reset_after", "delay"), 10**6
     before = sum(fault_proxy.faults.values())
     fault_proxy.arm()
-    compared = every_delta_equals_the_truth(sc, cfg, spark)
+    compared = every_delta_equals_the_truth(sc, cfg, spark, DM)
     fault_proxy.disarm()
     assert compared > 20 and sum(fault_proxy.faults.values()) > before
-
-
-def every_delta_equals_the_truth(sc, cfg, spark) -> int:
-    """Every table as of every delta, read by Spark and by PyIceberg, equal to the truth; the rows compared."""
-    layout, open_table = LakeLayout(cfg.lake.catalog), pyiceberg_tables(cfg)
-    compared = 0
-    for n, tables in sorted(sc.truth[DM].items()):
-        for table, state in tables.items():
-            key = sc.databases[DM].tables[table].primary_key
-            truth = sorted(state.values(), key=lambda r: tuple(r[k] for k in key))
-            assert rows_as_of(spark, layout, DM, table, n) == truth, f"spark: {table} as of delta {n}"
-            assert datamart_rows(open_table, DM, table, n)[1] == truth, f"pyiceberg: {table} as of delta {n}"
-            compared += len(truth)
-    return compared
 
 
 def test_every_file_is_an_object_in_the_catalogs_bucket(landed, s3_store, rest_catalog):
@@ -272,4 +256,4 @@ def test_a_datamarts_maintenance_on_the_store_keeps_every_delta_exact(landed):
         delete_files_threshold=1, data_files_threshold=1, expire_after_seconds=0, keep_tags=1))
     what = {d.split()[0] if d[0].isdigit() else d for t in done for d in t.done}
     assert "compacted" in what and any(d.startswith("expired") for d in what), [t.text() for t in done]
-    assert every_delta_equals_the_truth(sc, cfg, spark) > 20
+    assert every_delta_equals_the_truth(sc, cfg, spark, DM) > 20
