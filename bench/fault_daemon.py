@@ -48,9 +48,11 @@ DAEMON_CASES: dict[str, str] = {
 }
 
 
-def _deployment(folder: Path, env: dict) -> dict:
+def _deployment(folder: Path, env: dict, *, monitoring: dict | None = None) -> dict:
     """The case folder as a deployment: workspace.yaml and a Dagster home with the project's
-    dagster.yaml (SQLite storage in the home). Returns the daemon's environment."""
+    dagster.yaml (SQLite storage in the home). `monitoring`: ``run_monitoring`` settings over the
+    project's (its poll and slot-freeing waits, which a test may shorten: the same path, sooner).
+    Returns the daemon's environment."""
     (folder / "workspace.yaml").write_text(yaml.safe_dump({"load_from": [{"python_module": {
         "module_name": "platform_assets.definitions", "location_name": "deltaport"}}]}))
     import dagster as dg
@@ -58,6 +60,10 @@ def _deployment(folder: Path, env: dict) -> dict:
     home = folder / "dagster-home"
     home.mkdir()
     shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    if monitoring:
+        settings = yaml.safe_load((home / "dagster.yaml").read_text())
+        settings["run_monitoring"] = {**settings["run_monitoring"], **monitoring}
+        (home / "dagster.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
     # Create the instance's SQLite storage now, as a deployment's first start (or `dagster instance
     # migrate`) does: the daemon and the harness opening a new home at the same moment race in
     # Dagster's schema stamping ("alembic_version has more than one head"), and the daemon dies.
@@ -118,7 +124,7 @@ def watch(daemon: Daemon, *, landed, deadline: float, every: float, on_tick=lamb
 
 
 def run_daemon_case(bootstrap: str, remote: str, story: KillStory, case: str, work: Path,
-                    *, timeout: float = 600) -> KillRow:
+                    *, timeout: float = 600, monitoring: dict | None = None) -> KillRow:
     import dagster as dg
 
     from platform_assets.prostore.partitions import partition_key
@@ -126,7 +132,7 @@ def run_daemon_case(bootstrap: str, remote: str, story: KillStory, case: str, wo
     spec = DAEMON_CASES[case]
     row = KillRow(case, spec)
     folder, catalog, env = case_folder(work, case, bootstrap, story, remote)
-    env = _deployment(folder, env)
+    env = _deployment(folder, env, monitoring=monitoring)
     fired = folder / "failpoint.fired"
     log = folder / "daemon.log"
     armed = {**env, "DELTAPORT_FAILPOINTS": spec, "DELTAPORT_FAILPOINTS_ONCE": str(fired)}

@@ -1,6 +1,7 @@
 """Run workers killed under the Dagster daemon (bench/fault_daemon.py, two of `make faults`' daemon
-cases), with the project's dagster.yaml: the daemon lands the whole story with no hand on it, the
-lake equal to the truth at every delta, nothing applied twice.
+cases), with the project's dagster.yaml (its run monitoring polled sooner: `MONITORING`): the daemon
+lands the whole story with no hand on it, the lake equal to the truth at every delta, nothing
+applied twice.
 
 - A run worker SIGKILLed (as the OOM killer does): its code server fails the run, the run retries
   launch it again, run monitoring frees the pool slot the dead step held (without that, the
@@ -28,12 +29,17 @@ WHO_FAILED = {
     "daemon-killed-mid-run": ("the run worker (pid",),
 }
 
+# The project's run monitoring, polled every 2 s instead of 10 and freeing a dead run's pool slot
+# 1 s after its end instead of 5: the same detection, the same freed slot and the same retry (the
+# project's run_retries, its launcher), without waiting out production's intervals (~25 s a case).
+MONITORING = {"poll_interval_seconds": 2, "free_slots_after_run_end_seconds": 1}
+
 
 @pytest.mark.parametrize("case", sorted(WHO_FAILED))
 def test_a_run_worker_killed_under_the_daemon_is_retried_and_lands_everything(spark_remote, kafka_bootstrap,
                                                                                tmp_path, case):
     row = run_daemon_case(kafka_bootstrap, spark_remote, publish_story(kafka_bootstrap, seed=5, deltas=3),
-                          case, tmp_path, timeout=300)
+                          case, tmp_path, timeout=300, monitoring=MONITORING)
     assert row.killed and row.recovered, row.problems
     left = row.left_by_kill
     assert left["failed_runs"] == 1 and left["retries"] >= 1 and left["unfinished_runs"] == 0, left
