@@ -252,8 +252,9 @@ def land_increment_tables(spark, layout: LakeLayout, datamart: str,
     against the rows its write sent (`verify_committed`); nothing is recorded in the manifest.
     Returns {delta: stats per table}.
 
-    A table of a delta's schema with no frame had no change in that delta and is still part of
-    the table's commit, so its history says the delta was seen. A table in a delta's `frames`
+    A table of a delta's schema with no frame had no change in that delta: it is part of the
+    table's commit when another delta of the run changed it, and gets no commit when none did
+    (unless it was made just now). A table in a delta's `frames`
     but not in its `entities` is refused: data whose schema the changelog does not describe
     must not land. A table's columns evolve in delta order (a range may hold schema changes).
     The tables are written side by side (`side_by_side`).
@@ -269,15 +270,23 @@ def land_increment_tables(spark, layout: LakeLayout, datamart: str,
     extra = [("sys_op", IntegerType()), ("_kafka_partition", IntegerType()), ("_kafka_offset", LongType()),
              ("delta_num", LongType()), ("delta_date", TimestampNTZType())]
 
-    def land_table(name: str) -> tuple[str, str, list[tuple[int, TableStats]]]:
-        """(the table's ident, its commit id, [(delta, stats)])"""
+    def land_table(name: str) -> tuple[str, str | None, list[tuple[int, TableStats]]]:
+        """(the table's ident, its commit id or None when it made none, [(delta, stats)])"""
         ident = layout.increment(datamart, name)
         seen = [d for d in deltas if name in data_tables(d.entities)]
-        struct = None
+        struct, created = None, False
         for d in seen:  # in delta order: the table's columns evolve as the DDL did
             if _struct(d.entities[name].columns, extra) != struct:
                 struct = _struct(d.entities[name].columns, extra)
-                ensure_table(spark, ident, struct, partition_by=["delta_num"])
+                created = ensure_table(spark, ident, struct, partition_by=["delta_num"]).created or created
+        if not created and not any(d.frames.get(name) is not None for d in seen):
+            # No change of the table in these deltas: no commit (a job and a metadata commit per
+            # untouched table per delta, every one of a datamart's tables). Nothing of these
+            # deltas can be in it: a closed delta's changes never change (the index keeps a
+            # closed delta closed whatever cancel follows), so an earlier landing of them wrote
+            # no row here either. A table made now gets its first, empty commit, so every reader
+            # finds a snapshot.
+            return ident, None, [(d.delta_num, TableStats(name, 0, 0, 0)) for d in seen]
         # Columns dropped from (or renamed in) the DDL stay in the table: NULL in this delta.
         table_schema = spark.table(ident).schema
         parts, counted = _range_parts(spark, name, seen, table_schema)
@@ -301,7 +310,8 @@ def land_increment_tables(spark, layout: LakeLayout, datamart: str,
     commits: dict[str, str] = {}  # per table: its commit, and the rows its write sent
     written: dict[str, int] = {}
     for ident, commit, table_stats in side_by_side(land_table, [(n,) for n in names]):
-        commits[ident] = commit
+        if commit is not None:
+            commits[ident] = commit
         for delta_num, st in table_stats:
             stats[delta_num].append(st)
             written[ident] = written.get(ident, 0) + st.rows

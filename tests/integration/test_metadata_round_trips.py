@@ -67,7 +67,12 @@ def test_a_steady_delta_reads_each_snapshot_tables_schema_once_and_tags_an_uncha
 
     land(0, {"t": [(1, "x", 0), (2, "y", 0)], "u": [(1, "p", 0)]})
     apply_snapshots(spark, layout, dm, 0)
+    commits_of_u = spark.table(f"{layout.increment(dm, 'u')}.snapshots").count()
     land(1, {"t": [(2, "y1", 0), (1, None, 1)]})  # u unchanged: its tag alone records delta 1
+    # ... and its increment table gets no commit for it (t's does)
+    assert spark.table(f"{layout.increment(dm, 'u')}.snapshots").count() == commits_of_u
+    assert spark.table(layout.increment(dm, "u")).where("delta_num = 1").count() == 0
+    assert spark.table(layout.increment(dm, "t")).where("delta_num = 1").count() == 2
     with counting_round_trips() as trips:
         apply_snapshots(spark, layout, dm, 1)
     assert [(r["id"], r["a"]) for r in rows_as_of(spark, layout, dm, "t", 1)] == [(2, "y1")]
