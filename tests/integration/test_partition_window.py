@@ -8,8 +8,11 @@ Eight deltas of a backup-only datamart, one run each, maintenance (and so retire
 - every table as of every delta, retired or not, equals the emulator's truth (`deltaport
   read --as-of-delta N`'s own read, and the CLI itself for delta 0);
 - `deltaport rerun` of retired delta 1 puts its partition back and lands the same tables;
+- the UI's way for retired delta 2 (its partition added back in the backfill dialog, a backfill
+  of the datamart's assets: the record the dialog adds, and the run of the implicit asset job
+  the backfill daemon launches for it) lands the same tables too;
 - with the sync's cursor gone, the next `sync` resumes from the landed mark and lands 6-7 only;
-  its retirement sweeps the partition the re-run put back.
+  its retirement sweeps the partitions put back and the backfill's run.
 
 On a PostgreSQL instance (deploy/dagster-postgres.yaml on a throwaway server) a pass deletes the
 old partitions, runs and events as on SQLite.
@@ -23,10 +26,12 @@ Real broker, real Spark, real Iceberg, through `sync`.
 from __future__ import annotations
 
 import os
+import time
 
 import dagster as dg
 import pytest
 import yaml
+from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 
 from bench.fault_kills import publish_story
 from bench.fault_retirement import DELTAS as RETIREMENT_DELTAS, run_retirement_case
@@ -34,7 +39,8 @@ from platform_assets.cli import main
 from platform_assets.config import load_config
 from platform_assets.definitions import build_definitions
 from platform_assets.rerun import rerun
-from platform_assets.retirement import deltas_of_run
+from platform_assets.prostore.partitions import partition_key
+from platform_assets.retirement import BACKFILL_TAG, deltas_of_run
 from platform_assets.prostore.sensors import datamart_tags
 from platform_assets.sync import sync
 from resources.emulator.outgoing import BACKUP
@@ -59,6 +65,27 @@ def _held(instance) -> tuple[list[int], list[int], list[list[int]]]:
     done = sorted(int(k) for k in instance.get_materialized_partitions(dg.AssetKey([DM, "snapshot"])))
     runs = sorted(deltas_of_run(r.tags) for r in instance.get_runs(filters=dg.RunsFilter(tags=datamart_tags(DM))))
     return parts, done, runs
+
+
+def _ui_backfill(cfg, instance, delta: int) -> str:
+    """A retired delta landed again the UI's way: "Add a partition" in the backfill dialog puts
+    its partition back, the dialog adds the backfill's record (the datamart's assets, that
+    partition), and the backfill daemon launches its run: the implicit asset job, the backfill's
+    assets, its id and the partition as tags. The run's id."""
+    defs = build_definitions(cfg)
+    selection = [key for key in defs.resolve_asset_graph().get_all_asset_keys() if key.path[0] == DM]
+    key = partition_key(delta)
+    instance.add_dynamic_partitions(f"{DM}_deltas", [key])
+    backfill = PartitionBackfill.from_asset_partitions(
+        backfill_id="uiwindow", asset_graph=defs.resolve_asset_graph(), partition_names=[key],
+        asset_selection=selection, backfill_timestamp=time.time(), tags={}, dynamic_partitions_store=instance,
+        all_partitions=False, title=None, description=None, run_config=None)
+    instance.add_backfill(backfill.with_status(BulkActionStatus.REQUESTED))
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+        instance=instance, asset_selection=selection, partition_key=key, tags={BACKFILL_TAG: "uiwindow"})
+    assert result.success
+    instance.update_backfill(backfill.with_status(BulkActionStatus.COMPLETED_SUCCESS))
+    return result.run_id
 
 
 def _retired_through(instance) -> list[int]:
@@ -128,6 +155,11 @@ def test_a_window_of_two_deltas_keeps_every_delta_landed_readable_and_rerunnable
         exact(1)
         assert marks.get(DM) == Marks(FIRST - 1, 2)
 
+        before = lake(2)
+        backfill_run = _ui_backfill(cfg, instance, 2)
+        assert _held(instance)[0] == [1, 2, 3, 4, 5] and lake(2) == before
+        exact(2)
+
         publish(later, kafka_bootstrap, {BACKUP: topic})
         SyncCursors(store).put(DM, None)  # no cursor: resume from the landed mark
         second = sync(cfg, instance, echo=lambda line: None)
@@ -136,6 +168,7 @@ def test_a_window_of_two_deltas_keeps_every_delta_landed_readable_and_rerunnable
         assert parts == [5, 6, 7] and materialized == [5, 6, 7]  # run 6 retired through 4, the re-run's 1 too
         assert runs == [[5], [6], [7]]
         assert marks.get(DM) == Marks(DELTAS - 1, 4) and _retired_through(instance) == [4]
+        assert instance.get_run_by_id(backfill_run) is None
     for n in range(FIRST, DELTAS):
         exact(n)
 
