@@ -75,7 +75,9 @@ dev: jars
 # table, JVM-free (DuckDB, PyIceberg) against Spark, process start included (SQL_BENCH_ARGS="--rows 20000");
 # then a Dagster instance aged to 1k and 20k deltas, without and with the partition window
 # (PARTITIONS_BENCH_ARGS="--sizes 1000,100000,300000 --window 10000"; "--postgres" for a PostgreSQL
-# instance on a throwaway server); last, the same deltas on the local lake and on a REST catalog over
+# instance on a throwaway server), and the UI's own queries through dagster-webserver on instances of
+# 1k, 100k and 300k deltas held to the default window (PARTITIONS_UI_BENCH_ARGS="--without-window");
+# last, the same deltas on the local lake and on a REST catalog over
 # an S3 store, with the S3 requests and the files per delta (OBJSTORE_BENCH_ARGS="--rows 2000").
 # Results: bench-results/*.json.
 bench: jars
@@ -93,6 +95,7 @@ bench: jars
 	$(PY) bench/read_bench.py $(READ_BENCH_ARGS)
 	$(PY) bench/sql_bench.py $(SQL_BENCH_ARGS)
 	$(PY) bench/partitions_bench.py $(PARTITIONS_BENCH_ARGS)
+	$(PY) bench/partitions_ui_bench.py $(PARTITIONS_UI_BENCH_ARGS)
 	$(PY) bench/objstore_bench.py $(OBJSTORE_BENCH_ARGS)
 
 # The fault suite at full size (issue 11; its quick cases are in `make test`): `sync` killed at six

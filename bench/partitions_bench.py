@@ -138,8 +138,9 @@ def _template(instance, first_key: str, run_id: str) -> None:
                        step_key=f"{DM}_deltas", event_specific_data=evaluation))
 
 
-def age(home: Path, deltas: int, per_run: int, pg: dict | None = None) -> float:
-    """The instance of `home` aged to `deltas` deltas (module docstring); seconds taken."""
+def age(home: Path, deltas: int, per_run: int, pg: dict | None = None, first: int = 0) -> float:
+    """The instance of `home` aged to `deltas` deltas (module docstring), those from `first` on
+    (a windowed deployment's: bench/partitions_ui_bench.py); seconds taken."""
     import dagster as dg
 
     from platform_assets.prostore.partitions import delta_partitions, partition_key
@@ -147,8 +148,8 @@ def age(home: Path, deltas: int, per_run: int, pg: dict | None = None) -> float:
     began = time.perf_counter()
     first_run = str(uuid.uuid4())
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        keys = [partition_key(n) for n in range(deltas)]
-        for i in range(0, deltas, BATCH):
+        keys = [partition_key(n) for n in range(first, deltas)]
+        for i in range(0, len(keys), BATCH):
             instance.add_dynamic_partitions(delta_partitions(DM).name, keys[i:i + BATCH])
         _template(instance, keys[0], first_run)
     tables = Tables(home, pg)
@@ -163,7 +164,7 @@ def age(home: Path, deltas: int, per_run: int, pg: dict | None = None) -> float:
 
     # Each run of `per_run` deltas: its record and tags once, its deltas' events each.
     pending: dict = {k: [] for k in templates}
-    for start in range(0, deltas, per_run):
+    for start in range(0, len(keys), per_run):
         run_id = first_run if start == 0 else str(uuid.uuid4())  # the first run is the template's
         span = keys[start:start + per_run]
         for name, (cols, rows) in templates.items():
@@ -173,7 +174,7 @@ def age(home: Path, deltas: int, per_run: int, pg: dict | None = None) -> float:
                 targets = [k for k in span if k != keys[0]]
             for key in targets:
                 pending[name] += [tuple(copy(v, run_id, key) for v in row) for row in rows]
-        if start // per_run % 500 == 0 or start + per_run >= deltas:
+        if start // per_run % 500 == 0 or start + per_run >= len(keys):
             for name, rows in pending.items():
                 if rows:
                     tables.insert(name, templates[name][0], rows)
