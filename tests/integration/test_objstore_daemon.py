@@ -10,11 +10,13 @@ launched as processes of their own by the daemon's code server, reading the lake
 the environment the daemon was started with (`{env: NAME}`), never from the config.
 
 * Every run came from a sensor (the datamart's DELTA_CLOSE sensor, the stream's sealing sensor)
-  and succeeded; both sensors requested runs; every delta is materialized, and the stream's
-  whole topic is read and sealed.
+  and succeeded; both sensors requested runs; every datamart delta and every sealed stream delta
+  is materialized, and the stream's whole topic is read with nothing left unsealed that could
+  end a delta.
 * Every table as of every delta equals the truth, read by Spark and by PyIceberg: the
   datamart's the emulator's, the stream's the story's after every sealed delta
-  (resources/emulator/stream_oracle.py; a delta inside Qlik's full load has none).
+  (resources/emulator/stream_oracle.py), at least 3 stream deltas compared (one inside Qlik's
+  full load would have no truth to compare with).
 * Small on purpose (2 datamart deltas, a short stream, one daemon for both): the sensor path
   is what is new here; correctness in depth and the store's faults are test_objstore_lake.py's
   and test_objstore_platform.py's.
