@@ -76,7 +76,7 @@ dev: jars
 # then a Dagster instance aged to 1k and 20k deltas, without and with the partition window
 # (PARTITIONS_BENCH_ARGS="--sizes 1000,100000,300000 --window 10000"; "--postgres" for a PostgreSQL
 # instance on a throwaway server), and the UI's own queries through dagster-webserver on instances of
-# 1k, 100k and 300k deltas held to the default window (PARTITIONS_UI_BENCH_ARGS="--without-window");
+# 1k, 100k and 300k deltas held to the default window (PARTITIONS_UI_BENCH_ARGS="--without-window --window 10000");
 # last, the same deltas on the local lake and on a REST catalog over
 # an S3 store, with the S3 requests and the files per delta (OBJSTORE_BENCH_ARGS="--rows 2000").
 # Results: bench-results/*.json.

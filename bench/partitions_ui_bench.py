@@ -22,7 +22,7 @@ definition's identity is a hash of its keys, so every asset's cached status is t
 warm; medians of `--repeat`. Also the sensor's Dagster calls on an idle tick (partitions_bench's),
 and the instance's size. Ratios are largest size over smallest, in one process; never asserted.
 
-    python bench/partitions_ui_bench.py [--sizes 1000,100000,300000] [--window 10000]
+    python bench/partitions_ui_bench.py [--sizes 1000,100000,300000] [--window 2000]
                                         [--without-window] [--postgres] [--repeat 3]
 
 Result: bench-results/partitions-ui.json (partitions-ui-postgres.json with `--postgres`).
@@ -255,7 +255,10 @@ def ratios(rows: dict) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1000,100000,300000", help="deltas of each instance, comma-separated")
-    ap.add_argument("--window", type=int, default=10_000, help="sensor.partition_window (the default's)")
+    from platform_assets.config import SensorConfig
+
+    ap.add_argument("--window", type=int, default=SensorConfig.partition_window,
+                    help="sensor.partition_window (default: deltaport's)")
     ap.add_argument("--without-window", action="store_true", help="also each size with every delta in Dagster")
     ap.add_argument("--postgres", action="store_true", help="a PostgreSQL instance (a throwaway server)")
     ap.add_argument("--repeat", type=int, default=3, help="queries timed per figure (median)")

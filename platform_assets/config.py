@@ -92,7 +92,9 @@ class SensorConfig:
     # UI's partition views and the sensors cost what the window holds, not the lake's age. A
     # retired delta stays in the lake: `deltaport read --as-of-delta N` reads it, `deltaport
     # rerun SOURCE N` puts its partition back and lands it again. 0: keep every partition.
-    partition_window: int = 10_000
+    # 2,000 (a week of deltas every 5 minutes) keeps the UI's first view after a new delta flat
+    # from 1,000 deltas on; 10,000 costs it 1.3-5.7x that (bench/partitions_ui_bench.py, docs/operating.md).
+    partition_window: int = 2_000
 
 
 @dataclass(frozen=True)

@@ -108,6 +108,6 @@ def test_history_tables_partition_in_spans_of_deltas_and_0_is_one_per_delta():
     assert snapshot_of("lake.sales_history.orders") == "lake.sales.orders"
 
 
-def test_the_partition_window_defaults_to_ten_thousand_and_zero_keeps_every_partition():
-    assert parse_config({"datamarts": [DM]}).sensor.partition_window == 10_000
+def test_the_partition_window_defaults_to_two_thousand_and_zero_keeps_every_partition():
+    assert parse_config({"datamarts": [DM]}).sensor.partition_window == 2_000
     assert parse_config({"datamarts": [DM], "sensor": {"partition_window": 0}}).sensor.partition_window == 0
