@@ -44,6 +44,17 @@ def last_applied_delta(spark: SparkSession, ident: str) -> int | None:
     return found[ident]
 
 
+def _newest_delta_commits(rows: Sequence, counted: str | None = None) -> dict:
+    """{ident: the row of its newest commit recording a delta} among `last_applied_deltas`'s
+    rows (of those whose `counted` column is not NULL, if given); the later row wins a tie."""
+    newest: dict = {}
+    for r in rows:
+        if r["kind"] == "COMMIT" and r["delta"] is not None and (counted is None or r[counted] is not None) \
+                and r["delta"] >= newest.get(r["ident"], {"delta": -1})["delta"]:
+            newest[r["ident"]] = r
+    return newest
+
+
 def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *, repair_tags: bool = False,
                         sizes: dict[str, int] | None = None,
                         tombstones: dict[str, int] | None = None) -> dict[str, int | None]:
@@ -87,22 +98,14 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *, repair_ta
     rows = reduce(lambda x, y: x.unionAll(y), parts).collect()
     current = {r["ident"]: r["snapshot_id"] for r in rows if r["kind"] == "BRANCH"}
     if tombstones is not None:
-        newest_delta: dict[str, tuple[int, int | None]] = {}
-        for r in rows:
-            if r["kind"] == "COMMIT" and r["delta"] is not None and r["delta"] >= newest_delta.get(r["ident"], (-1,))[0]:
-                newest_delta[r["ident"]] = (r["delta"], r["tombstones"])
-        tombstones.update({ident: int(t) for ident, (_, t) in newest_delta.items() if t is not None})
+        newest = _newest_delta_commits(rows)
+        tombstones.update({ident: int(r["tombstones"]) for ident, r in newest.items() if r["tombstones"] is not None})
     if sizes is not None:
-        newest_commit, now = {}, {}
-        for r in rows:
-            if r["kind"] == "COMMIT" and r["live_rows"] is not None:
-                if r["snapshot_id"] == current.get(r["ident"]):
-                    now[r["ident"]] = r["live_rows"]
-                if r["delta"] is not None and r["delta"] >= newest_commit.get(r["ident"], (-1, 0))[0]:
-                    newest_commit[r["ident"]] = (r["delta"], r["live_rows"])
         # The current snapshot's count; else (it is neither a delta's commit nor a compaction's)
-        # the newest delta commit's.
-        counted = {ident: n for ident, (_, n) in newest_commit.items()} | now
+        # the newest delta commit's that has one.
+        now = {r["ident"]: r["live_rows"] for r in rows
+               if r["kind"] == "COMMIT" and r["live_rows"] is not None and r["snapshot_id"] == current.get(r["ident"])}
+        counted = {ident: r["live_rows"] for ident, r in _newest_delta_commits(rows, "live_rows").items()} | now
         sizes.update({ident: max(0, int(n)) for ident, n in counted.items()})
     # A delta's tag is written right after its commit and deltas apply in order, so the newest
     # tag is the last applied delta even when maintenance committed since and expired the
