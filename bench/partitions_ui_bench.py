@@ -20,10 +20,11 @@ from dagster-webserver 1.13.27's bundle:
 Each first after a new delta (a partition added, as the sensor adds it: a dynamic partitions
 definition's identity is a hash of its keys, so every asset's cached status is thrown away) and
 warm; medians of `--repeat`. Also the sensor's Dagster calls on an idle tick (partitions_bench's),
-and the instance's size. Ratios are largest size over smallest, in one process; never asserted.
+with `--sync` a whole `deltaport sync` with nothing to do (a real Kafka broker, the source's
+topics empty, every delta landed), and the instance's size. Ratios are largest size over smallest, in one process; never asserted.
 
     python bench/partitions_ui_bench.py [--sizes 1000,100000,300000] [--window 2000]
-                                        [--without-window] [--postgres] [--repeat 3]
+                                        [--without-window] [--postgres] [--repeat 3] [--sync]
 
 Result: bench-results/partitions-ui.json (partitions-ui-postgres.json with `--postgres`).
 """
@@ -31,6 +32,7 @@ Result: bench-results/partitions-ui.json (partitions-ui-postgres.json with `--po
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -115,16 +117,22 @@ query PartitionHealthQuery($assetKey: AssetKeyInput!) {
 """
 
 
-def _deployment(tmp: Path) -> tuple[Path, Path]:
+def _deployment(tmp: Path, bootstrap: str | None) -> tuple[Path, Path]:
     """A workspace with deltaport's code location and a config with the one datamart the aging
-    wrote (its topics are never read: no daemon runs)."""
+    wrote; its topics (empty) on `bootstrap` when a `sync` is timed, else never read."""
     import yaml
 
+    topics = {"signal_topic": f"{DM}.signal.{tmp.name}", "backup_topic": f"{DM}.backup.{tmp.name}"}
+    if bootstrap is not None:
+        from resources.kafka.admin import create_topic
+
+        for topic in topics.values():
+            create_topic(bootstrap, topic)
     config = tmp / "deltaport.yaml"
     config.write_text(yaml.safe_dump({
-        "sources": [{"name": DM, "format": "prostore", "signal_topic": f"{DM}.signal",
-                     "backup_topic": f"{DM}.backup"}],
-        "kafka": {"bootstrap_servers": "127.0.0.1:9"},
+        "sources": [{"name": DM, "format": "prostore", **topics}],
+        "kafka": {"bootstrap_servers": bootstrap or "127.0.0.1:9"},
+        "lake": {"catalog": "lake", "warehouse": str(tmp / "lake")},
         "state_dir": str(tmp / "deltaport-state"),
     }))
     workspace = tmp / "workspace.yaml"
@@ -143,14 +151,14 @@ def _median_of(repeat: int, fn) -> float:
     return statistics.median(times)
 
 
-def measure_ui(home: Path, tmp: Path, marks, repeat: int) -> dict:
+def measure_ui(home: Path, workspace: Path, config: Path, marks, repeat: int) -> dict:
     """The UI's two queries on the instance of `home`, first after a new delta and warm."""
     import dagster as dg
     import ui_check
 
     from platform_assets.prostore.partitions import delta_partitions, partition_key
 
-    workspace, config = _deployment(tmp)
+    tmp = config.parent
     server = ui_check.Webserver(workspace=workspace, dagster_home=home, config=config, log=tmp / "webserver.log")
     out: dict = {}
     try:
@@ -195,6 +203,27 @@ def measure_ui(home: Path, tmp: Path, marks, repeat: int) -> dict:
     return out
 
 
+def measure_sync(home: Path, config: Path, repeat: int) -> dict:
+    """`deltaport sync` with nothing to do (its topics empty, every delta landed): median seconds
+    after one untimed (imports, the first connections)."""
+    import dagster as dg
+
+    from platform_assets.config import load_config
+    from platform_assets.sync import sync
+
+    cfg = load_config(config)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        def once() -> float:
+            began = time.perf_counter()
+            result = sync(cfg, instance, echo=lambda line: None)
+            if not result.ok or result.landed():
+                raise RuntimeError(f"a sync with nothing to do did something: {result}")
+            return time.perf_counter() - began
+
+        once()
+        return {"sync_nothing_to_do_s": _median_of(repeat, once)}
+
+
 def measure_instance(home: Path, marks, pg: dict | None) -> dict:
     """The sensor's Dagster calls on an idle tick, and the instance's size."""
     import dagster as dg
@@ -219,10 +248,12 @@ def measure_instance(home: Path, marks, pg: dict | None) -> dict:
     return out
 
 
-def one_instance(size: int, window: int | None, args, server) -> dict:
+def one_instance(size: int, window: int | None, args, server, bootstrap: str | None) -> dict:
     """An instance aged to `size` deltas as a deployment with `window` holds them (None: every
     delta), and its figures."""
+    from platform_assets.config import load_config
     from resources.state.delta_marks import DeltaMarks
+    from resources.state.store import state_store
 
     with tempfile.TemporaryDirectory(prefix="partitions-ui-bench-") as tmp:
         home = Path(tmp) / "dagster"
@@ -230,13 +261,16 @@ def one_instance(size: int, window: int | None, args, server) -> dict:
         pg = on_postgres(home, server) if server is not None else None
         first = 0 if window is None else max(0, size - window)
         aged = age(home, size, 1, pg, first=first)
-        marks = DeltaMarks(Path(tmp) / "state.sqlite")
+        workspace, config = _deployment(Path(tmp), bootstrap)
+        marks = DeltaMarks(state_store(load_config(config).state_url("index")))
         marks.landed(DM, size - 1)
         if first:
             marks.retired(DM, first - 1)
         row = {"aged_s": round(aged, 1), "deltas_in_dagster": size - first}
         row.update(measure_instance(home, marks, pg))
-        row.update(measure_ui(home, Path(tmp), marks, args.repeat))
+        if bootstrap is not None:
+            row.update(measure_sync(home, config, args.repeat))
+        row.update(measure_ui(home, workspace, config, marks, args.repeat))
     label = "every delta" if window is None else f"window {window}"
     print(f"{size:>7} deltas, {label:>12}: " + ", ".join(
         f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()), flush=True)
@@ -262,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--without-window", action="store_true", help="also each size with every delta in Dagster")
     ap.add_argument("--postgres", action="store_true", help="a PostgreSQL instance (a throwaway server)")
     ap.add_argument("--repeat", type=int, default=3, help="queries timed per figure (median)")
+    ap.add_argument("--sync", action="store_true", help="also `sync` with nothing to do (starts a Kafka broker)")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     report: dict = {"window": args.window, "postgres": args.postgres, "with_window": {}, "without_window": {}}
@@ -271,10 +306,16 @@ def main(argv: list[str] | None = None) -> int:
 
         server = start_postgres()
     try:
-        for size in sizes:
-            report["with_window"][size] = one_instance(size, args.window, args, server)
-            if args.without_window:
-                report["without_window"][size] = one_instance(size, None, args, server)
+        with contextlib.ExitStack() as stack:
+            bootstrap = None
+            if args.sync:
+                from resources.kafka.broker import kafka_bootstrap
+
+                bootstrap = stack.enter_context(kafka_bootstrap())
+            for size in sizes:
+                report["with_window"][size] = one_instance(size, args.window, args, server, bootstrap)
+                if args.without_window:
+                    report["without_window"][size] = one_instance(size, None, args, server, bootstrap)
     finally:
         if server is not None:
             server.stop()
