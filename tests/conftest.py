@@ -6,6 +6,8 @@ is started on first use and stopped at the end of the session.
 `postgres` is one real PostgreSQL server for the session (tests/support/postgres.py): a
 throwaway local cluster, or the one of DELTAPORT_TEST_POSTGRES_URL; its password is exported in
 DELTAPORT_TEST_PG_PASSWORD, the variable the tests' state stores name as `password_env`.
+`demo_once` is one `deltaport demo --once --deltas 3` for the session (tests/support/demo_once.py),
+looked at by the UI test and test_clean_logs.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from resources.kafka import broker
+from tests.support.demo_once import DemoOnce, run_demo_once
 from tests.support.postgres import PASSWORD_ENV, PostgresServer, start_postgres
 
 
@@ -44,3 +47,10 @@ def postgres() -> Iterator[PostgresServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def demo_once(tmp_path_factory: pytest.TempPathFactory) -> DemoOnce:
+    """The session's `deltaport demo --once --deltas 3`, run as a user runs it (a process of its own,
+    the session's Spark server when $SPARK_REMOTE is set); its folder and log."""
+    return run_demo_once(tmp_path_factory.mktemp("demo"))

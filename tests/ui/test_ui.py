@@ -1,8 +1,9 @@
 """The Dagster UI shows deltaport's lineage and partitions: seen in headless Chromium.
 
-Runs `deltaport demo --once --deltas 3` (its own embedded Kafka broker, Spark, Iceberg) into a
-temporary state folder, then `ui_check.run_ui_check` on the instance it leaves: dagster-webserver
-on a free port, lineage and partitions through its GraphQL API, and screenshots (+ rendered DOM)
+Takes the session's `deltaport demo --once --deltas 3` (the `demo_once` fixture,
+tests/support/demo_once.py: its own embedded Kafka broker, Spark, Iceberg, in a temporary state
+folder; test_clean_logs reads the same run), then `ui_check.run_ui_check` on the instance it
+leaves: dagster-webserver on a free port, lineage and partitions through its GraphQL API, and screenshots (+ rendered DOM)
 of the global lineage, the marketing asset graph, marketing/snapshot's partitions and the lineage
 of the demo's own mart marketing/sales_by_store (topic -> changelog, increment -> snapshot -> mart),
 which must not be blank and must name the assets and partition keys. The screenshots stay in
@@ -19,7 +20,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -28,37 +28,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ui_check  # noqa: E402
 
 from platform_assets.prostore.partitions import partition_key  # noqa: E402
+from tests.support.demo_once import DemoOnce  # noqa: E402
 
-DELTAS = 3
 DATAMART = "marketing"
-
-
-def _demo_once(state: Path, log: Path) -> Path:
-    """`deltaport demo --once --deltas 3` with DELTAPORT_STATE_DIR=state; returns its demo folder."""
-    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "DELTAPORT_CONFIG")}
-    env["DELTAPORT_STATE_DIR"] = str(state)
-    cmd = [sys.executable, "-m", "platform_assets.cli", "demo", "--once", "--deltas", str(DELTAS)]
-    started = time.monotonic()
-    with open(log, "wb") as out:
-        try:
-            proc = subprocess.run(cmd, cwd=state.parent, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL, timeout=900)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"`{' '.join(cmd[2:])}` did not finish in 900 s; {log}:\n{_tail(log)}", pytrace=False)
-    if proc.returncode != 0:
-        pytest.fail(f"`{' '.join(cmd[2:])}` exited with {proc.returncode}; {log}:\n{_tail(log)}", pytrace=False)
-    print(f"demo --once --deltas {DELTAS}: {time.monotonic() - started:.0f} s")
-    return state / "demo"
-
-
-def _tail(log: Path, lines: int = 60) -> str:
-    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
 @pytest.mark.integration
 @pytest.mark.ui
 @pytest.mark.timeout(1500)
-def test_ui_shows_lineage_and_partitions(tmp_path: Path) -> None:
+def test_ui_shows_lineage_and_partitions(request: pytest.FixtureRequest) -> None:
     missing = None
     try:  # first: no point landing deltas for four minutes when the browser is missing
         ui_check.find_chromium()
@@ -67,13 +45,13 @@ def test_ui_shows_lineage_and_partitions(tmp_path: Path) -> None:
     if missing:
         pytest.fail(missing, pytrace=False)
 
-    demo = _demo_once(tmp_path / ".deltaport", tmp_path / "demo.log")
+    once: DemoOnce = request.getfixturevalue("demo_once")  # the session's `demo --once --deltas 3`
+    demo, log, deltas = once.folder, once.text(), once.deltas
     # A clean run prints no ERROR line (issue 31: "does it exist yet" asked by failing queries printed
     # 62, each logged at ERROR by pyspark's Connect client): what a team's log alerting would fire on.
-    errors = [line[:300] for line in (tmp_path / "demo.log").read_text(encoding="utf-8").splitlines()
-              if re.search(r"\bERROR\b", line)]
+    errors = once.error_lines()
     assert errors == [], f"{len(errors)} ERROR lines in the demo's output, e.g. {errors[:3]}"
-    keys = [partition_key(n) for n in range(DELTAS)]
+    keys = [partition_key(n) for n in range(deltas)]
     out = Path(os.environ.get("DELTAPORT_UI_OUT", ui_check.DEFAULT_OUT))
     try:
         result = ui_check.run_ui_check(dagster_home=demo / "dagster", workspace=demo / "workspace.yaml",
@@ -94,13 +72,13 @@ def test_ui_shows_lineage_and_partitions(tmp_path: Path) -> None:
     # sourcedb is backup-only: the same assets from the backup topic alone, no signal_events.
     assert {"sourcedb/changelog", "kafka/prostore.backup"} <= lineage["sourcedb/increment"]
     assert "sourcedb/signal_events" not in lineage
-    assert re.search(r"^sourcedb\s+\d+\s+\w+\s+\d+\s+\d+\s+yes$", (tmp_path / "demo.log").read_text(encoding="utf-8"), re.M)
+    assert re.search(r"^sourcedb\s+\d+\s+\w+\s+\d+\s+\d+\s+yes$", log, re.M)
     # ... and beside it one change-stream source of each format, with the same shape.
     for source, topic in (("sales_qlik", "qlik.sales"), ("shop_dataworks", "dataworks.shop"),
                           ("shop_datastream", "datastream.shop")):
         assert {f"{source}/changelog", f"{source}/increment"} <= lineage[f"{source}/snapshot"], source
         assert {f"{source}/changelog", f"kafka/{topic}"} <= lineage[f"{source}/increment"], source
-    assert "all equal to the truth" in (tmp_path / "demo.log").read_text(encoding="utf-8")
+    assert "all equal to the truth" in log
     assert result.partition_keys == keys
     for asset in ("signal_events", "changelog", "increment", "snapshot", "history"):
         assert sorted(result.materialized_partitions[f"{DATAMART}/{asset}"]) == keys, asset
@@ -115,9 +93,8 @@ def test_ui_shows_lineage_and_partitions(tmp_path: Path) -> None:
     # The same lake through `deltaport read`, run as a user would after the demo (no $SPARK_REMOTE;
     # the Spark server the demo used may be gone): as many rows as the demo counted against the
     # truth, one JSON object per line, timestamps in ISO 8601 with microseconds and Z, sorted by key.
-    last = DELTAS - 1
-    counted = re.search(rf"^{DATAMART}\s+{last}\s+sales\s+(\d+)\s+(\d+)\s+yes$",
-                        (tmp_path / "demo.log").read_text(encoding="utf-8"), re.M)
+    last = deltas - 1
+    counted = re.search(rf"^{DATAMART}\s+{last}\s+sales\s+(\d+)\s+(\d+)\s+yes$", log, re.M)
     assert counted, "the demo printed no equal row count for sales"
     config = str(demo / "deltaport.yaml")
     cli = [sys.executable, "-m", "platform_assets.cli", "read", f"{DATAMART}.sales", "--as-of-delta", str(last),

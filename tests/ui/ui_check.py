@@ -10,8 +10,9 @@ that already hold landed deltas (e.g. after `deltaport demo --once`), this:
    kafka/<backup topic>; signal_events <- kafka/<signal topic>) and the partitions of the
    datamart's partitioned assets (dynamic `<datamart>_deltas`, landed keys materialized);
 3. opens four pages in headless Chromium (Debian's `chromium`), saves a PNG of each and a dump
-   of its rendered DOM, and checks that each PNG is not blank (decoded with the stdlib: many
-   colours, not one flat background) and that each DOM names what the page must show:
+   of its rendered DOM (one Chromium a page: the PNG and the DOM are of the same render), and
+   checks that each PNG is not blank (decoded with the stdlib: many colours, not one flat
+   background) and that each DOM names what the page must show:
      lineage.png              /asset-groups                              the global asset lineage (groups)
      asset-group-<dm>.png     /locations/<location>/asset-groups/<dm>    the datamart's asset graph
      <dm>-snapshot-partitions.png
@@ -149,21 +150,15 @@ def _run_chromium(chromium: str, args: list[str], *, timeout: float) -> subproce
         return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
-def screenshot(chromium: str, url: str, png: Path, *, budget_ms: int = VIRTUAL_TIME_BUDGET_MS,
-               timeout: float = 120) -> None:
+def render(chromium: str, url: str, png: Path, *, budget_ms: int = VIRTUAL_TIME_BUDGET_MS,
+           timeout: float = 120) -> str:
+    """One headless Chromium on `url`: once the virtual time budget is spent, a PNG of the page in
+    `png` and its rendered DOM (returned), both of the same render."""
     png.unlink(missing_ok=True)
-    res = _run_chromium(chromium, [f"--screenshot={png}", f"--window-size={WINDOW[0]},{WINDOW[1]}",
+    res = _run_chromium(chromium, ["--dump-dom", f"--screenshot={png}", f"--window-size={WINDOW[0]},{WINDOW[1]}",
                                    f"--virtual-time-budget={budget_ms}", url], timeout=timeout)
     if res.returncode != 0 or not png.exists():
-        raise UICheckError(f"chromium wrote no screenshot of {url} (exit {res.returncode}):\n"
-                           f"{_tail(res.stderr.decode(errors='replace'))}")
-
-
-def dump_dom(chromium: str, url: str, *, budget_ms: int = VIRTUAL_TIME_BUDGET_MS, timeout: float = 120) -> str:
-    res = _run_chromium(chromium, ["--dump-dom", f"--window-size={WINDOW[0]},{WINDOW[1]}",
-                                   f"--virtual-time-budget={budget_ms}", url], timeout=timeout)
-    if res.returncode != 0:
-        raise UICheckError(f"chromium could not dump the DOM of {url} (exit {res.returncode}):\n"
+        raise UICheckError(f"chromium wrote no screenshot and DOM of {url} (exit {res.returncode}):\n"
                            f"{_tail(res.stderr.decode(errors='replace'))}")
     return res.stdout.decode("utf-8", errors="replace")
 
@@ -427,12 +422,11 @@ def check_page(chromium: str, page: Page) -> None:
     """Screenshot + DOM of one page: not blank, names everything in `page.must_show`, no dialog over it.
     A page that has not rendered yet within the virtual time budget gets one more try with more time."""
     for attempt, budget in enumerate((VIRTUAL_TIME_BUDGET_MS, 3 * VIRTUAL_TIME_BUDGET_MS)):
-        dom = dump_dom(chromium, page.url, budget_ms=budget)
+        dom = render(chromium, page.url, Path(page.screenshot), budget_ms=budget)
         Path(page.dom).write_text(dom, encoding="utf-8")
         missing = [text for text in page.must_show if text not in dom]
         if "Join the Dagster community" in dom:
             missing.append("(no 'Join the Dagster community' dialog)")
-        screenshot(chromium, page.url, Path(page.screenshot), budget_ms=budget)
         try:
             check_not_blank(page)
         except UICheckError:
