@@ -20,11 +20,11 @@ from dagster-webserver 1.13.27's bundle:
 Each first after a new delta (a partition added, as the sensor adds it: a dynamic partitions
 definition's identity is a hash of its keys, so every asset's cached status is thrown away) and
 warm; medians of `--repeat`. Also the sensor's Dagster calls on an idle tick (partitions_bench's),
-with `--sync` a whole `deltaport sync` with nothing to do (a real Kafka broker, the source's
+unless `--no-sync`, a whole `deltaport sync` with nothing to do (a real Kafka broker, the source's
 topics empty, every delta landed), and the instance's size. Ratios are largest size over smallest, in one process; never asserted.
 
     python bench/partitions_ui_bench.py [--sizes 1000,100000,300000] [--window 2000]
-                                        [--without-window] [--postgres] [--repeat 3] [--sync]
+                                        [--without-window] [--postgres] [--repeat 3] [--no-sync]
 
 Result: bench-results/partitions-ui.json (partitions-ui-postgres.json with `--postgres`).
 """
@@ -296,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--without-window", action="store_true", help="also each size with every delta in Dagster")
     ap.add_argument("--postgres", action="store_true", help="a PostgreSQL instance (a throwaway server)")
     ap.add_argument("--repeat", type=int, default=3, help="queries timed per figure (median)")
-    ap.add_argument("--sync", action="store_true", help="also `sync` with nothing to do (starts a Kafka broker)")
+    ap.add_argument("--sync", action=argparse.BooleanOptionalAction, default=True,
+                    help="also time `sync` with nothing to do (starts a Kafka broker; --no-sync: not)")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     report: dict = {"window": args.window, "postgres": args.postgres, "with_window": {}, "without_window": {}}
