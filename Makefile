@@ -6,6 +6,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 PYTEST_ARGS ?=
+# `make test` runs two pytest workers (pytest-xdist), each with its own broker, Spark server and
+# PostgreSQL: many tests wait on daemons, polls and subprocesses rather than on the CPU, so two
+# overlap well on 2 cores. A whole file goes to one worker (its module fixtures are shared).
+# TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
 BENCH_ARGS ?=
 
 .PHONY: install jars chromium postgres test test-unit test-ui demo dev bench faults clean
@@ -41,7 +46,7 @@ postgres:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ($(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql)
 
 test: jars chromium postgres
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-unit: install
 	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from resources.kafka import broker
-from tests.support.demo_once import DemoOnce, run_demo_once
+from tests.support.demo_once import DemoOnce, run_demo_once, shared_demo_once
 from tests.support.postgres import PASSWORD_ENV, PostgresServer, start_postgres
 
 
@@ -50,7 +50,10 @@ def postgres() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture(scope="session")
-def demo_once(tmp_path_factory: pytest.TempPathFactory) -> DemoOnce:
-    """The session's `deltaport demo --once --deltas 3`, run as a user runs it (a process of its own,
-    the session's Spark server when $SPARK_REMOTE is set); its folder and log."""
-    return run_demo_once(tmp_path_factory.mktemp("demo"))
+def demo_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> DemoOnce:
+    """The run's `deltaport demo --once --deltas 3`, run as a user runs it (a process of its own,
+    the session's Spark server when $SPARK_REMOTE is set); its folder and log. One per run: under
+    pytest-xdist the workers share it (their base temp folders have one parent)."""
+    if worker_id == "master":
+        return run_demo_once(tmp_path_factory.mktemp("demo"))
+    return shared_demo_once(tmp_path_factory.getbasetemp().parent)

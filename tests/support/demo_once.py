@@ -8,6 +8,9 @@ at ERROR from the first one (without it the client's logger is off until Dagster
 logging): a "does it exist yet" asked by a failing query anywhere in the first landing shows up
 as an ERROR line in its log (issue 31). The UI test looks at the Dagster instance it leaves,
 test_clean_logs at its log and its lake.
+
+Under pytest-xdist (`make test` runs two workers) the first worker that asks runs it and the other
+waits on a file lock and reads the same folder (`shared_demo_once`): one demo per test run.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 DELTAS = 3
 # One line per source, delta and table: "<source> <delta> <table> <lake rows> <truth rows> yes|NO".
@@ -74,3 +78,22 @@ def run_demo_once(folder: Path) -> DemoOnce:
         pytest.fail(f"`{' '.join(cmd[2:])}` exited with {proc.returncode}; {log}:\n{tail(log)}", pytrace=False)
     print(f"demo --once --deltas {DELTAS}: {time.monotonic() - started:.0f} s")
     return DemoOnce(state / "demo", log)
+
+
+def shared_demo_once(root: Path) -> DemoOnce:
+    """The one demo of a run whose workers share `root`: run by the first caller, under a file lock;
+    a later caller gets its folder, or the first caller's failure again (never a second demo)."""
+    folder, failed = root / "demo", root / "demo.failed"
+    with FileLock(str(root / "demo.lock")):
+        if failed.exists():
+            pytest.fail(failed.read_text(), pytrace=False)
+        if (folder / "demo.done").exists():
+            return DemoOnce(folder / ".deltaport" / "demo", folder / "demo.log")
+        folder.mkdir(exist_ok=True)
+        try:
+            demo = run_demo_once(folder)
+        except pytest.fail.Exception as e:
+            failed.write_text(f"(the demo run by another worker) {e}")
+            raise
+        (folder / "demo.done").touch()
+        return demo
