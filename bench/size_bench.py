@@ -116,7 +116,7 @@ def bench_size(spark, sql: SqlLog, n_rows: int, args) -> dict:
            "data_files": spark.table(f"{ident}.files").count(), "deltas": []}
     print(f"{n_rows:,} rows: table written in {out['write_base_s']} s, {out['data_files']} data files", flush=True)
     script = script_tables(spark, ident, n_rows) if args.script else None
-    planner = traffic.DeltaPlanner(seed=args.seed, initial=n_rows, update_share=0.5, delete_share=0.2)
+    planner = delta_planner(args, n_rows)
     for n in range(1, args.deltas + 1):
         changes = planner.delta(n, args.changes)
         landing = time.perf_counter()
@@ -146,9 +146,10 @@ def bench_size(spark, sql: SqlLog, n_rows: int, args) -> dict:
               f"({entry.get('script_ratio')}x) (load {entry['load']:.1f})", flush=True)
         show_sql(entry, args.show_over)
     got = spark.table(ident)
-    keys_ok = (got.count() == len(planner.alive)
-               and got.select(F.sum(F.col("id").cast("long"))).first()[0] == sum(planner.alive))
+    keys_ok = (got.count() == planner.alive_count()
+               and got.select(F.sum(F.col("id").cast("long"))).first()[0] == planner.alive_sum())
     warm = out["deltas"][1:] or out["deltas"]
+    out["key_scan_s"] = key_scan_s(spark, ident)
     out |= {"equal": bool(keys_ok and all(d["pk_unique"] for d in out["deltas"])),
             "median_total_s": statistics.median(d["total_s"] for d in warm),
             "median_apply_s": statistics.median(d["apply_s"] for d in warm),
@@ -156,10 +157,31 @@ def bench_size(spark, sql: SqlLog, n_rows: int, args) -> dict:
             "median_with_land_s": statistics.median(d["with_land_s"] for d in warm)}
     if script:
         got = spark.table(f"{script}.{traffic.TABLE}")
-        out |= {"script_equal": got.count() == len(planner.alive),
+        out |= {"script_equal": got.count() == planner.alive_count(),
                 "median_script_s": statistics.median(d["script_s"] for d in warm),
                 "median_script_ratio": statistics.median(d["script_ratio"] for d in warm)}
     return out
+
+
+def delta_planner(args, n_rows: int):
+    """The changes' planner of `--shape`: random keys (`DeltaPlanner`) or keys with locality
+    (`LocalityPlanner`: increasing inserts, 90% of updates and deletes on the newest 5% of keys);
+    50% updates, 20% deletes, 30% inserts either way."""
+    if args.shape == "locality":
+        return traffic.LocalityPlanner(seed=args.seed, initial=n_rows, update_share=0.5, delete_share=0.2)
+    return traffic.DeltaPlanner(seed=args.seed, initial=n_rows, update_share=0.5, delete_share=0.2)
+
+
+def key_scan_s(spark, ident: str, repeat: int = 3) -> float:
+    """The yardstick of a design without an index (issue 42): one scan of the table's key column
+    (`SELECT sum(id)`), warm (the best of `repeat` after a first untimed one), on the same server."""
+    spark.sql(f"SELECT sum(id) FROM {ident}").collect()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        spark.sql(f"SELECT sum(id) FROM {ident}").collect()
+        times.append(time.perf_counter() - t)
+    return round(min(times), 2)
 
 
 def show_sql(entry: dict, over: float) -> None:
@@ -176,6 +198,9 @@ def add_size_args(ap, out_name: str) -> None:
     ap.add_argument("--large", type=int, default=20_000_000, help="rows of the large table")
     ap.add_argument("--changes", type=int, default=10_000, help="changes per steady delta")
     ap.add_argument("--deltas", type=int, default=3, help="steady deltas per size (the first warms up)")
+    ap.add_argument("--shape", choices=("random", "locality"), default="random",
+                    help="random keys, or keys with locality (increasing inserts, 90%% of updates and deletes "
+                         "on the newest 5%% of keys)")
     ap.add_argument("--seed", type=int, default=30)
     ap.add_argument("--show-over", type=float, default=0.3, help="print SQL executions of at least these seconds")
     ap.add_argument("--spark-conf", type=spark_conf_pair, action="append", default=[],
@@ -198,13 +223,17 @@ def run_sizes(args, bench, label: str) -> dict:
         shutil.rmtree(work, ignore_errors=True)
     small, large = res["sizes"]
     res["ratio"] = round(large["median_total_s"] / small["median_total_s"], 3)
+    # Issue 42's floor for random keys: the small table's delta plus 1.5 scans of the large one's key column.
+    res["floor_s"] = round(small["median_total_s"] + 1.5 * large["key_scan_s"], 2)
     res["load_after"] = os.getloadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(res, indent=2, default=str))
     print(f"{label}: a steady delta of {args.changes:,} changes: {small['median_total_s']} s at {small['rows']:,} rows "
           f"(apply {small['median_apply_s']}, checks {small['median_checks_s']}), {large['median_total_s']} s at "
           f"{large['rows']:,} (apply {large['median_apply_s']}, checks {large['median_checks_s']}): "
-          f"{res['ratio']}x (goal <= 1.5x); equal to the truth {small['equal']}, {large['equal']}; "
+          f"{res['ratio']}x; a scan of the key column {small['key_scan_s']} / {large['key_scan_s']} s, so the "
+          f"floor (small + 1.5 scans of large) {res['floor_s']} s: large at {large['median_total_s'] / res['floor_s']:.2f}x "
+          f"the floor ({args.shape} keys); equal to the truth {small['equal']}, {large['equal']}; "
           f"load {res['load_before'][0]:.1f} -> {res['load_after'][0]:.1f}")
     return res
 

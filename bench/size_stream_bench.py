@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import traffic  # noqa: E402
-from bench.size_bench import add_size_args, base_rows, run_sizes, show_sql  # noqa: E402
+from bench.size_bench import add_size_args, base_rows, delta_planner, key_scan_s, run_sizes, show_sql  # noqa: E402
 from bench.sql_log import SqlLog  # noqa: E402
 from platform_assets.streams import checks  # noqa: E402
 from resources.codecs.cdc import DELETE, UPSERT, Change  # noqa: E402
@@ -89,7 +89,7 @@ def bench_size(spark, sql: SqlLog, n_rows: int, args) -> dict:
            "data_files": spark.table(f"{ident}.files").count(), "deltas": []}
     print(f"{n_rows:,} rows: stream table written in {out['write_base_s']} s, {out['data_files']} data files",
           flush=True)
-    planner = traffic.DeltaPlanner(seed=args.seed, initial=n_rows, update_share=0.5, delete_share=0.2)
+    planner = delta_planner(args, n_rows)
     tables = {traffic.TABLE: KEY}
     for n in range(1, args.deltas + 1):
         changes = stream_changes(planner.delta(n, args.changes).rows, n)
@@ -112,9 +112,10 @@ def bench_size(spark, sql: SqlLog, n_rows: int, args) -> dict:
               f"(load {entry['load']:.1f}; keys of deltas checked {entry['checked']})", flush=True)
         show_sql(entry, args.show_over)
     live = spark.table(ident).where(~F.col("_tombstone"))
-    keys_ok = (live.count() == len(planner.alive)
-               and live.select(F.sum(F.col("id").cast("long"))).first()[0] == sum(planner.alive))
+    keys_ok = (live.count() == planner.alive_count()
+               and live.select(F.sum(F.col("id").cast("long"))).first()[0] == planner.alive_sum())
     warm = out["deltas"][1:] or out["deltas"]
+    out["key_scan_s"] = key_scan_s(spark, ident)
     out |= {"equal": bool(keys_ok and all(d["key_unique"] for d in out["deltas"])),
             "median_total_s": statistics.median(d["total_s"] for d in warm),
             "median_apply_s": statistics.median(d["apply_s"] for d in warm),

@@ -12,6 +12,9 @@ deletes (sys_op 1) of keys alive before the delta, each key changed at most once
 (Prostore keeps one version per row per delta). It knows how many keys are alive, so the
 benchmark can check the snapshot's row count without an oracle of every row.
 
+A `LocalityPlanner` draws the same mix with key locality (issue 42): inserts take increasing
+keys, and most updates and deletes hit the newest keys (by default 90% on the newest 5%).
+
 `filler_messages` re-keys already encoded values under another datamart: bytes that make the
 topic bigger without costing an encode, for the topic-growth measurement.
 """
@@ -103,6 +106,59 @@ class DeltaPlanner:
         new = range(self.next_key, self.next_key + n_ins)
         changes += [{**row(k), "sys_op": 0} for k in new]
         self.alive.extend(new)
+        self.next_key += n_ins
+        self.rng.shuffle(changes)
+        return DeltaChanges(delta, changes, n_ins, n_upd, n_del)
+
+    def alive_count(self) -> int:
+        return len(self.alive)
+
+    def alive_sum(self) -> int:
+        return sum(self.alive)
+
+
+class LocalityPlanner:
+    """`DeltaPlanner`'s mix of changes with key locality: inserts take new, increasing keys, and
+    a share `recent_share` of the updates and deletes hit the newest `recent_fraction` of the
+    key range, the rest any key. Keys alive are 1..next_key-1 minus `deleted` (no list of every
+    key: a 20M-row table's alive set would cost more than the bench measures), so `alive_count`
+    and `alive_sum` are O(1) and O(deleted)."""
+
+    def __init__(self, *, seed: int, initial: int = 0, update_share: float = 0.15, delete_share: float = 0.05,
+                 recent_share: float = 0.9, recent_fraction: float = 0.05):
+        if update_share < 0 or delete_share < 0 or update_share + delete_share > 1:
+            raise ValueError("update_share and delete_share must be >= 0 and sum to at most 1")
+        self.rng = random.Random(seed)
+        self.next_key, self.deleted = initial + 1, set()
+        self.update_share, self.delete_share = update_share, delete_share
+        self.recent_share, self.recent_fraction = recent_share, recent_fraction
+
+    def alive_count(self) -> int:
+        return self.next_key - 1 - len(self.deleted)
+
+    def alive_sum(self) -> int:
+        return (self.next_key - 1) * self.next_key // 2 - sum(self.deleted)
+
+    def _pick(self, count: int) -> list[int]:
+        """`count` distinct alive keys, `recent_share` of them from the newest keys."""
+        newest = max(1, self.next_key - int(self.recent_fraction * (self.next_key - 1)))
+        picked: dict[int, None] = {}
+        while len(picked) < count:
+            low = newest if self.rng.random() < self.recent_share else 1
+            key = self.rng.randrange(low, self.next_key)
+            if key not in self.deleted:
+                picked[key] = None
+        return list(picked)
+
+    def delta(self, delta: int, rows: int) -> DeltaChanges:
+        n_upd = min(int(rows * self.update_share), self.alive_count())
+        n_del = min(int(rows * self.delete_share), self.alive_count() - n_upd)
+        n_ins = rows - n_upd - n_del
+        picked = self._pick(n_upd + n_del)
+        changes = [{**row(k, delta + 1), "sys_op": 0} for k in picked[:n_upd]]
+        changes += [{**row(k, 0), "sys_op": 1} for k in picked[n_upd:]]
+        self.deleted.update(picked[n_upd:])
+        changes += [{**row(k), "sys_op": 0} for k in range(self.next_key, self.next_key + n_ins)]
         self.next_key += n_ins
         self.rng.shuffle(changes)
         return DeltaChanges(delta, changes, n_ins, n_upd, n_del)
