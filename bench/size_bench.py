@@ -109,7 +109,7 @@ def bench_size(spark, sql: SqlLog, n_rows: int, args) -> dict:
     land_increment(spark, layout, dm, 0, traffic.delta_date_us(0), "bench-base", entities, {})
     ident = layout.snapshot(dm, traffic.TABLE)
     struct = _struct(entity.columns, version_fields())
-    ensure_table(spark, ident, struct, properties=snapshot_properties(True))
+    ensure_table(spark, ident, struct, properties=snapshot_properties(True) | table_layout(args))
     t = time.perf_counter()
     commit_delta(spark, ident, base_rows(spark, n_rows, struct), delta_num=0, mode="overwrite")
     out = {"rows": n_rows, "write_base_s": round(time.perf_counter() - t, 1),
@@ -172,6 +172,11 @@ def delta_planner(args, n_rows: int):
     return traffic.DeltaPlanner(seed=args.seed, initial=n_rows, update_share=0.5, delete_share=0.2)
 
 
+def table_layout(args) -> dict[str, str]:
+    """Table properties of `--row-group-mb` (Parquet row groups of that size; 0: the project's default)."""
+    return {"write.parquet.row-group-size-bytes": str(args.row_group_mb << 20)} if args.row_group_mb else {}
+
+
 def key_scan_s(spark, ident: str, repeat: int = 3) -> float:
     """The yardstick of a design without an index (issue 42): one scan of the table's key column
     (`SELECT sum(id)`), warm (the best of `repeat` after a first untimed one), on the same server."""
@@ -198,6 +203,8 @@ def add_size_args(ap, out_name: str) -> None:
     ap.add_argument("--large", type=int, default=20_000_000, help="rows of the large table")
     ap.add_argument("--changes", type=int, default=10_000, help="changes per steady delta")
     ap.add_argument("--deltas", type=int, default=3, help="steady deltas per size (the first warms up)")
+    ap.add_argument("--row-group-mb", type=int, default=0,
+                    help="Parquet row groups of this many MB in the snapshot table (default: the project's, 8 MB; Iceberg's is 128)")
     ap.add_argument("--shape", choices=("random", "locality"), default="random",
                     help="random keys, or keys with locality (increasing inserts, 90%% of updates and deletes "
                          "on the newest 5%% of keys)")

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import traffic  # noqa: E402
-from bench.size_bench import add_size_args, base_rows, delta_planner, key_scan_s, run_sizes, show_sql  # noqa: E402
+from bench.size_bench import add_size_args, base_rows, delta_planner, key_scan_s, run_sizes, table_layout, show_sql  # noqa: E402
 from bench.sql_log import SqlLog  # noqa: E402
 from platform_assets.streams import checks  # noqa: E402
 from resources.codecs.cdc import DELETE, UPSERT, Change  # noqa: E402
@@ -49,14 +49,14 @@ from resources.spark.iceberg import commit_delta, ensure_table  # noqa: E402
 KEY = ("id",)
 
 
-def write_base(spark, ident: str, n_rows: int, struct, columns) -> None:
+def write_base(spark, ident: str, n_rows: int, struct, columns, properties=None) -> None:
     """Keys 1..n_rows, live, ordered before any change of the deltas, as delta 0's commit."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     table = _struct([], [*columns, ("_order", T.StringType()), ("_tombstone", T.BooleanType()),
                          ("_event_time_us", T.LongType()), *version_fields()])
-    ensure_table(spark, ident, table, properties=stream_table_properties(True, 0))
+    ensure_table(spark, ident, table, properties=stream_table_properties(True, 0) | (properties or {}))
     rows = base_rows(spark, n_rows, struct).select(
         "*", F.lit(order_key_text((0,))).alias("_order"), F.lit(False).alias("_tombstone"),
         F.lit(traffic.delta_date_us(0)).alias("_event_time_us"))
@@ -84,7 +84,7 @@ def bench_size(spark, sql: SqlLog, n_rows: int, args) -> dict:
     columns = [(f.name, f.dataType) for f in struct.fields if f.name not in ("sys_from", "sys_from_date")]
     ident = layout.snapshot(source, traffic.TABLE)
     t = time.perf_counter()
-    write_base(spark, ident, n_rows, struct, columns)
+    write_base(spark, ident, n_rows, struct, columns, table_layout(args))
     out = {"rows": n_rows, "write_base_s": round(time.perf_counter() - t, 1),
            "data_files": spark.table(f"{ident}.files").count(), "deltas": []}
     print(f"{n_rows:,} rows: stream table written in {out['write_base_s']} s, {out['data_files']} data files",
