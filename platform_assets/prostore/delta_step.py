@@ -142,7 +142,7 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
         + (f", history {early_done.seconds:.2f} s{'' if early_done.error is None else ' (left to the snapshot)'}"
            if early_done is not None else "")]
     ok = early_done is not None and early_done.error is None
-    written = {(t, target) for t in early_done.result} if ok else set()
+    written = {(t, target): narrowed for t, narrowed in early_done.result.items()} if ok else {}
 
     # Phase 2: the snapshot, if what it needs from this run landed, beside the increment's check.
     # It starts before phase 1's materializations are reported: Dagster writes each event to the
@@ -255,7 +255,7 @@ def _early_history(session, layout: LakeLayout, datamart: str, delta: int, recor
     if lake.error is not None:
         return []
     tables = early_history_tables(layout, datamart, delta, records, lake.result.progress, lake.result.history, stats)
-    return write_early_history(session, layout, datamart, delta, tables, stats) if tables else []
+    return write_early_history(session, layout, datamart, delta, tables, stats, lake.result.rows) if tables else {}
 
 
 @dataclass(frozen=True)
@@ -316,7 +316,7 @@ def _merged(before: _SnapshotInputs, changelog: Outcome | None, increment: Outco
 
 
 def _apply_snapshot(session, layout: LakeLayout, datamart: str, target: int, inputs: _SnapshotInputs,
-                    key: dg.AssetKey, keep_history: bool = True, history_written=frozenset(), *,
+                    key: dg.AssetKey, keep_history: bool = True, history_written=None, *,
                     key_check: KeyCheckPlan = KeyCheckPlan()):
     applied = apply_snapshots(session, layout, datamart, target, history=inputs.history, landed=inputs.landed,
                               progress=inputs.progress, known_from=inputs.known_from, keep_history=keep_history,

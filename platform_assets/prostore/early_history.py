@@ -4,7 +4,8 @@ What flows through: a one-delta run's landed increment (its tables' stats, the r
 increment tables) and what the snapshot read of the lake before the run (each table's last
 applied delta, the changelog history); out, the versions the delta closes, written to each
 history table (`resources/lake/prostore_history.py` `write_closed_versions`), and the tables
-whose history is done, which the snapshot's MERGEs then do not write again.
+whose history is done, which the snapshot's MERGEs then do not write again, each with the MERGE's
+key filter worked out for its read (the MERGE uses it as it is).
 
 Why: the history write is a job of its own (the snapshot table joined with the delta's keys)
 and sat on the snapshot's critical path between the manifest and the MERGE. It needs only the
@@ -30,6 +31,7 @@ from resources.codecs.ddl import column_transition, replay_changelog
 from resources.lake.prostore import LakeLayout, TableStats, _table_columns, data_tables
 from resources.lake.prostore_history import mark_history_start, stamped, write_closed_versions
 from resources.lake.side_by_side import side_by_side
+from resources.spark.iceberg_merge import KeyFilter, narrow_to_changed_keys
 
 
 def early_history_tables(layout: LakeLayout, datamart: str, delta: int, records: Sequence,
@@ -54,13 +56,14 @@ def early_history_tables(layout: LakeLayout, datamart: str, delta: int, records:
 
 
 def write_early_history(spark, layout: LakeLayout, datamart: str, delta: int, tables: Mapping[str, object],
-                        stats: Sequence[TableStats]) -> list[str]:
+                        stats: Sequence[TableStats], sizes: Mapping[str, int] | None = None) -> dict[str, KeyFilter]:
     """Write delta `delta`'s closed versions of `tables` (`early_history_tables`), side by side;
-    the tables written. A table whose columns in the lake are not exactly its DDL's (the
-    snapshot's step would change them first) is left to that step."""
+    {table written: the MERGE's key filter for it}. A table whose columns in the lake are not
+    exactly its DDL's (the snapshot's step would change them first) is left to that step.
+    `sizes`: {snapshot ident: live rows} as the run read them (weighs the key filter)."""
     rows = {s.table: s.rows for s in stats}
 
-    def one(name: str, entity) -> str | None:
+    def one(name: str, entity) -> tuple[str, KeyFilter] | None:
         from pyspark.sql import functions as F
 
         ident = layout.snapshot(datamart, name)
@@ -73,8 +76,11 @@ def write_early_history(spark, layout: LakeLayout, datamart: str, delta: int, ta
         changes = (spark.table(layout.increment(datamart, name)).where(F.col("delta_num") == delta)
                    .drop("_kafka_partition", "_kafka_offset"))
         changes = _table_columns(stamped(changes), schema, extra=["sys_op", "delta_num", "delta_date"])
-        write_closed_versions(spark, layout, datamart, name, table, schema, changes, list(entity.primary_key),
-                              [delta], rows=rows.get(name))
-        return name
+        keys = list(entity.primary_key)
+        narrowed = narrow_to_changed_keys(spark, ident, changes.select(*keys), keys, rows=rows.get(name),
+                                          target_size=(sizes or {}).get(ident))
+        write_closed_versions(spark, layout, datamart, name, table, schema, changes, keys, [delta], rows=rows.get(name),
+                              key_filter=narrowed.text if narrowed.prunes else None)
+        return name, narrowed
 
-    return [n for n in side_by_side(one, sorted(tables.items())) if n is not None]
+    return dict(n for n in side_by_side(one, sorted(tables.items())) if n is not None)

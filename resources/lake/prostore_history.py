@@ -102,7 +102,7 @@ BROADCAST_ROWS = 1_000_000
 
 
 def closed_versions(table, changes, keys: Sequence[str], *, columns: Sequence[str], fold: bool = True,
-                    rows: int | None = None):
+                    rows: int | None = None, key_filter: str | None = None):
     """The versions that `changes` close, as history rows.
 
     `table`: the snapshot table before the run's MERGE (a DataFrame with the table's columns,
@@ -114,7 +114,10 @@ def closed_versions(table, changes, keys: Sequence[str], *, columns: Sequence[st
 
     `rows`: how many changes there are, when known: up to `BROADCAST_ROWS` the changed keys are
     broadcast to the scan of the table (they are the delta's, the table is the lake's: no
-    shuffle of the table)."""
+    shuffle of the table). `key_filter`: SQL text on alias `t` keeping only the changes' keys
+    (`iceberg_merge.narrow_to_changed_keys`), pushed into the table's scan so that Iceberg skips
+    the files and row groups whose key range holds none of them (a short list only: it prunes
+    nothing past `merge_keys.PRUNING_KEYS` keys)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -125,6 +128,8 @@ def closed_versions(table, changes, keys: Sequence[str], *, columns: Sequence[st
              .agg(F.min_by(F.struct(_c("delta_num").alias("n"), is_delete.alias("d"), _c("delta_date").alias("t")),
                            _c("delta_num")).alias("_first")))
     small = rows is not None and rows <= BROADCAST_ROWS
+    if key_filter:
+        table = table.alias("t").where(F.expr(key_filter))
     before = table.join(F.broadcast(first) if small else first, on=list(keys), how="inner").select(
         *[_c(c) for c in cols],
         (F.col("_first.n") - 1).alias("sys_to"),
@@ -149,11 +154,13 @@ def closed_versions(table, changes, keys: Sequence[str], *, columns: Sequence[st
 
 
 def write_closed_versions(spark, layout: LakeLayout, datamart: str, table_name: str, table, schema, changes,
-                          keys: Sequence[str], deltas: Sequence[int], *, rows: int | None = None) -> str:
+                          keys: Sequence[str], deltas: Sequence[int], *, rows: int | None = None,
+                          key_filter: str | None = None) -> str:
     """Replace the history rows of `deltas` with the versions they close (one commit).
-    `schema`: the snapshot table's (`table.schema`, which the caller has)."""
+    `schema`: the snapshot table's (`table.schema`, which the caller has); `key_filter`: as
+    `closed_versions` takes it."""
     closed = closed_versions(table, changes, keys, columns=[f.name for f in schema.fields], fold=len(deltas) > 1,
-                             rows=rows)
+                             rows=rows, key_filter=key_filter)
     return write_history(spark, layout, datamart, table_name, schema, closed, deltas)
 
 

@@ -6,7 +6,7 @@ table as of any delta. The layout, the schema-change rules and the guarantees ar
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
@@ -22,7 +22,8 @@ from resources.lake.versions_view import follow_columns
 from resources.spark.iceberg import ensure_table, table_exists, without_session_properties
 from resources.spark.iceberg import DeltaCommit
 from resources.spark.iceberg_reads import InsideFold, live_rows, record_unchanged, writer_progress
-from resources.spark.iceberg_merge import checkpoint_checked, latest_per_key, merge_upserts
+from resources.spark.iceberg_merge import (KeyFilter, checkpoint_checked, latest_per_key, merge_upserts,
+                                           narrow_to_changed_keys)
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
                     landed: Mapping[int, Mapping[str, TableStats]] | None = None,
                     progress: Mapping[str, int | None] | None = None,
                     known_from: int | None = None, keep_history: bool = True,
-                    history_written: Collection[tuple[str, int]] = (),
+                    history_written: Mapping[tuple[str, int], KeyFilter | None] | None = None,
                     rows: Mapping[str, int] | None = None) -> list[Applied]:
     """Bring every snapshot table of the datamart to delta `target`, delta by delta, in order.
 
@@ -67,12 +68,14 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
     the lowest last applied delta of the target's tables, which must be in `landed`); a table
     whose DDL is needed from before it makes the whole history be read. `keep_history`: write
     the versions each delta closes to the history tables first (`resources/lake/prostore_history.py`);
-    `history_written`: (table, delta) whose history the caller has written already, from the
-    table as it is now (platform_assets/prostore/early_history.py), for a plain one-delta step.
+    `history_written`: {(table, delta): the MERGE's key filter worked out for it, or None} whose
+    history the caller has written already, from the table as it is now
+    (platform_assets/prostore/early_history.py), for a plain one-delta step.
     `rows`: {ident: live rows} of the tables as `snapshot_progress` read them (the MERGEs weigh
     their key filter with them instead of asking).
     """
     landed = landed_deltas(spark, layout, datamart) if landed is None else landed
+    written = history_written or {}
     history = changelog_history(spark, layout, datamart) if history is None else history
     if target not in landed:
         raise MissingDeltasError(datamart, target, [target])
@@ -125,8 +128,8 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
         else:
             n, entity, stats, transition = step[0]
             commit = _apply_delta(spark, layout, datamart, n, entity, stats, transition, prepared.get(entity.name),
-                                  commit_id, keep_history, history_written=(entity.name, n) in history_written,
-                                  target_size=size)
+                                  commit_id, keep_history, history_written=(entity.name, n) in written,
+                                  target_size=size, key_filter=written.get((entity.name, n)))
         failpoint("snapshot.table_done")
         after = live_rows(commit.summary) if commit is not None else None
         return [Applied(n, e.name, stats.upserts, stats.deletes, after) for n, e, stats, _ in step]
@@ -228,12 +231,15 @@ def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int],
                              schema, extra=["sys_op", "delta_num", "delta_date"])
     if not created:
         mark_history_start(spark, ident, deltas[0], keep_history)
-    if keep_history:
-        write_closed_versions(spark, layout, datamart, entities[-1].name, table, schema, changes, keys, deltas,
-                              rows=rows)
     last = latest_per_key(changes, keys, order_column="delta_num").drop("delta_num", "delta_date")
+    narrowed = None
+    if keep_history:
+        narrowed = narrow_to_changed_keys(spark, ident, last.select(*[_c(k) for k in keys]), keys, rows=rows,
+                                          target_size=target_size)
+        write_closed_versions(spark, layout, datamart, entities[-1].name, table, schema, changes, keys, deltas,
+                              rows=rows, key_filter=narrowed.text if narrowed.prunes else None)
     return merge_upserts(spark, ident, last, keys, delta_num=deltas[-1], checked=True, folded=deltas,
-                         commit_id=commit_id, rows=rows, target_size=target_size)
+                         commit_id=commit_id, rows=rows, target_size=target_size, key_filter=narrowed)
 
 
 def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: int,
@@ -263,7 +269,7 @@ def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_n
 def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: EntitySchema, stats: TableStats,
                  transition: ColumnTransition | None, prepared=None, commit_id: str | None = None,
                  keep_history: bool = True, history_written: bool = False,
-                 target_size: int | None = None) -> DeltaCommit | None:
+                 target_size: int | None = None, key_filter: KeyFilter | None = None) -> DeltaCommit | None:
     """One commit taking one snapshot table from its state after the previous delta to delta n
     (returned; None when the delta left the table as it was: a tag records it).
 
@@ -312,13 +318,17 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         mark_history_start(spark, ident, n, keep_history)
     recreated = existed and transition is not None and transition.recreated
     if not carry:
+        narrowed = key_filter
         if keep_history and not recreated and not history_written:
+            # The MERGE's key filter, worked out once: a short one also prunes the history's read.
+            narrowed = narrow_to_changed_keys(spark, ident, changes.select(*[_c(k) for k in keys]), keys,
+                                              rows=stats.rows, target_size=target_size)
             write_closed_versions(spark, layout, datamart, entity.name, table, schema, changes, keys, [n],
-                                  rows=stats.rows)
+                                  rows=stats.rows, key_filter=narrowed.text if narrowed.prunes else None)
         # the MERGE checks the keys in its own job, or they were checked with the range
         return merge_upserts(spark, ident, changes.drop("delta_num", "delta_date"), keys, delta_num=n,
                              checked=prepared is not None and _plain(transition), commit_id=commit_id,
-                             rows=stats.rows, target_size=target_size)
+                             rows=stats.rows, target_size=target_size, key_filter=narrowed)
     # The rows the delta does not write come from the table itself: materialized (and checked)
     # before the MERGE rewrites that table.
     untouched = table.join(changes.select(*[_c(k) for k in keys]), on=keys, how="left_anti")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import re
 import uuid
+from dataclasses import dataclass
 from collections.abc import Iterator, Mapping, Sequence
 from functools import reduce
 from typing import TYPE_CHECKING
@@ -26,7 +27,7 @@ from resources.spark.iceberg import (
     _table_schema,
     _tag_commit,
 )
-from resources.spark.merge_keys import target_key_filter, target_rows
+from resources.spark.merge_keys import PRUNING_KEYS, target_key_filter, target_rows
 from resources.spark.session import local_checkpoint
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ def merge_upserts(
     commit_id: str | None = None,
     rows: int | None = None,
     target_size: int | None = None,
+    key_filter: KeyFilter | None = None,
 ) -> DeltaCommit:
     """Apply one delta's changes to the state table `ident` in ONE commit (MERGE INTO) that
     records delta `delta_num`, then tag it ``delta_<N>``.
@@ -68,7 +70,9 @@ def merge_upserts(
     with it the session's commit properties, so they can run side by side. `rows`: how many
     changes there are, when the caller knows (the key filter's choice then needs no keys' job
     on a target too small for it: `merge_keys.target_key_filter`). `target_size`: the target's
-    live rows, when the caller has read them already (else a query of its own asks).
+    live rows, when the caller has read them already (else a query of its own asks). `key_filter`:
+    `narrow_to_changed_keys`' answer, when the caller worked it out already (for the history's
+    read of the same target).
     """
     quoted = _quote(ident)
     target = [f.name for f in _table_schema(spark, ident).fields]
@@ -102,11 +106,11 @@ def merge_upserts(
         on = " AND ".join(f"t.{_col(k)} = s.{_col(source[k.lower()])}" for k in keys)
         # The target's rows of other keys dropped as they are scanned, not shuffled, where the
         # target is big enough for that to pay (merge_keys.py).
-        narrowed = target_key_filter(changes_df.select(*[source[k.lower()] for k in keys]).toDF(*keys), keys,
-                                     target_size=target_rows(spark, ident) if target_size is None else target_size,
-                                     changes_rows=rows)
-        if narrowed:
-            on = f"{on} AND {narrowed}"
+        if key_filter is None:
+            key_filter = narrow_to_changed_keys(spark, ident, changes_df.select(
+                *[source[k.lower()] for k in keys]).toDF(*keys), keys, rows=rows, target_size=target_size)
+        if key_filter.text:
+            on = f"{on} AND {key_filter.text}"
         assign = ", ".join(f"t.{_col(c)} = s.{_col(source[c.lower()])}" for c in target)
         cols = ", ".join(_col(c) for c in target)
         vals = ", ".join(f"s.{_col(source[c.lower()])}" for c in target)
@@ -124,6 +128,26 @@ def merge_upserts(
         spark.catalog.dropTempView(view)
     failpoint("snapshot.committed")
     return _tag_commit(spark, ident, delta_num, commit_id)
+
+
+@dataclass(frozen=True)
+class KeyFilter:
+    """`target_key_filter`'s answer for one target and one set of changes: SQL text on alias `t`
+    restricting the target to the changes' keys, or None. `prunes`: it names few enough keys for
+    Iceberg to skip the data files and row groups whose key range holds none of them (its
+    metrics evaluators give up on an IN list longer than `PRUNING_KEYS`)."""
+    text: str | None
+    prunes: bool = False
+
+
+def narrow_to_changed_keys(spark, ident: str, keys_df: DataFrame, keys: Sequence[str], *, rows: int | None = None,
+                           target_size: int | None = None) -> KeyFilter:
+    """The MERGE's key filter (`merge_keys.target_key_filter`) for the changes' key columns
+    `keys_df`, worked out once for the MERGE and the history's read of the same target.
+    `rows`, `target_size`: as `merge_upserts` takes them."""
+    text = target_key_filter(keys_df, keys, target_size=target_rows(spark, ident) if target_size is None else target_size,
+                             changes_rows=rows)
+    return KeyFilter(text, prunes=text is not None and rows is not None and rows <= PRUNING_KEYS)
 
 
 def checkpoint_checked(ident: str, changes: DataFrame, key_columns: Sequence[str], *, deltas: Sequence[int],

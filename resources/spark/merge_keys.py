@@ -42,6 +42,10 @@ from resources.spark.iceberg_reads import LIVE_ROWS_SQL
 # Up to this many distinct keys the filter goes into the MERGE's text (a 10k-key delta: ~0.1 MB
 # of SQL); above, the MERGE runs without it (a delta that big is a good part of the table anyway).
 MAX_FILTER_KEYS = 50_000
+# Iceberg's metrics evaluators (files by their column bounds, Parquet row groups by their
+# statistics) skip nothing for an IN list longer than this (their IN_PREDICATE_LIMIT): up to it,
+# the list also prunes the scan where the table's files or row groups hold narrow key ranges.
+PRUNING_KEYS = 200
 # The filter pays from about this many target rows per key of the changes (module docstring).
 MIN_TARGET_ROWS_PER_KEY = 200
 # Key types whose Spark SQL literal is exact and typed without a CAST (a suffix says the type):

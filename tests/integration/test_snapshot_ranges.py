@@ -11,6 +11,7 @@ import pytest
 
 from resources.codecs.backup import ChangelogRecord
 from resources.lake.prostore import IncrementDelta, LakeLayout, land_changelogs, land_increments
+from resources.lake.prostore_history import history_ident
 from resources.lake.prostore_snapshot import apply_snapshots
 from resources.lake.read import rows_as_of
 from resources.spark.iceberg import KeyViolationError, TableNotFoundError
@@ -167,3 +168,41 @@ def test_a_fold_whose_changes_cancel_out_still_records_every_delta(lake):
     assert last_applied_delta(session, snap) == 2
     assert [rows_as_of(session, layout, "dm3", "t", n) for n in (0, 1, 2)] == [[{"id": 1, "a": "x"}], [], []]
     assert apply_snapshots(session, layout, "dm3", 2) == []
+
+
+def test_a_short_key_list_goes_into_the_historys_scan_and_every_delta_reads_exact(lake, monkeypatch):
+    """A delta of few changes on a table big enough for the MERGE's key filter: the same filter is
+    pushed into the scan of the history's read of the closed versions (Iceberg then skips the
+    files whose key range holds none of the keys), and the history it writes is exact."""
+    from resources.lake import prostore_history
+
+    session, layout = lake
+    seen = []
+    real = prostore_history.closed_versions
+
+    def recorded(*args, **kwargs):
+        seen.append(kwargs.get("key_filter"))
+        closed = real(*args, **kwargs)
+        closed.createOrReplaceTempView("closed_now")
+        seen.append(session.sql("EXPLAIN SELECT * FROM closed_now").first()[0])
+        return closed
+
+    monkeypatch.setattr(prostore_history, "closed_versions", recorded)
+    batches = {n: [(i, f"v{i}", 0) for i in range(300 * n + 1, 300 * n + 301)] for n in range(4)}
+    batches[4] = [(5, "new5", 0), (7, None, 1), (5000, "ins", 0)]
+    for n, changes in batches.items():  # one delta a run: a data file of its own keys each
+        land_range(session, layout, "dmk", {n: changes})
+        apply_snapshots(session, layout, "dmk", n)
+    key_filter, plan = seen[-2:]
+    assert key_filter is not None and key_filter.startswith("t.`id` IN (") and "5000L" in key_filter, key_filter
+    scan = next(line for line in plan.splitlines() if "BatchScan" in line and "dmk.t" in line)
+    assert "5000" in scan, plan  # the list is among the scan's own filters: pushed into Iceberg
+    before = {i: f"v{i}" for i in range(1, 1201)}
+    after = {**before, 5: "new5", 5000: "ins"}
+    del after[7]
+    for n, want in ((3, before), (4, after)):
+        got = {r["id"]: r["a"] for r in rows_as_of(session, layout, "dmk", "t", n)}
+        assert got == want, f"as of delta {n}"
+    history = session.table(history_ident(layout, "dmk", "t")).where("delta_num = 4")
+    assert sorted(tuple(r) for r in history.select("id", "a", "sys_to", "sys_op").collect()) == [
+        (5, "v5", 3, 0), (7, "v7", 3, 1)]
