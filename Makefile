@@ -72,7 +72,8 @@ dev: jars
 # history costs, a datamart's (HISTORY_BENCH_ARGS) and a Qlik stream's (STREAM_HISTORY_BENCH_ARGS="--format
 # dataworks"): history on against off, same traffic, one warm server; then a steady delta of 10k
 # changes on a table of 200k rows and of 20M (SIZE_BENCH_ARGS="--large 4000000"), a datamart's and a
-# change stream's (SIZE_STREAM_BENCH_ARGS); then a steady
+# change stream's (SIZE_STREAM_BENCH_ARGS), and a datamart's delta of 100 changes of keys with locality
+# (SIZE_LOCALITY_BENCH_ARGS); then a steady
 # delta and `deltaport read` at age ~100 and on the same lake aged to 20,000 deltas by a generator
 # (AGE_BENCH_ARGS="--age 5000"); then a warm `deltaport read` of a 100k-row table, current and as of
 # an older delta, each format, split into start, imports and the read's phases (READ_BENCH_ARGS="--rows 20000");
@@ -95,6 +96,7 @@ bench: jars
 	$(PY) bench/history_bench.py $(HISTORY_BENCH_ARGS)
 	$(PY) bench/stream_history_bench.py $(STREAM_HISTORY_BENCH_ARGS)
 	$(PY) bench/size_bench.py $(SIZE_BENCH_ARGS)
+	$(PY) bench/size_bench.py --shape locality --changes 100 --out bench-results/size_locality.json $(SIZE_LOCALITY_BENCH_ARGS)
 	$(PY) bench/size_stream_bench.py $(SIZE_STREAM_BENCH_ARGS)
 	$(PY) bench/age_bench.py $(AGE_BENCH_ARGS)
 	$(PY) bench/read_bench.py $(READ_BENCH_ARGS)
