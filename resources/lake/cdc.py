@@ -111,7 +111,7 @@ from resources.spark.iceberg_reads import (
 # time, tag by commit id). Shared, not copied: a second lock would not serialise against it.
 from resources.spark.iceberg import _quote, _ranges_text, _session_snapshot_properties, _summary, _tag_commit
 from resources.spark.session import local_checkpoint
-from resources.spark.merge_keys import target_key_filter, target_rows
+from resources.spark.merge_keys import PRUNING_KEYS, target_key_filter, target_rows
 from resources.spark.table_properties import ensure_properties
 
 __all__ = [
@@ -462,8 +462,13 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
     changes = spark.table(inc_ident).where(F.col("delta_num").between(first, delta_num))
     rows = sum(landed[n][table].rows for n in deltas if landed[n].get(table) is not None)
     before = target  # the fold and the history read the stored rows of the changes' keys only: once
+    narrowed = None
     if keep_history and not created:
-        before = stored_of_changes(changes, target, keys, changes_rows=rows) or target
+        if rows <= PRUNING_KEYS:  # a short list prunes the scan's row groups too (merge_keys.py); the MERGE's own
+            narrowed = target_key_filter(changes.select(*[_q(k) for k in keys]), keys, null_safe=True,
+                                         target_size=target_rows(spark, ident), changes_rows=rows)
+        scanned = target.alias("t").where(F.expr(narrowed)) if narrowed else target
+        before = stored_of_changes(changes, scanned, keys, changes_rows=rows) or target
     folded = fold_changes(changes, before, keys, data, types, several_deltas=len(deltas) > 1, changes_rows=rows)
     # localCheckpoint: Spark 4.1 cannot plan a MERGE whose source still reads another Iceberg
     # table ("No plan for TableReference"); the deltas' net changes are small.
@@ -490,7 +495,7 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
         write_stream_history(spark, layout, source, table, before, keys, deltas, folded=folded, changes=changes,
                              folded_rows=sum(k for k, _ in counts.values()), changes_rows=rows)
     commit = _merge(spark, ident, folded, keys, data, deltas, commit_id or uuid.uuid4().hex,
-                    changes_rows=sum(k for k, _ in counts.values()), tombstones=tombstones)
+                    changes_rows=sum(k for k, _ in counts.values()), tombstones=tombstones, key_filter=narrowed)
     rows = live_rows(commit.summary)
     applied = CdcApplied(delta_num, table, skipped=False, events=sum(e for _, e in counts.values()),
                          upserts=counts.get(UPSERT, (0, 0))[0], deletes=counts.get(DELETE, (0, 0))[0],
@@ -548,10 +553,13 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
 
 
 def _merge(spark, ident: str, folded, keys: list[str], data: list[str], deltas: Sequence[int],
-           commit_id: str, *, changes_rows: int | None = None, tombstones: int) -> DeltaCommit:
+           commit_id: str, *, changes_rows: int | None = None, tombstones: int,
+           key_filter: str | None = None) -> DeltaCommit:
     """MERGE the `fold_changes` of `deltas` (consecutive) into the snapshot: one commit recording
     the last delta, the key columns and the table's `tombstones` after it, with several deltas
-    the whole run too (for `cdc_snapshot_as_of`), tagged `delta_<last>`."""
+    the whole run too (for `cdc_snapshot_as_of`), tagged `delta_<last>`. `key_filter`: the
+    target's filter to the changes' keys when the caller worked it out already (the changes'
+    keys are the folded ones, or more: a wider filter changes no match)."""
     delta_num = deltas[-1]
     # Every commit records its key columns: a fold's readers need them, and the next run reads a
     # table's current key from its newest commit instead of the whole changelog (stream_keys.py).
@@ -563,8 +571,8 @@ def _merge(spark, ident: str, folded, keys: list[str], data: list[str], deltas: 
     on = " AND ".join(f"t.{_q(k)} <=> s.{_q(k)}" for k in keys)
     # The target's rows of other keys dropped as they are scanned, not shuffled (merge_keys.py).
     # `changes_rows` (the folded keys): a target too small for the list to pay gets none.
-    narrowed = target_key_filter(folded.select(*[_q(k) for k in keys]), keys, null_safe=True,
-                                 target_size=target_rows(spark, ident), changes_rows=changes_rows)
+    narrowed = key_filter or target_key_filter(folded.select(*[_q(k) for k in keys]), keys, null_safe=True,
+                                               target_size=target_rows(spark, ident), changes_rows=changes_rows)
     if narrowed:
         on = f"{on} AND {narrowed}"
     non_key = [c for c in data if c not in keys]

@@ -437,3 +437,51 @@ def test_a_table_a_delta_leaves_as_is_gets_its_tag_without_a_fold(spark, source)
         assert {r["id"]: r["x"] for r in cdc_rows_as_of(spark, LAYOUT, source, "others", n)} == want_others[n], n
         assert {r["id"]: r["a"] for r in cdc_rows_as_of(spark, LAYOUT, source, T, n)} == want_things[n], n
     assert last_applied_delta(spark, LAYOUT.snapshot(source, T)) == 3
+
+
+def test_a_short_key_list_narrows_the_stored_rows_scan_and_the_merge_and_stays_exact(spark, source, monkeypatch):
+    """A stream delta of few changes on a table big enough for the MERGE's key filter: the filter
+    is worked out once, goes into the scan of the stored rows the fold and the history read
+    (Iceberg skips the row groups whose key range holds none of the keys) and into the MERGE, and
+    every delta reads back exact, the history's closed versions too."""
+    from resources.lake import cdc
+    from resources.lake.prostore_history import history_ident
+
+    made = []
+    real = cdc.target_key_filter
+
+    def recorded(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    scans = []
+    real_stored = cdc.stored_of_changes
+
+    def stored(changes, target, keys, **kwargs):
+        target.createOrReplaceTempView("stored_scan")
+        plan = spark.sql("EXPLAIN SELECT * FROM stored_scan").first()[0]
+        scans.append(next(line for line in plan.splitlines() if "BatchScan" in line))
+        return real_stored(changes, target, keys, **kwargs)
+
+    monkeypatch.setattr(cdc, "target_key_filter", recorded)
+    monkeypatch.setattr(cdc, "stored_of_changes", stored)
+    columns = spark_columns()
+    state = {}
+    for n in range(4):  # one delta a run: a data file of its own keys each
+        chs = [full(k, (k,), f"v{k}", k, float(k)) for k in range(250 * n + 1, 250 * n + 251)]
+        land_cdc_increment(spark, LAYOUT, source, n, {T: changes_frame(spark, chs, columns)})
+        apply_cdc_through(spark, LAYOUT, source, n, {T: KEY})
+        state |= {k: (f"v{k}", k, float(k)) for k in range(250 * n + 1, 250 * n + 251)}
+    made.clear()
+    last = [full(5, (2000,), "new5", 55, 5.5), change(DELETE, 7, (2001,)), full(5000, (2002,), "ins", 1, 1.0)]
+    land_cdc_increment(spark, LAYOUT, source, 4, {T: changes_frame(spark, last, columns)})
+    apply_cdc_through(spark, LAYOUT, source, 4, {T: KEY})
+    assert len(made) == 1 and made[0] is not None and "5000L" in made[0], made  # once, for the scan and the MERGE
+    assert "5000" in scans[-1], scans[-1]  # the list is among the stored rows' scan's own filters
+    after = {**state, 5: ("new5", 55, 5.5), 5000: ("ins", 1, 1.0)}
+    del after[7]
+    for n, want in ((3, state), (4, after)):
+        got = {r["id"]: (r["a"], r["b"], r["c"]) for r in cdc_rows_as_of(spark, LAYOUT, source, T, n)}
+        assert got == want, f"as of delta {n}"
+    closed = spark.table(history_ident(LAYOUT, source, T)).where("sys_to = 3")
+    assert sorted((r["id"], r["a"], r["sys_op"]) for r in closed.collect()) == [(5, "v5", 0), (7, "v7", 1)]
