@@ -83,15 +83,14 @@ from resources.lake.cdc_columns import (  # shaped there; landed and applied her
     order_key_text,
 )
 from resources.lake.cdc_fold import fold_changes, stored_of_changes
+from resources.lake.cdc_merge import merge_folded
 from resources.lake.cdc_read import cdc_columns_as_of, cdc_recorded_deltas, cdc_rows_as_of, cdc_snapshot_as_of
 from resources.lake.prostore import SNAPSHOT_TABLE_PROPERTIES, LakeLayout, MissingDeltasError, _since, verify_committed
 from resources.lake.prostore_history import mark_history_start, version_fields
 from resources.lake.side_by_side import side_by_side
 from resources.lake.versions_view import follow_columns
-from resources.lake.stream_history import VERSION_SET, VERSION_VALUES, stream_table_properties, write_stream_history
+from resources.lake.stream_history import stream_table_properties, write_stream_history
 from resources.spark.iceberg import (
-    DELTAS_PROPERTY,
-    DeltaCommit,
     commit_delta,
     committed_records,
     ensure_table,
@@ -107,9 +106,7 @@ from resources.spark.iceberg_reads import (
     writer_progress,
 )
 
-# The process-wide MERGE machinery of iceberg.py (one session-wide snapshot-property block at a
-# time, tag by commit id). Shared, not copied: a second lock would not serialise against it.
-from resources.spark.iceberg import _quote, _ranges_text, _session_snapshot_properties, _summary, _tag_commit
+from resources.spark.iceberg import _col as _q
 from resources.spark.session import local_checkpoint
 from resources.spark.merge_keys import PRUNING_KEYS, target_key_filter, target_rows
 from resources.spark.table_properties import ensure_properties
@@ -349,14 +346,6 @@ class CdcApplied:
     live_rows: int | None = None  # the table's live rows after the commit (tombstones left out), when known
 
 
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _sql_str(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def apply_cdc_snapshot(spark, layout: LakeLayout, source: str, delta_num: int, table: str,
                        key_columns: Sequence[str], columns: Sequence[tuple[str, Any]] | None = None, *,
                        keep_history: bool = True) -> CdcApplied:
@@ -494,7 +483,7 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
     if keep_history:  # before the MERGE, from the state it has not touched yet
         write_stream_history(spark, layout, source, table, before, keys, deltas, folded=folded, changes=changes,
                              folded_rows=sum(k for k, _ in counts.values()), changes_rows=rows)
-    commit = _merge(spark, ident, folded, keys, data, deltas, commit_id or uuid.uuid4().hex,
+    commit = merge_folded(spark, ident, folded, keys, data, deltas, commit_id or uuid.uuid4().hex,
                     changes_rows=sum(k for k, _ in counts.values()), tombstones=tombstones, key_filter=narrowed)
     rows = live_rows(commit.summary)
     applied = CdcApplied(delta_num, table, skipped=False, events=sum(e for _, e in counts.values()),
@@ -550,54 +539,3 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
         return applied
 
     return [a for applied in side_by_side(apply, todo) for a in applied]
-
-
-def _merge(spark, ident: str, folded, keys: list[str], data: list[str], deltas: Sequence[int],
-           commit_id: str, *, changes_rows: int | None = None, tombstones: int,
-           key_filter: str | None = None) -> DeltaCommit:
-    """MERGE the `fold_changes` of `deltas` (consecutive) into the snapshot: one commit recording
-    the last delta, the key columns and the table's `tombstones` after it, with several deltas
-    the whole run too (for `cdc_snapshot_as_of`), tagged `delta_<last>`. `key_filter`: the
-    target's filter to the changes' keys when the caller worked it out already (the changes'
-    keys are the folded ones, or more: a wider filter changes no match)."""
-    delta_num = deltas[-1]
-    # Every commit records its key columns: a fold's readers need them, and the next run reads a
-    # table's current key from its newest commit instead of the whole changelog (stream_keys.py).
-    extra = {KEYS_PROPERTY: json.dumps(list(keys)), TOMBSTONES_PROPERTY: str(int(tombstones))}
-    if len(deltas) > 1:
-        extra[DELTAS_PROPERTY] = _ranges_text(deltas)
-    view = f"deltaport_cdc_{uuid.uuid4().hex}"
-    index = {c: i for i, c in enumerate(data)}
-    on = " AND ".join(f"t.{_q(k)} <=> s.{_q(k)}" for k in keys)
-    # The target's rows of other keys dropped as they are scanned, not shuffled (merge_keys.py).
-    # `changes_rows` (the folded keys): a target too small for the list to pay gets none.
-    narrowed = key_filter or target_key_filter(folded.select(*[_q(k) for k in keys]), keys, null_safe=True,
-                                               target_size=target_rows(spark, ident), changes_rows=changes_rows)
-    if narrowed:
-        on = f"{on} AND {narrowed}"
-    non_key = [c for c in data if c not in keys]
-    deleted = ", ".join([*(f"t.{_q(c)} = NULL" for c in non_key),
-                         "t._order = s._order", "t._tombstone = true", "t._event_time_us = s._event_time_us",
-                         *VERSION_SET])
-    # A column the delta did not capture keeps the stored value, unless the delta deleted the key
-    # first (_reset) or the stored row is a tombstone: then the row starts empty.
-    updated = ", ".join([*(f"t.{_q(c)} = CASE WHEN s.__dp_c{index[c]} THEN s.__dp_v{index[c]} "
-                           f"WHEN s.__dp_reset OR t._tombstone THEN NULL ELSE t.{_q(c)} END" for c in non_key),
-                         "t._order = s._order", "t._tombstone = false", "t._event_time_us = s._event_time_us",
-                         *VERSION_SET])
-    cols = ", ".join([*(_q(c) for c in data), "_order", "_tombstone", "_event_time_us", *(c for c, _ in VERSION_VALUES)])
-    vals = ", ".join([*(f"s.{_q(c)}" if c in keys else f"s.__dp_v{index[c]}" for c in data),
-                      "s._order", f"s._op = {_sql_str(DELETE)}", "s._event_time_us", *(v for _, v in VERSION_VALUES)])
-    sql = (f"MERGE INTO {_quote(ident)} AS t USING `{view}` AS s ON {on} "
-           f"WHEN MATCHED AND s._order > t._order AND s._op = {_sql_str(DELETE)} THEN UPDATE SET {deleted} "
-           f"WHEN MATCHED AND s._order > t._order THEN UPDATE SET {updated} "
-           f"WHEN NOT MATCHED THEN INSERT ({cols}) VALUES ({vals})")
-    folded.createOrReplaceTempView(view)
-    try:
-        with _session_snapshot_properties(spark, _summary(delta_num, commit_id, extra)):
-            failpoint("snapshot.merge")
-            spark.sql(sql)
-    finally:
-        spark.catalog.dropTempView(view)
-    failpoint("snapshot.committed")
-    return _tag_commit(spark, ident, delta_num, commit_id)

@@ -4,7 +4,7 @@ In: a table's changes of one delta or of consecutive deltas (increment rows: dat
 `_op`, `_order`, `_event_id`, `_captured`, `_event_time_us`, `delta_num`) and the state they
 apply to (snapshot rows: data columns, `_order`, `_tombstone`, `_event_time_us`).
 Out: `fold_changes`, one row per key saying what the deltas do to it, which a MERGE applies
-(resources/lake/cdc.py `_merge`) or `merged_state` applies to a DataFrame (a reader rebuilding
+(resources/lake/cdc_merge.py `merge_folded`) or `merged_state` applies to a DataFrame (a reader rebuilding
 the state as of a delta inside a folded commit).
 
 The guarantee: folding deltas a..b at once gives exactly the state that applying them one
@@ -154,7 +154,7 @@ def fold_changes(changes, target, keys: Sequence[str], data: Sequence[str], type
 
 def merged_state(base, folded, keys: Sequence[str], data: Sequence[str]):
     """`base` (snapshot rows) with `folded` (`fold_changes` of changes applied to it) applied as
-    `_merge`'s MERGE applies them: a key's newer delete leaves a tombstone, a newer upsert
+    `merge_folded`'s MERGE applies them: a key's newer delete leaves a tombstone, a newer upsert
     sets the columns it captured (the others kept, or NULL after a delete or on a tombstone),
     a new key is inserted; rows the fold does not touch stay as they are."""
     from pyspark.sql import functions as F

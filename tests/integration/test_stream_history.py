@@ -206,7 +206,7 @@ def test_every_form_on_hand_made_changes(lake, monkeypatch, tmp_path, capsys):
         apply_cdc_through(session, layout, src, n, {T: KEY})
     # The fold 6-8 dies between its history commit and its MERGE: readers still see delta 5 exactly.
     with monkeypatch.context() as m:
-        m.setattr(cdc, "_merge", _crash)
+        m.setattr(cdc, "merge_folded", _crash)
         with pytest.raises(RuntimeError, match="killed"):
             apply_cdc_through(session, layout, src, 8, {T: KEY})
     assert session.table(history_ident(layout, src, T)).where("delta_num >= 6").count() > 0
