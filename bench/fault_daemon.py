@@ -143,7 +143,12 @@ def run_daemon_case(bootstrap: str, remote: str, story: KillStory, case: str, wo
     def break_once() -> None:
         if not fired.exists() or broke_at:
             return
-        pid = int(fired.read_text() or 0)
+        # The failpoint creates the file, then writes its pid: read between the two, it is empty
+        # (pid 0 would be `kill(0)`: this process's own group). Try again on the next round.
+        text = fired.read_text().strip()
+        if not text:
+            return
+        pid = int(text)
         if spec.endswith("=pause"):
             while not _stopped(pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -163,7 +168,9 @@ def run_daemon_case(bootstrap: str, remote: str, story: KillStory, case: str, wo
             problem = watch(daemon, landed=lambda: bool(broke_at) and done() >= want, deadline=deadline, every=0.5,
                             on_tick=break_once,
                             not_landed=lambda: f"landed {sorted(done())} of {sorted(want)} within {timeout:.0f} s "
-                                               f"(failpoint fired: {fired.exists()}): {_tail(log)}")
+                                               f"(failpoint fired: {fired.exists()}, broken "
+                                               f"{_since(broke_at)}); runs: {_runs(instance)}; the daemon's log, "
+                                               f"its polls left out:\n{_tail(log, quiet=True)}")
             if problem:
                 row.problems.append(problem)
             else:
@@ -214,5 +221,33 @@ class _quiet:
         return kind is ProcessLookupError
 
 
-def _tail(path: Path, chars: int = 3000) -> str:
-    return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+# Lines every daemon loop writes every few seconds: they fill a tail and say nothing of a hang.
+_POLLS = ("Checking for new runs", "No new runs", "Not checking", "Collected ", "Checking run ",
+          "skipped: no new", "Priority sorting")
+
+
+def _tail(path: Path, chars: int = 3000, *, quiet: bool = False) -> str:
+    """The end of the daemon's log; `quiet`: its polling lines left out, so the tail reaches back
+    to the last thing that happened."""
+    if not path.exists():
+        return ""
+    text = path.read_text(errors="replace")
+    if quiet:
+        text = "\n".join(line for line in text.splitlines() if not any(p in line for p in _POLLS))
+    return text[-chars:]
+
+
+def _since(broke_at: list[float]) -> str:
+    return f"{time.monotonic() - broke_at[0]:.0f} s ago" if broke_at else "not yet"
+
+
+def _runs(instance) -> list[str]:
+    """Each run of the instance: its status, whether it is a retry, and its last event (what it was
+    doing when the case gave up)."""
+    out = []
+    for run in instance.get_runs():
+        logs = instance.all_logs(run.run_id)
+        last = (logs[-1].message or str(logs[-1].dagster_event_type))[:160] if logs else "no event"
+        out.append(f"{run.run_id[:8]} {run.status.value}{' (retry)' if 'dagster/parent_run_id' in run.tags else ''}: "
+                   f"{last}")
+    return out

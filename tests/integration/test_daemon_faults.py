@@ -40,7 +40,7 @@ def test_a_run_worker_killed_under_the_daemon_is_retried_and_lands_everything(sp
                                                                                tmp_path, case):
     row = run_daemon_case(kafka_bootstrap, spark_remote, publish_story(kafka_bootstrap, seed=5, deltas=3),
                           case, tmp_path, timeout=300, monitoring=MONITORING)
-    assert row.killed and row.recovered, row.problems
+    assert row.killed and row.recovered, "\n".join(row.problems)  # in full: pytest cuts a list's repr
     left = row.left_by_kill
     assert left["failed_runs"] == 1 and left["retries"] >= 1 and left["unfinished_runs"] == 0, left
     assert any(who in left["why_failed"][0] for who in WHO_FAILED[case]), left
