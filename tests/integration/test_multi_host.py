@@ -1,6 +1,6 @@
 """Beyond one machine: the Dagster daemon (its sensors) and the runs it launches are separate
 processes that share nothing but PostgreSQL (the state store, the Dagster instance, the Iceberg
-JDBC catalog), Kafka and a Spark standalone cluster (a master, two workers, the Spark Connect
+JDBC catalog), Kafka and a Spark standalone cluster (a master, a worker, the Spark Connect
 server as their driver). A datamart and a Qlik stream land; every delta equals the emulator's
 truth; then a `deltaport sync` from another working folder and DAGSTER_HOME (another "host")
 finds nothing to do and changes nothing.
@@ -51,13 +51,15 @@ def cluster_remote(postgres, tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("cluster")
     catalog_db = postgres.database("catalog")
-    cluster = start_cluster(folder / "standalone", workers=2)
+    # One worker whose executor has both cores: the executor is still a JVM apart from the
+    # driver, reading Kafka and writing Iceberg; a second worker's cold JVMs cost the test 30-50 s.
+    cluster = start_cluster(folder / "standalone", workers=1, cores=2)
     catalog = CatalogConfig(name="lake", type="jdbc", uri=postgres.jdbc_url(catalog_db),
                             warehouse=str(folder / "warehouse"), properties={"jdbc.user": "deltaport"},
                             secret_properties={"jdbc.password": PASSWORD_ENV})
     server = LocalSparkServer(folder / "connect", embedded_server_conf(
         master=cluster.master_url, catalog=catalog,
-        conf={"spark.executor.memory": "768m", "spark.executor.cores": "1", "spark.cores.max": "2",
+        conf={"spark.executor.memory": "768m", "spark.executor.cores": "2", "spark.cores.max": "2",
               "spark.driver.memory": "1g"}))
     try:
         url = server.ensure().url
