@@ -6,7 +6,7 @@ is started on first use and stopped at the end of the session.
 `postgres` is one real PostgreSQL server for the session (tests/support/postgres.py): a
 throwaway local cluster, or the one of DELTAPORT_TEST_POSTGRES_URL; its password is exported in
 DELTAPORT_TEST_PG_PASSWORD, the variable the tests' state stores name as `password_env`.
-`demo_once` is one `deltaport demo --once --deltas 3` for the session (tests/support/demo_once.py),
+`demo_once` is one `deltaport demo --once --deltas 2` for the session (tests/support/demo_once.py),
 looked at by the UI test and test_clean_logs.
 """
 
@@ -51,7 +51,7 @@ def postgres() -> Iterator[PostgresServer]:
 
 @pytest.fixture(scope="session")
 def demo_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> DemoOnce:
-    """The run's `deltaport demo --once --deltas 3`, run as a user runs it (a process of its own,
+    """The run's `deltaport demo --once --deltas 2`, run as a user runs it (a process of its own,
     the session's Spark server when $SPARK_REMOTE is set); its folder and log. One per run: under
     pytest-xdist the workers share it (their base temp folders have one parent)."""
     if worker_id == "master":

@@ -33,12 +33,12 @@ from resources.spark.iceberg_reads import delta_tags
 pytestmark = pytest.mark.integration
 
 DM = "marketing"
-DELTAS = 5
+DELTAS = 4
 
 
 def test_maintenance_between_deltas_keeps_every_as_of_read_exact(spark_remote, kafka_bootstrap, tmp_path):
     sc = build_scenario(EmulatorConfig(seed=17, deltas=DELTAS, datamarts=(DM,), streams=1, chunk_size=20,
-                                       backup_partitions=1, ddl_at_delta=3, faults=Faults(duplicate_rate=0.0)))
+                                       backup_partitions=1, ddl_at_delta=2, faults=Faults(duplicate_rate=0.0)))
     topic = f"maintenance.{os.getpid()}"
     create_topic(kafka_bootstrap, topic)
     publish([m for m in sc.messages if m.role == BACKUP], kafka_bootstrap, {BACKUP: topic})

@@ -50,7 +50,7 @@ def qlik_case():
          "qlik_unknown_operation"),
         (40, json.dumps({**body, "headers": {**body["headers"], "columnMask": "ZZ"}}).encode(), "qlik_bad_mask"),
     ]
-    return story, bad, {"max_rows": 12, "max_seconds": 3600}
+    return story, bad, {"max_rows": 18, "max_seconds": 3600}
 
 
 def dataworks_case():
@@ -61,7 +61,7 @@ def dataworks_case():
         (50, b'{"payload": {}}', "dataworks_bad_envelope"),
         (90, json.dumps({**doc, "payload": {**doc["payload"], "op": "UPSERT"}}).encode(), "dataworks_unknown_op"),
     ]
-    return story, bad, {"max_rows": 15, "max_seconds": 90}
+    return story, bad, {"max_rows": 24, "max_seconds": 90}
 
 
 def datastream_case():

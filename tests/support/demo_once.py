@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-DELTAS = 3
+DELTAS = 2
 # One line per source, delta and table: "<source> <delta> <table> <lake rows> <truth rows> yes|NO".
 COUNTED = re.compile(r"^(\w+)\s+(\d+)\s+(\w+)\s+(\d+)\s+(\d+)\s+(yes|NO)$", re.M)
 
@@ -61,7 +61,7 @@ def tail(log: Path, lines: int = 60) -> str:
 
 
 def run_demo_once(folder: Path) -> DemoOnce:
-    """`deltaport demo --once --deltas 3` with DELTAPORT_STATE_DIR=folder/.deltaport."""
+    """`deltaport demo --once --deltas 2` with DELTAPORT_STATE_DIR=folder/.deltaport."""
     state, log = folder / ".deltaport", folder / "demo.log"
     env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "DELTAPORT_CONFIG")}
     env["DELTAPORT_STATE_DIR"] = str(state)

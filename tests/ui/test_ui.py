@@ -1,6 +1,6 @@
 """The Dagster UI shows deltaport's lineage and partitions: seen in headless Chromium.
 
-Takes the session's `deltaport demo --once --deltas 3` (the `demo_once` fixture,
+Takes the session's `deltaport demo --once --deltas 2` (the `demo_once` fixture,
 tests/support/demo_once.py: its own embedded Kafka broker, Spark, Iceberg, in a temporary state
 folder; test_clean_logs reads the same run), then `ui_check.run_ui_check` on the instance it
 leaves: dagster-webserver on a free port, lineage and partitions through its GraphQL API, and screenshots (+ rendered DOM)
@@ -45,7 +45,7 @@ def test_ui_shows_lineage_and_partitions(request: pytest.FixtureRequest) -> None
     if missing:
         pytest.fail(missing, pytrace=False)
 
-    once: DemoOnce = request.getfixturevalue("demo_once")  # the session's `demo --once --deltas 3`
+    once: DemoOnce = request.getfixturevalue("demo_once")  # the session's `demo --once --deltas 2`
     demo, log, deltas = once.folder, once.text(), once.deltas
     # A clean run prints no ERROR line (issue 31: "does it exist yet" asked by failing queries printed
     # 62, each logged at ERROR by pyspark's Connect client): what a team's log alerting would fire on.
