@@ -248,6 +248,15 @@ def _runs(instance) -> list[str]:
     for run in instance.get_runs():
         logs = instance.all_logs(run.run_id)
         last = (logs[-1].message or str(logs[-1].dagster_event_type))[:160] if logs else "no event"
-        out.append(f"{run.run_id[:8]} {run.status.value}{' (retry)' if 'dagster/parent_run_id' in run.tags else ''}: "
-                   f"{last}")
-    return out
+        said = {k: v for k, v in run.tags.items() if k in _RETRY_TAGS}
+        out.append(f"{run.run_id[:8]} {run.status.value}{' (retry)' if 'dagster/parent_run_id' in run.tags else ''} "
+                   f"{said}: {last}")
+    # Where the daemon's run retries read the event log from (EventLogConsumerDaemon's cursors).
+    cursors = instance.daemon_cursor_storage.get_cursor_values(
+        {f"EVENT_LOG_CONSUMER_CURSOR-{kind}" for kind in ("RUN_FAILURE", "RUN_SUCCESS")})
+    return [*out, f"retry cursors {cursors}, newest event id {instance.event_log_storage.get_maximum_record_id()}"]
+
+
+# A failed run's tags that say whether and why it is (not) retried.
+_RETRY_TAGS = ("dagster/will_retry", "dagster/failure_reason", "dagster/auto_retry_run_id", "dagster/retry_number",
+               "dagster/max_retries")

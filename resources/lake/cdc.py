@@ -108,7 +108,8 @@ from resources.spark.iceberg_reads import (
 
 from resources.spark.iceberg import _col as _q
 from resources.spark.session import local_checkpoint
-from resources.spark.merge_keys import PRUNING_KEYS, target_key_filter, target_rows
+from resources.spark.iceberg_merge import narrow_to_changed_keys
+from resources.spark.merge_keys import PRUNING_KEYS
 from resources.spark.table_properties import ensure_properties
 
 __all__ = [
@@ -453,9 +454,11 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
     before = target  # the fold and the history read the stored rows of the changes' keys only: once
     narrowed = None
     if keep_history and not created:
-        if rows <= PRUNING_KEYS:  # a short list prunes the scan's row groups too (merge_keys.py); the MERGE's own
-            narrowed = target_key_filter(changes.select(*[_q(k) for k in keys]), keys, null_safe=True,
-                                         target_size=target_rows(spark, ident), changes_rows=rows)
+        # A short key list prunes the scan's row groups too (merge_keys.py) and serves the MERGE;
+        # a longer one is left to the MERGE, which works out its own from the folded keys.
+        if rows <= PRUNING_KEYS:
+            narrowed = narrow_to_changed_keys(spark, ident, changes.select(*[_q(k) for k in keys]), keys, rows=rows,
+                                              null_safe=True).text
         scanned = target.alias("t").where(F.expr(narrowed)) if narrowed else target
         before = stored_of_changes(changes, scanned, keys, changes_rows=rows) or target
     folded = fold_changes(changes, before, keys, data, types, several_deltas=len(deltas) > 1, changes_rows=rows)

@@ -12,18 +12,16 @@ rolls a row back.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Sequence
 
 from resources.codecs.cdc import DELETE
-from resources.failpoints import failpoint
 from resources.lake.cdc_columns import KEYS_PROPERTY
 from resources.lake.stream_history import VERSION_SET, VERSION_VALUES
-# The process-wide MERGE machinery of iceberg.py (one session-wide snapshot-property block at a
-# time, tag by commit id). Shared, not copied: a second lock would not serialise against it.
-from resources.spark.iceberg import (DELTAS_PROPERTY, DeltaCommit, _quote, _ranges_text, _session_snapshot_properties,
-                                     _sql_str, _summary, _tag_commit)
+# The MERGE's commit, summary and tag are iceberg_merge's (`merge_and_tag`): the session-wide
+# snapshot-property block is process-wide, shared, not copied (a second lock would not serialise).
+from resources.spark.iceberg import DELTAS_PROPERTY, DeltaCommit, _quote, _ranges_text, _sql_str
 from resources.spark.iceberg import _col as _q
+from resources.spark.iceberg_merge import merge_and_tag
 from resources.spark.iceberg_reads import TOMBSTONES_PROPERTY
 from resources.spark.merge_keys import target_key_filter, target_rows
 
@@ -42,7 +40,6 @@ def merge_folded(spark, ident: str, folded, keys: list[str], data: list[str], de
     extra = {KEYS_PROPERTY: json.dumps(list(keys)), TOMBSTONES_PROPERTY: str(int(tombstones))}
     if len(deltas) > 1:
         extra[DELTAS_PROPERTY] = _ranges_text(deltas)
-    view = f"deltaport_cdc_{uuid.uuid4().hex}"
     index = {c: i for i, c in enumerate(data)}
     on = " AND ".join(f"t.{_q(k)} <=> s.{_q(k)}" for k in keys)
     # The target's rows of other keys dropped as they are scanned, not shuffled (merge_keys.py).
@@ -64,16 +61,8 @@ def merge_folded(spark, ident: str, folded, keys: list[str], data: list[str], de
     cols = ", ".join([*(_q(c) for c in data), "_order", "_tombstone", "_event_time_us", *(c for c, _ in VERSION_VALUES)])
     vals = ", ".join([*(f"s.{_q(c)}" if c in keys else f"s.__dp_v{index[c]}" for c in data),
                       "s._order", f"s._op = {_sql_str(DELETE)}", "s._event_time_us", *(v for _, v in VERSION_VALUES)])
-    sql = (f"MERGE INTO {_quote(ident)} AS t USING `{view}` AS s ON {on} "
-           f"WHEN MATCHED AND s._order > t._order AND s._op = {_sql_str(DELETE)} THEN UPDATE SET {deleted} "
-           f"WHEN MATCHED AND s._order > t._order THEN UPDATE SET {updated} "
-           f"WHEN NOT MATCHED THEN INSERT ({cols}) VALUES ({vals})")
-    folded.createOrReplaceTempView(view)
-    try:
-        with _session_snapshot_properties(spark, _summary(delta_num, commit_id, extra)):
-            failpoint("snapshot.merge")
-            spark.sql(sql)
-    finally:
-        spark.catalog.dropTempView(view)
-    failpoint("snapshot.committed")
-    return _tag_commit(spark, ident, delta_num, commit_id)
+    return merge_and_tag(spark, ident, folded, lambda view: (
+        f"MERGE INTO {_quote(ident)} AS t USING `{view}` AS s ON {on} "
+        f"WHEN MATCHED AND s._order > t._order AND s._op = {_sql_str(DELETE)} THEN UPDATE SET {deleted} "
+        f"WHEN MATCHED AND s._order > t._order THEN UPDATE SET {updated} "
+        f"WHEN NOT MATCHED THEN INSERT ({cols}) VALUES ({vals})"), delta_num=delta_num, commit_id=commit_id, extra=extra)

@@ -9,7 +9,7 @@ import contextlib
 import re
 import uuid
 from dataclasses import dataclass
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import reduce
 from typing import TYPE_CHECKING
 
@@ -99,31 +99,41 @@ def merge_upserts(
         keys_as_given = [source[k.lower()] for k in keys]
         changes = _checked_changes(changes_df, keys_as_given, op_column=source[op_column.lower()])
         checks = _key_violations(ident, keys_as_given, deltas=[delta_num])
+    op = f"s.{_col(source[op_column.lower()])}"
+    on = " AND ".join(f"t.{_col(k)} = s.{_col(source[k.lower()])}" for k in keys)
+    # The target's rows of other keys dropped as they are scanned, not shuffled, where the
+    # target is big enough for that to pay (merge_keys.py).
+    if key_filter is None:
+        key_filter = narrow_to_changed_keys(spark, ident, changes_df.select(
+            *[source[k.lower()] for k in keys]).toDF(*keys), keys, rows=rows, target_size=target_size)
+    if key_filter.text:
+        on = f"{on} AND {key_filter.text}"
+    assign = ", ".join(f"t.{_col(c)} = s.{_col(source[c.lower()])}" for c in target)
+    cols = ", ".join(_col(c) for c in target)
+    vals = ", ".join(f"s.{_col(source[c.lower()])}" for c in target)
+    return merge_and_tag(spark, ident, changes, lambda view: (
+        f"MERGE INTO {quoted} AS t USING `{view}` AS s ON {on} "
+        f"WHEN MATCHED AND {op} = 1 THEN DELETE "
+        f"WHEN MATCHED THEN UPDATE SET {assign} "
+        f"WHEN NOT MATCHED AND ({op} IS NULL OR {op} <> 1) THEN INSERT ({cols}) VALUES ({vals})"),
+        delta_num=delta_num, commit_id=commit_id or uuid.uuid4().hex, extra=extra_summary, checks=checks)
+
+
+def merge_and_tag(spark, ident: str, source: DataFrame, sql_of_view: Callable[[str], str], *, delta_num: int,
+                  commit_id: str, extra: Mapping[str, str] | None = None,
+                  checks: contextlib.AbstractContextManager | None = None) -> DeltaCommit:
+    """The MERGE `sql_of_view(view)` into `ident`, `source` standing as the temp view `view`:
+    one commit whose summary records `delta_num`, `commit_id` and `extra`, then tagged
+    ``delta_<N>``. `checks`: a context the MERGE runs in (the key rules' errors, translated).
+    The failpoints `snapshot.merge` (as it is sent) and `snapshot.committed` (before the tag)
+    are passed here, for every snapshot MERGE."""
     view = f"deltaport_changes_{uuid.uuid4().hex}"
     try:
-        changes.createOrReplaceTempView(view)
-        op = f"s.{_col(source[op_column.lower()])}"
-        on = " AND ".join(f"t.{_col(k)} = s.{_col(source[k.lower()])}" for k in keys)
-        # The target's rows of other keys dropped as they are scanned, not shuffled, where the
-        # target is big enough for that to pay (merge_keys.py).
-        if key_filter is None:
-            key_filter = narrow_to_changed_keys(spark, ident, changes_df.select(
-                *[source[k.lower()] for k in keys]).toDF(*keys), keys, rows=rows, target_size=target_size)
-        if key_filter.text:
-            on = f"{on} AND {key_filter.text}"
-        assign = ", ".join(f"t.{_col(c)} = s.{_col(source[c.lower()])}" for c in target)
-        cols = ", ".join(_col(c) for c in target)
-        vals = ", ".join(f"s.{_col(source[c.lower()])}" for c in target)
-        sql = (
-            f"MERGE INTO {quoted} AS t USING `{view}` AS s ON {on} "
-            f"WHEN MATCHED AND {op} = 1 THEN DELETE "
-            f"WHEN MATCHED THEN UPDATE SET {assign} "
-            f"WHEN NOT MATCHED AND ({op} IS NULL OR {op} <> 1) THEN INSERT ({cols}) VALUES ({vals})"
-        )
-        commit_id = commit_id or uuid.uuid4().hex
-        with checks, _session_snapshot_properties(spark, _summary(delta_num, commit_id, extra_summary)):
+        source.createOrReplaceTempView(view)
+        with checks or contextlib.nullcontext(), _session_snapshot_properties(spark, _summary(delta_num, commit_id,
+                                                                                                 extra)):
             failpoint("snapshot.merge")
-            spark.sql(sql)
+            spark.sql(sql_of_view(view))
     finally:
         spark.catalog.dropTempView(view)
     failpoint("snapshot.committed")
@@ -141,12 +151,13 @@ class KeyFilter:
 
 
 def narrow_to_changed_keys(spark, ident: str, keys_df: DataFrame, keys: Sequence[str], *, rows: int | None = None,
-                           target_size: int | None = None) -> KeyFilter:
+                           target_size: int | None = None, null_safe: bool = False) -> KeyFilter:
     """The MERGE's key filter (`merge_keys.target_key_filter`) for the changes' key columns
     `keys_df`, worked out once for the MERGE and the history's read of the same target.
-    `rows`, `target_size`: as `merge_upserts` takes them."""
+    `rows`, `target_size`: as `merge_upserts` takes them; `null_safe`: the MERGE matches keys
+    with `<=>` (a change stream's)."""
     text = target_key_filter(keys_df, keys, target_size=target_rows(spark, ident) if target_size is None else target_size,
-                             changes_rows=rows)
+                             changes_rows=rows, null_safe=null_safe)
     return KeyFilter(text, prunes=text is not None and rows is not None and rows <= PRUNING_KEYS)
 
 
