@@ -251,9 +251,13 @@ def _runs(instance) -> list[str]:
         said = {k: v for k, v in run.tags.items() if k in _RETRY_TAGS}
         out.append(f"{run.run_id[:8]} {run.status.value}{' (retry)' if 'dagster/parent_run_id' in run.tags else ''} "
                    f"{said}: {last}")
-    # Where the daemon's run retries read the event log from (EventLogConsumerDaemon's cursors).
+    # Where the daemon's run retries read the event log from (EventLogConsumerDaemon's cursors,
+    # keyed by the event type's value: RUN_FAILURE's is "PIPELINE_FAILURE").
+    from dagster._core.events import DagsterEventType
+
     cursors = instance.daemon_cursor_storage.get_cursor_values(
-        {f"EVENT_LOG_CONSUMER_CURSOR-{kind}" for kind in ("RUN_FAILURE", "RUN_SUCCESS")})
+        {f"EVENT_LOG_CONSUMER_CURSOR-{kind.value}" for kind in (DagsterEventType.RUN_FAILURE,
+                                                                DagsterEventType.RUN_SUCCESS)})
     return [*out, f"retry cursors {cursors}, newest event id {instance.event_log_storage.get_maximum_record_id()}"]
 
 

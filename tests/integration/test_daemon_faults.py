@@ -11,10 +11,10 @@ applied twice.
   finds the worker gone (before it, the run stayed STARTED and held its datamart for ever).
   `make faults` runs this case; `make test` does not (`IN_MAKE_TEST`): beside the other pytest
   worker it failed in 2 of 3 full runs (stop 48's CI, a fresh clone on 2026-11-28): the run was
-  failed by monitoring and tagged `dagster/will_retry: true`, but no retry came in 300 s, and the
-  instance it left had no EventLogConsumerDaemon cursor at all: the first daemon's retry consumer
-  logged "No cursor ..." and never finished its first pass in the 13 s before the kill, and the
-  new daemon's never logged one in 5 minutes. Alone and beside CPU burners it passed every time.
+  failed by monitoring and tagged `dagster/will_retry: true`, but no retry came in 300 s (the
+  first daemon's retry consumer had logged "No cursor ..." 13 s before the kill; docs/operating.md,
+  "Open: the retry after a daemon killed in its first seconds"). Alone and beside CPU burners or
+  another test file it passed every time.
 """
 
 from __future__ import annotations
