@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 import yaml
+from dagster._core.storage import tags
 
 from bench.fault_kills import DM, KillRow, KillStory, case_folder, compare_with_truth
 from bench.fault_restarts import _stopped
@@ -251,16 +252,14 @@ def _runs(instance) -> list[str]:
         said = {k: v for k, v in run.tags.items() if k in _RETRY_TAGS}
         out.append(f"{run.run_id[:8]} {run.status.value}{' (retry)' if 'dagster/parent_run_id' in run.tags else ''} "
                    f"{said}: {last}")
-    # Where the daemon's run retries read the event log from (EventLogConsumerDaemon's cursors,
-    # keyed by the event type's value: RUN_FAILURE's is "PIPELINE_FAILURE").
-    from dagster._core.events import DagsterEventType
+    # Where the daemon's run retries read the event log from: EventLogConsumerDaemon's cursors,
+    # under Dagster's own keys (a rebuilt key once read "-RUN_FAILURE" for "-PIPELINE_FAILURE").
+    from dagster._daemon.auto_run_reexecution.event_log_consumer import DAGSTER_EVENT_TYPES, _create_cursor_key
 
-    cursors = instance.daemon_cursor_storage.get_cursor_values(
-        {f"EVENT_LOG_CONSUMER_CURSOR-{kind.value}" for kind in (DagsterEventType.RUN_FAILURE,
-                                                                DagsterEventType.RUN_SUCCESS)})
+    cursors = instance.daemon_cursor_storage.get_cursor_values({_create_cursor_key(t) for t in DAGSTER_EVENT_TYPES})
     return [*out, f"retry cursors {cursors}, newest event id {instance.event_log_storage.get_maximum_record_id()}"]
 
 
 # A failed run's tags that say whether and why it is (not) retried.
-_RETRY_TAGS = ("dagster/will_retry", "dagster/failure_reason", "dagster/auto_retry_run_id", "dagster/retry_number",
-               "dagster/max_retries")
+_RETRY_TAGS = (tags.WILL_RETRY_TAG, tags.RUN_FAILURE_REASON_TAG, tags.AUTO_RETRY_RUN_ID_TAG, tags.RETRY_NUMBER_TAG,
+               tags.MAX_RETRIES_TAG)
