@@ -25,13 +25,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Apache Kafka's and Iceberg's Spark jars (with the AWS bundle for S3FileIO), and Iceberg's REST
+# Apache Kafka's and Iceberg's Spark jars (with the AWS bundle for S3FileIO), deltaport's local
+# file system for the embedded Spark server (two classes, compiled by the JDK's javac), Iceberg's REST
 # catalog server for the object-store tests (its launcher compiled by the JDK's javac), resolved
 # from Maven Central into ~/.cache/deltaport (or $DELTAPORT_CACHE_DIR; outside git); and gofakes3,
 # the on-disk S3 server of the store-restart test, built by `go install` into the same cache.
 jars: install
 	$(PY) -c "from resources.kafka.broker import ensure_kafka_jars; print('kafka jars in', ensure_kafka_jars())"
 	$(PY) -c "from resources.spark.jars import ensure_iceberg_jars; print('iceberg jars in', ensure_iceberg_jars()[0].parent)"
+	$(PY) -c "from resources.spark.local_fs import local_fs_classes; print('local file system for Spark in', local_fs_classes())"
 	$(PY) -c "from resources.objstore.rest_jars import rest_catalog_classpath; print('iceberg REST catalog server in', rest_catalog_classpath()[1].parent)"
 	$(PY) -c "from resources.objstore.disk_s3_server import gofakes3_binary; print('on-disk S3 test server at', gofakes3_binary())"
 

@@ -16,7 +16,9 @@ What this module guarantees:
   session settings in Spark, so two clients of one server may each name their own (tests do).
   REST, JDBC and Hive catalogs are the same mapping onto ``spark.sql.catalog.<name>.*``.
 * Small-machine defaults (4 shuffle partitions, no UI, UTC session time zone, Arrow on, WARN
-  logs, local masters bound to loopback); anything in `conf` wins over them.
+  logs, local masters bound to loopback); anything in `conf` wins over them. The embedded
+  server's `file:` paths go through deltaport's local file system (`local_fs.py`: Hadoop's,
+  without a ``chmod`` process per file written).
 * `connect()` gives one session per (address, server incarnation, catalog) and process, reused
   while its server lives; a server that was restarted gets a new session, so a long-lived
   process (the demo, `sync --loop`, a test session) survives a server restart. A server without
@@ -204,9 +206,17 @@ def check_pyspark_version() -> None:
 
 def embedded_server_conf(*, master: str, catalog: CatalogConfig, conf: Mapping[str, str] | None = None) -> dict[str, str]:
     """`server_conf` with the Iceberg jars resolved (Maven, cached; `IcebergJarsError` if that
-    fails) and the pyspark version checked: what the embedded server starts with."""
+    fails), the pyspark version checked and deltaport's local file system (`local_fs.py`) under
+    `conf`: what the embedded server starts with. A classpath in `conf` goes after ours."""
+    from resources.spark.local_fs import local_fs_conf
+
     check_pyspark_version()
-    return server_conf(master=master, catalog=catalog, jars=ensure_iceberg_jars(), conf=conf)
+    ours = local_fs_conf(master)
+    theirs = {str(k): str(v) for k, v in (conf or {}).items()}
+    for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
+        if key in ours and theirs.get(key):
+            theirs[key] = f"{ours[key]}:{theirs[key]}"
+    return server_conf(master=master, catalog=catalog, jars=ensure_iceberg_jars(), conf={**ours, **theirs})
 
 
 _sessions: dict[tuple[str, str, tuple], SparkSession] = {}
