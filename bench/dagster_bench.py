@@ -215,8 +215,10 @@ def check_backlog(spark, layout, sc, landed: list[int], how: str) -> bool:
 
 def bench_scenario(args):
     """The emulated datamart the platform benchmarks land: `args.deltas` steady deltas then a
-    backlog of `args.backlog`, about `args.rows` changes each, no faults, no cancelled delta."""
-    return build_scenario(EmulatorConfig(seed=args.seed, deltas=args.deltas + args.backlog, datamarts=(DM,),
+    backlog of `args.backlog` (after `args.warm_backlog` landed untimed), about `args.rows` changes
+    each, no faults, no cancelled delta."""
+    return build_scenario(EmulatorConfig(seed=args.seed, deltas=args.deltas + args.warm_backlog + args.backlog,
+                                         datamarts=(DM,),
                                          rows_per_delta=args.rows, chunk_size=min(4000, max(50, args.rows // 20)),
                                          backup_partitions=3, cancel_rate=0.0, outside_write_rate=0.0,
                                          faults=Faults()))
@@ -251,7 +253,9 @@ def run(args) -> dict:
             res["engine_start_s"] = round(engine.start_seconds, 2)
             index = index_resource(cfg).get()
             with dg.DagsterInstance.get() as instance:
-                steady, backlog = batches[:args.deltas], batches[args.deltas:]
+                steady = batches[:args.deltas]
+                warm = batches[args.deltas:args.deltas + args.warm_backlog]
+                backlog = batches[args.deltas + args.warm_backlog:]
                 for n, msgs in steady:
                     before = commit_counts(spark, "lake")
                     publish(msgs, bootstrap, topics)
@@ -318,6 +322,17 @@ def run(args) -> dict:
                     if args.trace_round_trips:
                         for site in trips.to_dict(top=args.trace_round_trips)["top_sites"]:
                             print(f"    {site['calls']:4d} {site['seconds']:7.3f} s  {site['site']}", flush=True)
+                if warm:  # both sides land a backlog once, untimed: the range path's code compiled (JIT) on both
+                    publish([m for _, msgs in warm for m in msgs], bootstrap, topics)
+                    t0 = time.perf_counter()
+                    landed = [n for _, n in sync(cfg, instance, echo=lambda line: None).landed()]
+                    warm_s = time.perf_counter() - t0
+                    _, warm_script_s = spark_iceberg_script(engine.spark, bootstrap, topics[BACKUP], index, landed, sc)
+                    ok = landed == [n for n, _ in warm] and check(spark, layout, sc, landed[-1])
+                    res["warm_backlog"] = {"deltas": landed, "seconds": round(warm_s, 2),
+                                           "iceberg_script_seconds": round(warm_script_s, 2), "equal": ok}
+                    print(f"warm-up backlog of {len(warm)} (untimed): {warm_s:.1f} s, Spark+Iceberg script "
+                          f"{warm_script_s:.1f} s, equal {ok}", flush=True)
                 if backlog:
                     before = commit_counts(spark, "lake")
                     publish([m for _, msgs in backlog for m in msgs], bootstrap, topics)
@@ -326,8 +341,14 @@ def run(args) -> dict:
                     with (PeakMemory(engine.server_pid) as mem, counting_round_trips() as trips,
                           counting_events(instance) as events):
                         t0 = time.perf_counter()
+                        profile = cProfile.Profile() if args.profile == -1 else None
+                        if profile:
+                            profile.enable()
                         out = sync(cfg, instance, echo=lambda line: None)
                         seconds = time.perf_counter() - t0
+                        if profile:
+                            profile.disable()
+                            pstats.Stats(profile).sort_stats("cumulative").print_stats(args.profile_lines)
                     backlog_peak = mem.peak
                     executions = sql.since() if sql else None
                     after = commit_counts(spark, "lake")
@@ -389,7 +410,8 @@ def run(args) -> dict:
         "median_close_to_landed_ratio_vs_iceberg_script": statistics.median(
             e["iceberg_script_seconds"] / e["close_to_landed_s"] for e in with_rows) if with_rows else None,
         "backlog_ratio_vs_iceberg_script": res["backlog"].get("rows_per_s_ratio_vs_iceberg_script"),
-        "all_equal": all(e["equal"] for e in res["steady"]) and res["backlog"].get("equal", True),
+        "all_equal": all(e["equal"] for e in res["steady"]) and res["backlog"].get("equal", True)
+                     and res.get("warm_backlog", {}).get("equal", True),
         "steady_peak_memory_mib": (max_peak(peaks).to_dict() if peaks else None),
         "backlog_peak_memory_mib": res["backlog"].get("peak_memory_mib"),
     }
@@ -411,6 +433,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--deltas", type=int, default=6, help="deltas landed one at a time (the first one warms up)")
     ap.add_argument("--backlog", type=int, default=6, help="deltas then landed by one sync")
+    ap.add_argument("--warm-backlog", type=int, default=0, metavar="N",
+                    help="before the backlog, N deltas landed by one sync and by the Spark+Iceberg script, "
+                         "untimed: both sides' backlog code warmed up (JIT) alike")
     ap.add_argument("--rows", type=int, default=2000, help="row changes per delta")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--max-per-run", type=int, default=SensorConfig().max_deltas_per_run,
@@ -423,8 +448,8 @@ def main(argv=None) -> int:
                     help="turn the embedded server's UI on and print every Spark SQL execution of each steady delta "
                          "and of the backlog: its start, seconds and plan (bench/sql_log.py)")
     ap.add_argument("--profile", type=int, default=None, metavar="N",
-                    help="cProfile steady delta N's sync (its main thread: the sensor, Dagster, the step's own "
-                         "thread) and print the busiest functions by cumulative time")
+                    help="cProfile steady delta N's sync (-1: the backlog's; its main thread: the sensor, Dagster, "
+                         "the step's own thread) and print the busiest functions by cumulative time")
     ap.add_argument("--profile-lines", type=int, default=60, help="functions --profile prints")
     ap.add_argument("--check", choices=("rows", "counts"), default="rows",
                     help="backlog check: every delta's rows (default), or every delta's row count and the "
