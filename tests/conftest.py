@@ -57,3 +57,34 @@ def demo_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> DemoO
     if worker_id == "master":
         return run_demo_once(tmp_path_factory.mktemp("demo"))
     return shared_demo_once(tmp_path_factory.getbasetemp().parent)
+
+
+# The longest test files, longest first (seconds per file in a fresh-clone `make test`,
+# 2026-11-28). `make test` hands files to its two workers in collection order
+# (`--dist loadfile --no-loadscope-reorder`; xdist's own order puts the files with the most
+# tests first: the unit tests, then these last, one worker left alone with the longest while
+# the other idles). Longest first, the unit tests' many short files fill the end. A file not
+# listed keeps its place after these; a stale list only orders worse, it never fails.
+LONGEST_FIRST = (
+    "integration/test_multi_host.py", "integration/test_partition_window.py", "integration/test_cdc_lake.py",
+    "integration/test_streams_e2e.py", "integration/test_objstore_platform.py", "ui/test_ui.py",
+    "integration/test_export_roundtrip.py", "integration/test_spark_server.py", "integration/test_objstore_lake.py",
+    "integration/test_history_forms.py", "integration/test_platform.py", "integration/test_read_cli.py",
+    "integration/test_delta_step.py", "integration/test_stream_history.py", "integration/test_clean_logs.py",
+    "integration/test_bad_chunks.py", "integration/test_history_layout.py", "integration/test_sql_corpus.py",
+    "integration/test_maintenance.py", "integration/test_pyiceberg_read.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Longest files first (`LONGEST_FIRST`), then the other integration and UI files, then the
+    unit tests; each file's tests in their own order."""
+    tests = os.path.dirname(__file__)
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        path = os.path.relpath(str(item.path), tests)
+        if path in LONGEST_FIRST:
+            return (0, LONGEST_FIRST.index(path))
+        return (2, 0) if path.startswith("unit" + os.sep) else (1, 0)
+
+    items.sort(key=rank)  # stable: the rest keep their collection order
