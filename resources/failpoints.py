@@ -41,6 +41,8 @@ POINTS = {
     "increment.write": "before an increment table's write (its rows are read from Kafka then)",
     "history.written": "after a snapshot table's history commit (the versions its delta or range closes), "
                        "before its MERGE",
+    "step.phase1_reported": "after a datamart step reported its signal events, changelog and increment (their "
+                            "events written by Dagster), while its snapshot works",
     "snapshot.merge": "when a snapshot MERGE is sent to Spark (use ~MS to die while it runs)",
     "snapshot.committed": "after a snapshot table's MERGE commit, before its delta_<N> tag",
     "snapshot.table_done": "after a snapshot table reached a delta (commit and tag); the delta's other "

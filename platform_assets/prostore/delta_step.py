@@ -41,6 +41,7 @@ from platform_assets.prostore.signal_rows import signal_frame
 from platform_assets.step_outcomes import ChangelogNotLandedError, Outcome, step_failure, timed
 from resources.codecs.backup import iter_changelog
 from resources.codecs.ddl import replay_changelog
+from resources.failpoints import failpoint
 from resources.kafka.fetch import fetch_values
 from resources.kafka.io_managers import BackupSlice, SignalSlice
 from resources.lake.prostore import (
@@ -174,6 +175,7 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
                     yield materialized(key, done[key])
         if before is not None and before.error is not None:
             outcomes.append(before)
+        failpoint("step.phase1_reported")
         finished = [f.result() for f in running]
     finally:
         pool.shutdown(wait=True)  # a step stopped while phase 2 runs still waits for its commits
