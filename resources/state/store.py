@@ -188,11 +188,19 @@ class StateStore:
                     fcntl.flock(fh, fcntl.LOCK_UN)
             return
         conn = self._pg_connect()  # its own session: the lock lives as long as it does
+        held = False
         try:
             cur = conn.cursor()
             cur.execute("SELECT pg_try_advisory_lock(hashtext('deltaport-hold'), hashtext(%s))", (scope,))
-            yield bool(cur.fetchone()[0])
+            held = bool(cur.fetchone()[0])
+            yield held
         finally:
+            # Unlocked before the close: a closed connection's server session ends (and frees its
+            # locks) a moment later, and the next sync of the source, started at once, found the
+            # lock still held (a fresh-clone test run, 2026-11-28). A dead connection frees it anyway.
+            if held:
+                _quietly(lambda: cur.execute(
+                    "SELECT pg_advisory_unlock(hashtext('deltaport-hold'), hashtext(%s))", (scope,)))
             _quietly(conn.close)
 
     def _pg_connect(self):
