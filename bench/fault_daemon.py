@@ -187,7 +187,7 @@ def run_daemon_case(bootstrap: str, remote: str, story: KillStory, case: str, wo
             row.left_by_kill = {
                 "runs": len(runs),
                 "failed_runs": sum(r.status == dg.DagsterRunStatus.FAILURE for r in runs),
-                "retries": sum("dagster/parent_run_id" in r.tags for r in runs),
+                "retries": sum(tags.PARENT_RUN_ID_TAG in r.tags for r in runs),
                 "unfinished_runs": sum(not r.is_finished for r in runs),
                 "why_failed": [_why(instance, r.run_id) for r in runs if r.status == dg.DagsterRunStatus.FAILURE],
             }
@@ -255,7 +255,7 @@ def _runs(instance) -> list[str]:
         logs = instance.all_logs(run.run_id)
         last = (logs[-1].message or str(logs[-1].dagster_event_type))[:160] if logs else "no event"
         said = {k: v for k, v in run.tags.items() if k in _RETRY_TAGS}
-        out.append(f"{run.run_id[:8]} {run.status.value}{' (retry)' if 'dagster/parent_run_id' in run.tags else ''} "
+        out.append(f"{run.run_id[:8]} {run.status.value}{' (retry)' if tags.PARENT_RUN_ID_TAG in run.tags else ''} "
                    f"{said}: {last}")
     # Where the daemon's run retries read the event log from: EventLogConsumerDaemon's cursors,
     # under Dagster's own keys (a rebuilt key once read "-RUN_FAILURE" for "-PIPELINE_FAILURE").

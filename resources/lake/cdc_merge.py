@@ -21,9 +21,8 @@ from resources.lake.stream_history import VERSION_SET, VERSION_VALUES
 # snapshot-property block is process-wide, shared, not copied (a second lock would not serialise).
 from resources.spark.iceberg import DELTAS_PROPERTY, DeltaCommit, _quote, _ranges_text, _sql_str
 from resources.spark.iceberg import _col as _q
-from resources.spark.iceberg_merge import merge_and_tag
+from resources.spark.iceberg_merge import merge_and_tag, narrow_to_changed_keys
 from resources.spark.iceberg_reads import TOMBSTONES_PROPERTY
-from resources.spark.merge_keys import target_key_filter, target_rows
 
 
 def merge_folded(spark, ident: str, folded, keys: list[str], data: list[str], deltas: Sequence[int],
@@ -44,8 +43,8 @@ def merge_folded(spark, ident: str, folded, keys: list[str], data: list[str], de
     on = " AND ".join(f"t.{_q(k)} <=> s.{_q(k)}" for k in keys)
     # The target's rows of other keys dropped as they are scanned, not shuffled (merge_keys.py).
     # `changes_rows` (the folded keys): a target too small for the list to pay gets none.
-    narrowed = key_filter or target_key_filter(folded.select(*[_q(k) for k in keys]), keys, null_safe=True,
-                                               target_size=target_rows(spark, ident), changes_rows=changes_rows)
+    narrowed = key_filter or narrow_to_changed_keys(spark, ident, folded.select(*[_q(k) for k in keys]), keys,
+                                                    rows=changes_rows, null_safe=True).text
     if narrowed:
         on = f"{on} AND {narrowed}"
     non_key = [c for c in data if c not in keys]

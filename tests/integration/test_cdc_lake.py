@@ -446,15 +446,9 @@ def test_a_short_key_list_narrows_the_stored_rows_scan_and_the_merge_and_stays_e
     every delta reads back exact, the history's closed versions too."""
     from resources.lake import cdc
     from resources.lake.prostore_history import history_ident
-    from resources.spark import iceberg_merge
+    from tests.support.key_filters import recorded_key_filters
 
-    made = []  # the key lists cdc.py worked out (iceberg_merge.narrow_to_changed_keys)
-    real = iceberg_merge.target_key_filter
-
-    def recorded(*args, **kwargs):
-        made.append(real(*args, **kwargs))
-        return made[-1]
-
+    made = recorded_key_filters(monkeypatch)  # the key lists cdc.py worked out
     scans = []
     real_stored = cdc.stored_of_changes
 
@@ -464,7 +458,6 @@ def test_a_short_key_list_narrows_the_stored_rows_scan_and_the_merge_and_stays_e
         scans.append(next(line for line in plan.splitlines() if "BatchScan" in line))
         return real_stored(changes, target, keys, **kwargs)
 
-    monkeypatch.setattr(iceberg_merge, "target_key_filter", recorded)
     monkeypatch.setattr(cdc, "stored_of_changes", stored)
     columns = spark_columns()
     state = {}

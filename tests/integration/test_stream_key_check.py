@@ -93,12 +93,9 @@ def test_a_key_changed_since_the_last_commit_checks_every_key(spark, source):
 def test_the_stream_merge_names_the_changes_keys_unless_one_is_null(spark, source, monkeypatch):
     """resources/lake/cdc.py's MERGE narrows its target to the changes' keys (merge_keys.py); its
     keys match with `<=>`, which an IN list cannot say for NULL: a NULL key means no filter."""
-    from resources.spark import iceberg_merge
-    from resources.spark.merge_keys import target_key_filter
+    from tests.support.key_filters import recorded_key_filters
 
-    said = []  # what cdc.py's key list came to (iceberg_merge.narrow_to_changed_keys, null-safe)
-    monkeypatch.setattr(iceberg_merge, "target_key_filter",
-                        lambda *a, **kw: said.append(target_key_filter(*a, **kw)) or said[-1])
+    said = recorded_key_filters(monkeypatch)  # what cdc.py's key list came to (null-safe)
     third = [upsert(k, (3 * ROWS + k,), "w") for k in (3, 4)]
     land_cdc_increment(spark, LAYOUT, source, 2, {T: changes_frame(spark, third, columns())})
     apply_cdc_through(spark, LAYOUT, source, 2, {T: KEY})
