@@ -65,7 +65,8 @@ dev: jars
 	DAGSTER_HOME=$(CURDIR)/.dagster $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 # Speed as ratios to baselines run in the same process (never timed assertions): first the
-# Avro decoders alone (a few seconds), then the platform end to end (a few minutes on 2 cores;
+# Avro decoders alone (a few seconds), then a start of the embedded Spark server with its class archive
+# against one without (SERVER_START_BENCH_ARGS="--runs 5"), then the platform end to end (a few minutes on 2 cores;
 # e.g. make bench BENCH_ARGS="--deltas 8 --rows 100000"), then the change streams (Qlik,
 # DataWorks, Datastream; STREAM_BENCH_ARGS="--size 1000"), then a datamart through Dagster (sync
 # -> run -> assets; seconds and Iceberg commits per delta; DAGSTER_BENCH_ARGS="--rows 20000"), then
@@ -90,6 +91,7 @@ dev: jars
 # Results: bench-results/*.json.
 bench: jars
 	$(PY) bench/avro_decode.py
+	$(PY) bench/server_start_bench.py $(SERVER_START_BENCH_ARGS)
 	$(PY) bench/platform_bench.py $(BENCH_ARGS)
 	$(PY) bench/stream_bench.py $(STREAM_BENCH_ARGS)
 	$(PY) bench/dagster_bench.py $(DAGSTER_BENCH_ARGS)

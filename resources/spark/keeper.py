@@ -56,6 +56,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from resources.class_archive import ClassArchive, publish
 from resources.net import clients, serves
 from resources.spark.record import STATE_FILE, held, read_state, state_lock, write_state
 
@@ -97,6 +98,8 @@ class Keeper:
         self.poll = min(_POLL, max(0.1, self.idle_timeout / 10)) if self.idle_timeout else _POLL
         self.asked_to_stop = False
         self.jvm: subprocess.Popen | None = None
+        archive = spec.get("archive")
+        self.archive = ClassArchive(Path(archive["final"]), Path(archive["part"]), archive["java"]) if archive else None
 
     def _mine(self):
         state = read_state(self.path)
@@ -123,11 +126,19 @@ class Keeper:
             code = self.jvm.returncode
             _say(f"the Spark Connect server exited (code {code})")
             self._forget()
+            self._publish_archive()
             return code if code >= 0 else 128 - code
         if self.jvm.poll() is None:
             _say(f"stopping the Spark Connect server: {reason}")
         self._stop()
+        self._publish_archive()
         return 0
+
+    def _publish_archive(self) -> None:
+        """The class archive the JVM dumped at its exit, if it was asked to, for the next servers
+        (`resources.class_archive`): not after a SIGKILL, which may have cut it short."""
+        if self.archive is not None and publish(self.archive, killed=self.jvm.returncode == -signal.SIGKILL):
+            _say(f"published the server's class archive {self.archive.final} for the next starts")
 
     def _watch(self) -> str | None:
         """Look until the JVM ends (None) or must be stopped (why)."""

@@ -1,7 +1,7 @@
 """The embedded Spark server's `file:` file system: Hadoop's own, without a process per file.
 
 What flows through: the server's master URL goes in; the Spark settings that put deltaport's
-`NoForkLocalFileSystem` (``java/``, compiled once per machine, `resources.javac`) under `file:`
+`NoForkLocalFileSystem` (``java/``, compiled once per machine into a jar, `resources.javac`) under `file:`
 paths come out, or none.
 
 Why: pip's pyspark ships no Hadoop native library, so Hadoop's local file system sets the
@@ -53,11 +53,12 @@ def _hadoop_api_jar() -> Path:
 
 
 def local_fs_classes() -> Path:
-    """The folder of the compiled classes (built now if needed); `LocalFsError` if they cannot be."""
-    from resources.javac import compiled_classes
+    """The jar of the compiled classes (built now if needed); `LocalFsError` if they cannot be.
+    A jar, not a folder: the server's class-data-sharing archive (`cds.py`) takes no folder."""
+    from resources.javac import compiled_jar
     from resources.maven import cache_root
 
-    return compiled_classes(list(SOURCES), [str(_hadoop_api_jar())], cache_root(), "local-fs",
+    return compiled_jar(list(SOURCES), [str(_hadoop_api_jar())], cache_root(), "local-fs",
                             error_cls=LocalFsError, what="deltaport's local file system for Spark")
 
 

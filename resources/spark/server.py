@@ -55,6 +55,7 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from resources.class_archive import ClassArchive, class_archive
 from resources.errors import DeltaportError
 from resources.failpoints import failpoint
 from resources.net import free_port, serves
@@ -85,6 +86,35 @@ def spark_submit() -> Path:
         raise SparkServerError(f"pyspark at {script.parent.parent} ships no bin/spark-submit; "
                                "install the full pyspark package (not pyspark-client)")
     return script
+
+
+# In the server's own Java options, these say the user decides its class-data sharing.
+_SHARING_OPTIONS = ("-Xshare", "SharedArchiveFile", "ArchiveClassesAtExit")
+
+
+def server_class_archive(settings: Mapping[str, str]) -> ClassArchive | None:
+    """The class archive of a server started with `settings` (`resources.class_archive`): the
+    same pyspark jars, driver classpath and JDK share one. None when the settings' own
+    ``spark.driver.extraJavaOptions`` speak of class-data sharing (``-Xshare:off`` turns it off),
+    or no java is found (spark-submit will say so)."""
+    import pyspark
+
+    from resources.maven import cache_root
+
+    if any(o in settings.get("spark.driver.extraJavaOptions", "") for o in _SHARING_OPTIONS):
+        return None
+    home = os.environ.get("JAVA_HOME", "").strip()  # as spark-submit picks it
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not java or not Path(java).is_file():
+        return None
+    jars = sorted(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    try:
+        return class_archive("spark-connect-server", [pyspark.__version__, *jars,
+                                                      settings.get("spark.driver.extraClassPath", "")],
+                             java=java, cache=cache_root())
+    except OSError as exc:  # an unwritable cache: start without sharing
+        _log.warning("the Spark Connect server starts without a class archive: %s", exc)
+        return None
 
 
 def engine_env() -> dict[str, str]:
@@ -244,6 +274,10 @@ class LocalSparkServer:
                     STATE_DIR_CONF: str(self.state_dir),
                     "spark.connect.grpc.binding.address": "127.0.0.1",
                     "spark.connect.grpc.binding.port": str(port)}
+        archive = server_class_archive(settings)
+        if archive is not None:
+            settings["spark.driver.extraJavaOptions"] = " ".join(
+                [*archive.java_options(), settings.get("spark.driver.extraJavaOptions", "")]).strip()
         command = [str(spark_submit()), "--class", CONNECT_SERVER_CLASS, "--name", "deltaport-spark"]
         for key, value in sorted(settings.items()):
             command += ["--conf", f"{key}={value}"]
@@ -264,7 +298,7 @@ class LocalSparkServer:
         launch = {"state_dir": str(self.state_dir), "command": command, "port": port,
                   # The keeper's own bound only stops starts whose starter died: ours comes first.
                   "start_timeout": max(0.0, began + self.start_timeout - time.monotonic()) + 30.0,
-                  "idle_timeout": self.idle_timeout}
+                  "idle_timeout": self.idle_timeout, "archive": archive.to_json() if archive is not None else None}
         with contextlib.suppress(BrokenPipeError):  # a keeper that died at once: `_await` says why
             keeper.stdin.write(json.dumps(launch).encode())
         with contextlib.suppress(BrokenPipeError):
