@@ -47,7 +47,7 @@ from bench.iceberg_script import land_delta_table  # noqa: E402
 from bench.sql_log import SqlLog, free_port, ui_conf  # noqa: E402
 from platform_assets.config import LakeConfig  # noqa: E402
 from platform_assets.prostore import checks  # noqa: E402
-from resources.lake.prostore import LakeLayout, _struct, land_changelog, land_increment  # noqa: E402
+from resources.lake.prostore import LakeLayout, _struct, _table_columns, land_changelog, land_increment  # noqa: E402
 from resources.lake.prostore_history import snapshot_properties, version_fields  # noqa: E402
 from resources.lake.prostore_snapshot import apply_snapshots  # noqa: E402
 from resources.spark.iceberg import commit_delta, ensure_table  # noqa: E402
@@ -127,7 +127,7 @@ def bench_size(spark, sql: SqlLog, n_rows: int, args) -> dict:
         land_s = time.perf_counter() - landing
         sql.mark()
         t0 = time.perf_counter()
-        apply_snapshots(spark, layout, dm, n)
+        apply_snapshots(spark, layout, dm, n, keep_history=not args.deferred_history)
         t1 = time.perf_counter()
         applied_sql = sql.since()
         counts, results = checks.snapshot_checks(spark, layout, dm, n)
@@ -151,6 +151,9 @@ def bench_size(spark, sql: SqlLog, n_rows: int, args) -> dict:
                and got.select(F.sum(F.col("id").cast("long"))).first()[0] == planner.alive_sum())
     warm = out["deltas"][1:] or out["deltas"]
     out["key_scan_s"] = key_scan_s(spark, ident)
+    out["row_scan_s"] = row_scan_s(spark, ident)
+    if args.deferred_history:
+        out |= resolve_history_s(spark, layout, dm, ident, list(range(1, args.deltas + 1)))
     out |= {"equal": bool(keys_ok and all(d["pk_unique"] for d in out["deltas"])),
             "median_total_s": statistics.median(d["total_s"] for d in warm),
             "median_apply_s": statistics.median(d["apply_s"] for d in warm),
@@ -162,6 +165,36 @@ def bench_size(spark, sql: SqlLog, n_rows: int, args) -> dict:
                 "median_script_s": statistics.median(d["script_s"] for d in warm),
                 "median_script_ratio": statistics.median(d["script_ratio"] for d in warm)}
     return out
+
+
+def resolve_history_s(spark, layout: LakeLayout, dm: str, ident: str, deltas: list[int]) -> dict:
+    """What history written later would cost (issue 42, lever 1; the deltas were applied without
+    it): the versions `deltas` closed, worked out in one pass from the table as of the delta
+    before them (its tag) and their increments (`closed_versions` over the range, as a range run
+    folds it). Timed twice: counted (what a reader of those deltas' history would pay) and
+    written to a table of its own (what maintenance resolving them would pay)."""
+    from pyspark.sql import functions as F
+
+    from resources.lake.prostore_history import closed_versions, stamped
+    from resources.spark.iceberg_reads import state_as_of_delta
+
+    before = state_as_of_delta(spark, ident, deltas[0] - 1)
+    schema = before.schema
+    changes = _table_columns(stamped(spark.table(layout.increment(dm, traffic.TABLE))
+                                     .where(F.col("delta_num").between(deltas[0], deltas[-1]))
+                                     .drop("_kafka_partition", "_kafka_offset")),
+                             schema, extra=["sys_op", "delta_num", "delta_date"])
+    closed = closed_versions(before, changes, ["id"], columns=[f.name for f in schema.fields], fold=True)
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS lake.{dm}_resolved")
+    t = time.perf_counter()
+    versions = closed.count()
+    read_s = time.perf_counter() - t
+    t = time.perf_counter()
+    closed.writeTo(f"lake.{dm}_resolved.{traffic.TABLE}").using("iceberg").createOrReplace()
+    write_s = time.perf_counter() - t
+    print(f"  history resolved later: {versions:,} closed versions of deltas {deltas[0]}-{deltas[-1]}, read in "
+          f"{read_s:.2f} s, written in {write_s:.2f} s", flush=True)
+    return {"resolved_versions": versions, "resolve_read_s": round(read_s, 2), "resolve_write_s": round(write_s, 2)}
 
 
 def delta_planner(args, n_rows: int):
@@ -181,11 +214,22 @@ def table_layout(args) -> dict[str, str]:
 def key_scan_s(spark, ident: str, repeat: int = 3) -> float:
     """The yardstick of a design without an index (issue 42): one scan of the table's key column
     (`SELECT sum(id)`), warm (the best of `repeat` after a first untimed one), on the same server."""
-    spark.sql(f"SELECT sum(id) FROM {ident}").collect()
+    return _warm_s(spark, f"SELECT sum(id) FROM {ident}", repeat)
+
+
+def row_scan_s(spark, ident: str, repeat: int = 3) -> float:
+    """One scan of every column of the table (`SELECT bit_xor(xxhash64(*))`), warm, as `key_scan_s`:
+    what reading the values of rows spread over the whole table costs at least (10k random keys in
+    20M rows put a changed row in every Parquet page, so no page of any column can be skipped)."""
+    return _warm_s(spark, f"SELECT bit_xor(xxhash64(*)) FROM {ident}", repeat)
+
+
+def _warm_s(spark, query: str, repeat: int) -> float:
+    spark.sql(query).collect()
     times = []
     for _ in range(repeat):
         t = time.perf_counter()
-        spark.sql(f"SELECT sum(id) FROM {ident}").collect()
+        spark.sql(query).collect()
         times.append(time.perf_counter() - t)
     return round(min(times), 2)
 
@@ -240,6 +284,11 @@ def run_sizes(args, bench, label: str) -> dict:
     for size in res["sizes"]:
         size["amortized_s"] = round(size["median_apply_s"] + size["median_checks_s"] / every, 2)
     res["amortized_ratio"] = round(large["amortized_s"] / small["amortized_s"], 3)
+    # The floor of a design that writes each closed version's values at its delta (the history
+    # today): the small table's delta, plus one scan of the large one's key column (finding the
+    # changed keys' rows) and one of every column (reading their values), in one delta of ten
+    # the key check's own scan of the key column.
+    res["eager_floor_s"] = round(small["amortized_s"] + large["key_scan_s"] * (1 + 1 / every) + large["row_scan_s"], 2)
     res["load_after"] = os.getloadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(res, indent=2, default=str))
@@ -249,7 +298,9 @@ def run_sizes(args, bench, label: str) -> dict:
           f"{res['ratio']}x; a scan of the key column {small['key_scan_s']} / {large['key_scan_s']} s, so the "
           f"floor (small + 1.5 scans of large) {res['floor_s']} s: large at {large['median_total_s'] / res['floor_s']:.2f}x "
           f"the floor ({args.shape} keys); with the key check's scan in one delta of {every}: {small['amortized_s']} / "
-          f"{large['amortized_s']} s, {res['amortized_ratio']}x; equal to the truth {small['equal']}, {large['equal']}; "
+          f"{large['amortized_s']} s, {res['amortized_ratio']}x; a scan of every column of large {large['row_scan_s']} s, so the "
+          f"floor of a history written at its delta (small + a key scan, a row scan and a tenth of a key scan of large) "
+          f"{res['eager_floor_s']} s: large at {large['amortized_s'] / res['eager_floor_s']:.2f}x it; equal to the truth {small['equal']}, {large['equal']}; "
           f"load {res['load_before'][0]:.1f} -> {res['load_after'][0]:.1f}")
     return res
 
@@ -257,6 +308,9 @@ def run_sizes(args, bench, label: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_size_args(ap, "size.json")
+    ap.add_argument("--deferred-history", action="store_true",
+                    help="apply the deltas without history, then time working out the versions they closed in "
+                         "one pass (issue 42, lever 1: history resolved later)")
     ap.add_argument("--no-script", dest="script", action="store_false",
                     help="leave out the Spark+Iceberg script (bench/iceberg_script.py) on a copy of each table")
     res = run_sizes(ap.parse_args(argv), bench_size, "size")

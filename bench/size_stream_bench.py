@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import traffic  # noqa: E402
-from bench.size_bench import add_size_args, base_rows, delta_planner, key_scan_s, run_sizes, table_layout, show_sql  # noqa: E402
+from bench.size_bench import add_size_args, base_rows, delta_planner, key_scan_s, row_scan_s, run_sizes, table_layout, show_sql  # noqa: E402
 from bench.sql_log import SqlLog  # noqa: E402
 from platform_assets.streams import checks  # noqa: E402
 from resources.codecs.cdc import DELETE, UPSERT, Change  # noqa: E402
@@ -116,6 +116,7 @@ def bench_size(spark, sql: SqlLog, n_rows: int, args) -> dict:
                and live.select(F.sum(F.col("id").cast("long"))).first()[0] == planner.alive_sum())
     warm = out["deltas"][1:] or out["deltas"]
     out["key_scan_s"] = key_scan_s(spark, ident)
+    out["row_scan_s"] = row_scan_s(spark, ident)
     out |= {"equal": bool(keys_ok and all(d["key_unique"] for d in out["deltas"])),
             "median_total_s": statistics.median(d["total_s"] for d in warm),
             "median_apply_s": statistics.median(d["apply_s"] for d in warm),
