@@ -24,7 +24,8 @@ What it guarantees:
 * Another identity (a new pyspark, another classpath, another JDK) gets an archive of its own:
   never one made for other classes. A JVM that cannot use an archive (its classpath differs) runs
   without one, as the JVM decides (``-Xshare:auto``, the default).
-* Stale ``.part`` files (a JVM killed while it dumped) are removed by the next caller.
+* Stale ``.part`` files (a JVM killed while it dumped) are removed by the next caller, and a
+  publish keeps the newest `KEEP` archives of its name.
 
 Nothing here imports Dagster, Spark or Kafka.
 """
@@ -44,6 +45,7 @@ __all__ = ["ClassArchive", "class_archive", "publish"]
 
 FOLDER = "class-archives"
 _STALE_PART_SECONDS = 15 * 60  # a dump takes seconds: a .part this old was cut short
+KEEP = 3  # archives kept per name: a machine may run a few deployments of other versions
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ def publish(archive: ClassArchive, *, killed: bool, timeout: float = 60.0) -> bo
         if killed or not _maps(archive.java, part, timeout):
             return False
         os.replace(part, archive.final)  # another JVM may have published one meanwhile: as good
+        _keep_newest(archive.final)
         return True
     finally:
         part.unlink(missing_ok=True)
@@ -98,6 +101,21 @@ def publish(archive: ClassArchive, *, killed: bool, timeout: float = 60.0) -> bo
 
 # The first bytes of a dynamic archive (HotSpot's CDS_DYNAMIC_ARCHIVE_MAGIC, 0xf00baba8, little-endian).
 _DYNAMIC_MAGIC = b"\xa8\xab\x0b\xf0"
+
+
+def _keep_newest(final: Path) -> None:
+    """Remove the archives of the same name but the newest `KEEP` (other pyspark versions,
+    classpaths or JDKs: ~200 MB each)."""
+    name = final.name.rsplit("-", 1)[0]
+    found = []
+    for other in final.parent.glob(f"{name}-*.jsa"):
+        try:
+            found.append((other.stat().st_mtime, other))
+        except OSError:
+            continue
+    for _, other in sorted(found, reverse=True)[KEEP:]:
+        if other != final:
+            other.unlink(missing_ok=True)
 
 
 def _maps(java: str, archive: Path, timeout: float) -> bool:

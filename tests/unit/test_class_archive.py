@@ -56,6 +56,15 @@ def test_a_dumped_archive_is_published_and_one_cut_short_is_not(tmp_path, java):
     assert publish(a, killed=False) and a.final.read_bytes() == whole and not a.part.exists()
     again = class_archive("srv", ["v1"], java=java, cache=tmp_path)
     assert again.java_options() == [f"-XX:SharedArchiveFile={a.final}"]
+    for n, stale in enumerate(("srv-0000000000000001.jsa", "srv-0000000000000002.jsa", "srv-0000000000000003.jsa")):
+        (tmp_path / "class-archives" / stale).write_bytes(b"older")
+        os.utime(tmp_path / "class-archives" / stale, (1_000_000 + n, 1_000_000 + n))
+    a = class_archive("srv", ["v1"], java=java, cache=tmp_path)
+    a.final.unlink()
+    subprocess.run([java, *a.java_options(), "-version"], check=True, capture_output=True, timeout=120)
+    assert publish(a, killed=False)  # the newest 3 of the name kept: the oldest other one goes
+    assert sorted(p.name for p in a.final.parent.glob("srv-*.jsa")) == sorted(
+        [a.final.name, "srv-0000000000000002.jsa", "srv-0000000000000003.jsa"])
     shared = subprocess.run([java, *again.java_options(), "-Xshare:on", "-version"], capture_output=True, text=True,
                             timeout=120)
     assert shared.returncode == 0 and "sharing" in shared.stderr
