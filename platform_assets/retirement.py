@@ -16,10 +16,11 @@ the deltas up to `landed_through - window`:
    materializations, check evaluations' events and executions, logs): every run's events in one
    connection, then each run's record, and on a SQLite instance its own event file
    (`_delete_runs`). The source's runs are those its delta job tags (`deltaport/datamart`: the
-   sensor's, `sync`'s, `rerun`'s, a UI launch of the job) and the runs of the UI's asset
+   sensor's, `sync`'s, `rerun`'s, a UI launch of the job), the runs of the UI's asset
    backfills of its assets (no deltaport tag: found by the backfill's id, kept to runs whose
    asset selection holds one of the source's assets; their deltas come from Dagster's partition
-   or range tags);
+   or range tags) and the UI's "Materialize" of one partition of its assets (found by the
+   partition tags of the deltas the pass retires);
    `wipe_asset_partitions` would have been the direct tool, but Dagster 1.13's SQL event log
    storages (SQLite, PostgreSQL) raise NotImplementedError for it;
 3. deletes the source's lag reports but the newest (platform_assets/lag_reports.py: runless
@@ -118,10 +119,13 @@ def of_source(run: dg.DagsterRun, source: str) -> bool:
     return any(key.path[0] == source for key in run.asset_selection or ())
 
 
-def source_backfills(instance: dg.DagsterInstance, source: str) -> list[str]:
-    """The ids of the finished backfills whose asset selection holds one of `source`'s assets:
-    a few, one per backfill a user launched from the UI."""
-    done = instance.get_backfills(filters=BulkActionsFilter(statuses=DONE_BACKFILLS))
+def source_backfills(instance: dg.DagsterInstance, source: str, *, limit: int = MAX_PER_PASS) -> list[str]:
+    """The ids of the finished backfills whose asset selection holds one of `source`'s assets,
+    among the newest `limit` finished ones: a backfill's record stays after its runs are retired,
+    and a pass reads a bounded number of them, not every backfill ever launched. A backfill's runs
+    would be left behind only if `limit` newer backfills finished before the window moved past
+    its deltas (500 backfills within a window of 2,000 deltas, a week at one every 5 minutes)."""
+    done = instance.get_backfills(filters=BulkActionsFilter(statuses=DONE_BACKFILLS), limit=limit)
     return [b.backfill_id for b in done if any(key.path[0] == source for key in b.asset_selection or ())]
 
 
@@ -137,24 +141,41 @@ def retire(instance: dg.DagsterInstance, source: str, marks: DeltaMarks, cutoff:
     for key in keys:
         instance.delete_dynamic_partition(name, key)
     failpoint("retire.partitions_deleted")
-    runs = _delete_runs(instance, _old_runs(instance, source, cutoff, max_per_pass))
+    through = int(keys[-1]) if more else cutoff
+    runs = _delete_runs(instance, _old_runs(instance, source, cutoff, max_per_pass,
+                                            _retired_keys(keys, marks.get(source).retired_through, through,
+                                                          max_per_pass)))
     reports = trim_lag_reports(instance, source)
     failpoint("retire.runs_deleted")
-    through = int(keys[-1]) if more else cutoff
     marks.retired(source, through)
     return Retired(through, len(keys), runs, not more, time.monotonic() - started, reports)
 
 
-def _old_runs(instance: dg.DagsterInstance, source: str, cutoff: int, limit: int) -> list[str]:
+def _retired_keys(deleted: list[str], before: int | None, through: int, limit: int) -> list[str]:
+    """The partition keys whose one-partition runs this pass looks for: the partitions it deleted,
+    and the deltas after the last pass's mark up to `through` (at most `limit`): a pass that died
+    after deleting the partitions left those runs for this one."""
+    since = [] if before is None else [partition_key(n) for n in range(before + 1, min(through, before + limit) + 1)]
+    return sorted(set(deleted) | set(since), key=int)
+
+
+def _old_runs(instance: dg.DagsterInstance, source: str, cutoff: int, limit: int,
+              keys: list[str] = ()) -> list[str]:
     """The ids of `source`'s finished runs whose deltas are all up to `cutoff`, looking at the
-    `limit` oldest of its delta job's and of its UI backfills' (a run still in flight, or one
-    whose tags name no delta, is kept)."""
+    `limit` oldest of its delta job's and of its UI backfills', and at the one-partition runs of
+    `keys` (the UI's "Materialize" of one partition: the implicit asset job, no deltaport or
+    backfill tag). A run still in flight, or one whose tags name no delta, is kept."""
     filters = [dg.RunsFilter(tags=datamart_tags(source), statuses=FINISHED)]
-    if backfills := source_backfills(instance, source):
+    if backfills := source_backfills(instance, source, limit=limit):
         filters.append(dg.RunsFilter(tags={BACKFILL_TAG: backfills}, statuses=FINISHED))
+    partition_filter = dg.RunsFilter(tags={PARTITION_TAG: list(keys)}, statuses=FINISHED) if keys else None
+    if partition_filter is not None:
+        filters.append(partition_filter)
     old: dict[str, None] = {}  # a job backfill's runs carry both tags: once
     for runs in filters:
         for run in instance.get_runs(filters=runs, limit=limit, ascending=True):
+            if runs is partition_filter and BACKFILL_TAG in run.tags:
+                continue  # a backfill's: looked at with its backfill, once that is done
             if of_source(run, source) and (d := deltas_of_run(run.tags)) is not None and max(d) <= cutoff:
                 old[run.run_id] = None
     return list(old)

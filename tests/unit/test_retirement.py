@@ -227,3 +227,43 @@ def test_a_pass_deletes_the_runs_of_ui_backfills_all_of_whose_deltas_are_retired
         # the retired deltas' materializations went with the runs; 3-5's run keeps 4 and 5's
         assert sorted(int(k) for k in instance.get_materialized_partitions(dg.AssetKey([SRC, "snapshot"]))) == \
             [2, 3, 4, 5]
+
+
+def test_a_pass_deletes_the_uis_one_partition_materializations_of_retired_deltas(tmp_path):
+    """The asset page's "Materialize" of one partition: a run of the implicit asset job with
+    Dagster's partition tag only (no deltaport tag, no backfill)."""
+    marks = DeltaMarks(tmp_path / "index.sqlite")
+    defs = dg.Definitions(assets=[snapshot, changelog, other_snapshot, other_changelog])
+    job = defs.resolve_implicit_global_asset_job_def()
+
+    def materialize(asset, n: int) -> str:
+        result = job.execute_in_process(instance=instance, partition_key=partition_key(n), asset_selection=[asset.key])
+        assert result.success and result.dagster_run.tags[retirement.PARTITION_TAG] == partition_key(n)
+        return result.run_id
+
+    with dg.DagsterInstance.ephemeral() as instance:
+        for n in range(6):
+            _land(instance, n, n)
+        instance.add_dynamic_partitions("other_deltas", [partition_key(n) for n in range(6)])
+        retired = [materialize(snapshot, 1), materialize(changelog, 3)]
+        kept = [materialize(snapshot, 4), materialize(other_snapshot, 2)]  # after the cutoff; another source's
+        done = retire(instance, SRC, marks, 3)
+        assert done.runs == 4 + len(retired)
+        held = {r.run_id for r in instance.get_runs()}
+        assert not held & set(retired) and set(kept) <= held
+
+        # a pass that died after deleting the partitions leaves the runs to the next one
+        again = materialize(snapshot, 5)
+        _land(instance, 6, 7)
+        instance.delete_dynamic_partition(PARTS.name, partition_key(5))
+        assert retire(instance, SRC, marks, 5).runs >= 1 and instance.get_run_by_id(again) is None
+
+
+def test_a_pass_reads_only_the_newest_finished_backfills():
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions(PARTS.name, [partition_key(0)])
+        for name in ("oldest", "older", "newest"):
+            _backfill(instance, name, snapshot, [partition_key(0)], BulkActionStatus.COMPLETED_SUCCESS)
+        _backfill(instance, "running", snapshot, [partition_key(0)], BulkActionStatus.REQUESTED)
+        assert retirement.source_backfills(instance, SRC, limit=2) == ["newest", "older"]
+        assert sorted(retirement.source_backfills(instance, SRC)) == ["newest", "older", "oldest"]
