@@ -26,12 +26,11 @@ Real broker, real Spark, real Iceberg, through `sync`.
 from __future__ import annotations
 
 import os
-import time
 
 import dagster as dg
 import pytest
 import yaml
-from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+from dagster._core.execution.backfill import BulkActionStatus
 
 from bench.fault_kills import publish_story
 from bench.fault_retirement import DELTAS as RETIREMENT_DELTAS, run_retirement_case
@@ -52,6 +51,7 @@ from resources.lake.read import rows_as_of
 from resources.state.cursors import SyncCursors
 from resources.state.delta_marks import DeltaMarks, Marks
 from resources.state.store import state_store
+from tests.support.backfills import add_ui_backfill
 
 pytestmark = pytest.mark.integration
 
@@ -76,11 +76,8 @@ def _ui_backfill(cfg, instance, delta: int) -> str:
     selection = [key for key in defs.resolve_asset_graph().get_all_asset_keys() if key.path[0] == DM]
     key = partition_key(delta)
     instance.add_dynamic_partitions(f"{DM}_deltas", [key])
-    backfill = PartitionBackfill.from_asset_partitions(
-        backfill_id="uiwindow", asset_graph=defs.resolve_asset_graph(), partition_names=[key],
-        asset_selection=selection, backfill_timestamp=time.time(), tags={}, dynamic_partitions_store=instance,
-        all_partitions=False, title=None, description=None, run_config=None)
-    instance.add_backfill(backfill.with_status(BulkActionStatus.REQUESTED))
+    backfill = add_ui_backfill(instance, defs.resolve_asset_graph(), "uiwindow", [key], selection,
+                               BulkActionStatus.REQUESTED)
     result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
         instance=instance, asset_selection=selection, partition_key=key, tags={BACKFILL_TAG: "uiwindow"})
     assert result.success

@@ -7,17 +7,16 @@ the tags Dagster gives them."""
 
 from __future__ import annotations
 
-import time
-
 import dagster as dg
 import pytest
-from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+from dagster._core.execution.backfill import BulkActionStatus
 
 from platform_assets import retirement
 from platform_assets.prostore.partitions import delta_partitions, partition_key
 from platform_assets.prostore.sensors import RANGE_END_TAG, RANGE_START_TAG, datamart_tags
 from platform_assets.retirement import deltas_of_run, partitions_to_delete, retire, retire_through
 from resources.state.delta_marks import DeltaMarks, Marks
+from tests.support.backfills import add_ui_backfill
 
 SRC = "src"
 PARTS = delta_partitions(SRC)
@@ -180,11 +179,7 @@ def check_runs(instance) -> set[str]:
 def _backfill(instance, backfill_id: str, asset, keys: list[str], status: BulkActionStatus) -> None:
     """The record the UI's backfill dialog adds for `keys` of `asset`, in `status`."""
     graph = dg.Definitions(assets=[snapshot, changelog, other_snapshot, other_changelog]).resolve_asset_graph()
-    record = PartitionBackfill.from_asset_partitions(
-        backfill_id=backfill_id, asset_graph=graph, partition_names=keys, asset_selection=[asset.key],
-        backfill_timestamp=time.time(), tags={}, dynamic_partitions_store=instance, all_partitions=False,
-        title=None, description=None, run_config=None)
-    instance.add_backfill(record.with_status(status))
+    add_ui_backfill(instance, graph, backfill_id, keys, [asset.key], status)
 
 
 def _backfill_run(instance, backfill_id: str, asset, first: int, last: int) -> str:
