@@ -1,5 +1,6 @@
 """What a start of the embedded Spark server costs, with its class archive (resources/class_archive.py)
-and without (`-Xshare:off`, the baseline), in turns in one process.
+and without (`-Xshare:off`, the baseline), in turns in one process; then the same for the
+embedded Kafka broker (`--broker-runs`: formatted, started until it answers, stopped).
 
 Each start: a new state folder, the server started (`bench_engine`, deltaport's settings), then
 its first Iceberg work (a table created, two rows inserted, a MERGE, a count), then the server
@@ -49,10 +50,43 @@ def one_start(conf: dict[str, str]) -> dict[str, float]:
             "cpu_s": round(cpu, 1)}
 
 
+def one_broker_start(options: tuple[str, ...]) -> dict[str, float]:
+    """An embedded Kafka broker formatted, started until it answers, and stopped: its seconds to
+    answering and the CPU seconds of its two JVMs (the storage tool's and the broker's)."""
+    import resource
+
+    from resources.kafka.broker import EmbeddedKafka
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    kafka = EmbeddedKafka(jvm_options=options).start()
+    up_s = kafka.start_seconds
+    kafka.stop()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return {"up_s": round(up_s, 2), "cpu_s": round(cpu, 2)}
+
+
+def broker_starts(runs: int) -> dict:
+    from resources.kafka.broker import EmbeddedKafka
+
+    shared, off = EmbeddedKafka.DEFAULT_JVM_OPTIONS, (*EmbeddedKafka.DEFAULT_JVM_OPTIONS, "-Xshare:off")
+    one_broker_start(shared)  # makes the archives when there are none
+    sides: dict[str, list[dict]] = {"shared": [], "off": []}
+    for _ in range(runs):
+        for side, options in (("shared", shared), ("off", off)):
+            sides[side].append(one_broker_start(options))
+    median = {side: {k: statistics.median(r[k] for r in rows) for k in ("up_s", "cpu_s")} for side, rows in sides.items()}
+    print(f"embedded Kafka broker start, medians of {runs}: answering after {median['shared']['up_s']} s with its "
+          f"class archives, {median['off']['up_s']} s without; CPU {median['shared']['cpu_s']} / "
+          f"{median['off']['cpu_s']} s ({median['shared']['cpu_s'] / median['off']['cpu_s']:.3f}x)", flush=True)
+    return {"sides": sides, "median": median}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3, help="starts per side, in turns")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-results" / "server_start.json")
+    ap.add_argument("--broker-runs", type=int, default=3, help="embedded Kafka broker starts per side (0: none)")
     args = ap.parse_args(argv)
     warm = one_start({})  # makes the archive if this identity has none yet (or maps it)
     print(f"first start with sharing (makes the archive when there is none): {warm}", flush=True)
@@ -66,6 +100,8 @@ def main(argv=None) -> int:
         for side in sides:
             res["median"].setdefault(side, {})[key] = statistics.median(r[key] for r in sides[side])
         res["ratio"][key] = round(res["median"]["shared"][key] / res["median"]["off"][key], 3)
+    if args.broker_runs:
+        res["broker"] = broker_starts(args.broker_runs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(res, indent=2))
     shared, off = res["median"]["shared"], res["median"]["off"]

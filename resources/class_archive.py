@@ -7,6 +7,9 @@ go in; the `-XX` option the JVM starts with comes out, and, once a JVM started w
 (`publish`). The archive lives in ``<cache>/class-archives/`` (``$DELTAPORT_CACHE_DIR``, default
 ``~/.cache/deltaport``; outside git), about 200 MB for the Spark Connect server.
 
+Who uses it: the embedded Spark Connect server (resources/spark/server.py, published by its
+keeper) and the embedded Kafka broker's two JVMs (resources/kafka/broker.py).
+
 Why: the embedded Spark server loads some 20,000 classes at start and on its first Iceberg work.
 Measured on 2 cores (2026-11-28): up in 4.7-5.1 s instead of 8.5-8.7 s, 6.8-7.2 CPU seconds
 instead of 12.6-12.9, its first table written and read 4.25 s later instead of 5.4-5.8 s
@@ -41,7 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ClassArchive", "class_archive", "publish"]
+__all__ = ["ClassArchive", "class_archive", "publish", "sharing_options"]
 
 FOLDER = "class-archives"
 _STALE_PART_SECONDS = 15 * 60  # a dump takes seconds: a .part this old was cut short
@@ -62,6 +65,11 @@ class ClassArchive:
 
     def to_json(self) -> dict[str, str]:
         return {"final": str(self.final), "part": str(self.part), "java": self.java}
+
+
+def sharing_options(archive: ClassArchive | None) -> list[str]:
+    """`archive`'s Java options, or none (no archive: the JVM starts without sharing)."""
+    return archive.java_options() if archive is not None else []
 
 
 def class_archive(name: str, identity: Sequence[str], *, java: str, cache: Path) -> ClassArchive:

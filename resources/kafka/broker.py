@@ -48,6 +48,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from resources.class_archive import ClassArchive, class_archive, publish, sharing_options
 from resources.errors import DeltaportError
 from resources.kafka.broker_security import BrokerSecurity, format_arguments, server_properties, write_tls
 from resources.maven import MARKER_NAME as MARKER_NAME  # re-exported: the jars folder's marker
@@ -216,6 +217,7 @@ class EmbeddedKafka:
         self._jvm_options = tuple(jvm_options) if jvm_options is not None else self.DEFAULT_JVM_OPTIONS
         self._proc: subprocess.Popen[bytes] | None = None
         self._command: list[str] = []
+        self._archive: ClassArchive | None = None  # the broker JVM's class archive
         self._data_dir: Path | None = None
         self._broker_port: int | None = None
         self._controller_port: int | None = None
@@ -373,6 +375,8 @@ class EmbeddedKafka:
         log4j_path.write_text(_LOG4J2_PROPERTIES.format(log_file=data / "logs" / "server.log"), encoding="utf-8")
 
         classpath = f"{jars}{os.sep}*"
+        storage_archive, self._archive = (self._class_archive(name, jars, java)
+                                          for name in ("kafka-storage-tool", "kafka-broker"))
         jvm = [
             java,
             *self._jvm_options,
@@ -388,7 +392,7 @@ class EmbeddedKafka:
         with open(data / "format.log", "wb") as out:
             try:
                 fmt = subprocess.run(
-                    [*jvm, "kafka.tools.StorageTool", "format",
+                    [*jvm, *sharing_options(storage_archive), "kafka.tools.StorageTool", "format",
                      "--cluster-id", self.cluster_id, "--config", str(props_path),
                      *([] if self._static_quorum else ["--standalone"]), *extra_format],
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -398,11 +402,13 @@ class EmbeddedKafka:
                 raise BrokerError(
                     f"formatting Kafka storage timed out after {self.start_timeout:.0f} s\n{self.log_tail()}"
                 ) from None
+        if storage_archive is not None:
+            publish(storage_archive, killed=fmt.returncode != 0)
         if fmt.returncode != 0:
             raise BrokerError(f"formatting Kafka storage failed (exit {fmt.returncode})\n{self.log_tail()}")
 
         # 2. Start the broker and wait until it answers a metadata request.
-        self._command = [*jvm, "kafka.Kafka", str(props_path)]
+        self._command = [*jvm, *sharing_options(self._archive), "kafka.Kafka", str(props_path)]
         self._launch(deadline)
 
     def _launch(self, deadline: float) -> None:
@@ -423,6 +429,18 @@ class EmbeddedKafka:
                 else None,
             )
         self._wait_ready(deadline)
+
+    def _class_archive(self, name: str, jars: Path, java: str) -> ClassArchive | None:
+        """The class archive of this JVM (`resources.class_archive`): one per Kafka jar set, JVM
+        options and JDK; None when the options speak of class-data sharing themselves."""
+        if any("Xshare" in o or "Archive" in o for o in self._jvm_options):
+            return None
+        try:
+            return class_archive(name, [*sorted(p.name for p in jars.glob("*.jar")), *self._jvm_options],
+                                 java=java, cache=cache_root())
+        except OSError as exc:  # an unwritable cache: start without sharing
+            _log.warning("the Kafka broker starts without a class archive: %s", exc)
+            return None
 
     def restart(self, *, crash: bool = True, down_seconds: float = 0.0) -> None:
         """Stop the broker and start it again on the same ports and storage: topics, messages and
@@ -528,6 +546,8 @@ class EmbeddedKafka:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 proc.wait(timeout=10)
+        if proc is not None and self._archive is not None:
+            publish(self._archive, killed=proc.returncode == -signal.SIGKILL)
         data, self._data_dir = self._data_dir, None
         if data is not None:
             if remove_data:
