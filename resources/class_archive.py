@@ -24,8 +24,9 @@ What it guarantees:
   after a SIGKILL, which can cut the dump short), and only when it is one (its magic) that a JVM
   maps (``java -XX:SharedArchiveFile=<part> -version`` exits 0: a truncated archive makes a JVM
   abort, not fall back); the rename is atomic. JVMs of that identity started after it map it.
-* Another identity (a new pyspark, another classpath, another JDK) gets an archive of its own:
-  never one made for other classes. A JVM that cannot use an archive (its classpath differs) runs
+* Another identity (a new pyspark, another classpath, jars reinstalled, another JDK:
+  `classpath_identity` names each jar's path, size and time, as the JVM checks them) gets an
+  archive of its own: never one made for other classes. A JVM that cannot use an archive (its classpath differs) runs
   without one, as the JVM decides (``-Xshare:auto``, the default).
 * Stale ``.part`` files (a JVM killed while it dumped) are removed by the next caller, and a
   publish keeps the newest `KEEP` archives of its name.
@@ -40,11 +41,11 @@ import os
 import subprocess
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ClassArchive", "class_archive", "publish", "sharing_options"]
+__all__ = ["ClassArchive", "class_archive", "classpath_identity", "publish", "sharing_options"]
 
 FOLDER = "class-archives"
 _STALE_PART_SECONDS = 15 * 60  # a dump takes seconds: a .part this old was cut short
@@ -65,6 +66,20 @@ class ClassArchive:
 
     def to_json(self) -> dict[str, str]:
         return {"final": str(self.final), "part": str(self.part), "java": self.java}
+
+
+def classpath_identity(entries: Iterable[str | Path]) -> list[str]:
+    """What a JVM checks of its classpath before it maps an archive: each entry's absolute path,
+    size and time (a reinstalled venv's jars are new files: a new archive, not one the JVM refuses)."""
+    out = []
+    for entry in entries:
+        path = Path(entry).absolute()
+        try:
+            stat = path.stat()
+            out.append(f"{path}:{stat.st_size}:{stat.st_mtime_ns}")
+        except OSError:
+            out.append(f"{path}:missing")
+    return out
 
 
 def sharing_options(archive: ClassArchive | None) -> list[str]:

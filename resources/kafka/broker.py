@@ -48,7 +48,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from resources.class_archive import ClassArchive, class_archive, publish, sharing_options
+from resources.class_archive import ClassArchive, class_archive, classpath_identity, publish, sharing_options
 from resources.errors import DeltaportError
 from resources.kafka.broker_security import BrokerSecurity, format_arguments, server_properties, write_tls
 from resources.maven import MARKER_NAME as MARKER_NAME  # re-exported: the jars folder's marker
@@ -436,7 +436,7 @@ class EmbeddedKafka:
         if any("Xshare" in o or "Archive" in o for o in self._jvm_options):
             return None
         try:
-            return class_archive(name, [*sorted(p.name for p in jars.glob("*.jar")), *self._jvm_options],
+            return class_archive(name, [*classpath_identity(sorted(jars.glob("*.jar"))), *self._jvm_options],
                                  java=java, cache=cache_root())
         except OSError as exc:  # an unwritable cache: start without sharing
             _log.warning("the Kafka broker starts without a class archive: %s", exc)

@@ -55,7 +55,7 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from resources.class_archive import ClassArchive, class_archive
+from resources.class_archive import ClassArchive, class_archive, classpath_identity
 from resources.errors import DeltaportError
 from resources.failpoints import failpoint
 from resources.net import free_port, serves
@@ -107,10 +107,10 @@ def server_class_archive(settings: Mapping[str, str]) -> ClassArchive | None:
     java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
     if not java or not Path(java).is_file():
         return None
-    jars = sorted(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    jars = sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    extra = [e for e in settings.get("spark.driver.extraClassPath", "").split(os.pathsep) if e]
     try:
-        return class_archive("spark-connect-server", [pyspark.__version__, *jars,
-                                                      settings.get("spark.driver.extraClassPath", "")],
+        return class_archive("spark-connect-server", [pyspark.__version__, *classpath_identity([*extra, *jars])],
                              java=java, cache=cache_root())
     except OSError as exc:  # an unwritable cache: start without sharing
         _log.warning("the Spark Connect server starts without a class archive: %s", exc)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from resources.class_archive import class_archive, publish
+from resources.class_archive import class_archive, classpath_identity, publish
 
 JAVA = shutil.which("java")
 
@@ -79,3 +79,23 @@ def test_stale_parts_are_removed_by_the_next_caller(tmp_path, java):
     os.utime(stale, (old, old))
     class_archive("srv", ["v1"], java=java, cache=tmp_path)
     assert not stale.exists() and fresh.exists()  # a JVM may still be writing the fresh one
+
+
+def test_jars_reinstalled_or_moved_make_another_identity(tmp_path, java):
+    """A JVM maps an archive only for the classpath it was made with (paths, sizes, times): a
+    venv installed again, or elsewhere, gets an archive of its own instead of one it refuses."""
+    jar = tmp_path / "a" / "x.jar"
+    jar.parent.mkdir()
+    jar.write_bytes(b"jar")
+
+    def final():
+        return class_archive("srv", classpath_identity([jar]), java=java, cache=tmp_path).final
+
+    first = final()
+    assert final() == first
+    os.utime(jar, (1_000_000, 1_000_000))  # reinstalled: a new file of the same name and size
+    assert final() != first
+    moved = tmp_path / "b" / "x.jar"
+    moved.parent.mkdir()
+    shutil.copy2(jar, moved)
+    assert class_archive("srv", classpath_identity([moved]), java=java, cache=tmp_path).final != final()
