@@ -29,13 +29,16 @@ install: $(STAMP)
 # file system for the embedded Spark server (two classes, compiled by the JDK's javac), Iceberg's REST
 # catalog server for the object-store tests (its launcher compiled by the JDK's javac), resolved
 # from Maven Central into ~/.cache/deltaport (or $DELTAPORT_CACHE_DIR; outside git); and gofakes3,
-# the on-disk S3 server of the store-restart test, built by `go install` into the same cache.
+# the on-disk S3 server of the store-restart test, built by `go install` into the same cache; then
+# the class archives of the embedded Spark server and Kafka broker (resources/warm_archives.py: about
+# 40 s once per venv, so that no server of `make demo` or `make test` makes its own at its stop).
 jars: install
 	$(PY) -c "from resources.kafka.broker import ensure_kafka_jars; print('kafka jars in', ensure_kafka_jars())"
 	$(PY) -c "from resources.spark.jars import ensure_iceberg_jars; print('iceberg jars in', ensure_iceberg_jars()[0].parent)"
 	$(PY) -c "from resources.spark.local_fs import local_fs_classes; print('local file system for Spark in', local_fs_classes())"
 	$(PY) -c "from resources.objstore.rest_jars import rest_catalog_classpath; print('iceberg REST catalog server in', rest_catalog_classpath()[1].parent)"
 	$(PY) -c "from resources.objstore.disk_s3_server import gofakes3_binary; print('on-disk S3 test server at', gofakes3_binary())"
+	$(PY) -m resources.warm_archives
 
 # Debian's chromium, for the UI test (headless screenshots of the Dagster UI).
 chromium:
