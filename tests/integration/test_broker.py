@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,6 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from resources.kafka import broker
 from resources.kafka.admin import KafkaAdminError, create_topic, delete_topic, topic_partitions, watermarks
 from resources.kafka.broker import BrokerError, EmbeddedKafka
-from resources.maven import cache_root
 
 pytestmark = pytest.mark.integration
 
@@ -198,35 +196,24 @@ def test_maven_failure_is_a_broker_error_with_maven_output(monkeypatch: pytest.M
 
 def test_a_restarted_broker_keeps_its_address_and_messages(tmp_path: Path) -> None:
     """`restart()` (the fault suite's broker restart): killed and started again on the same ports
-    and storage, the broker still holds what was written, and takes new messages. With JVM
-    options of its own (so class archives of its own: resources/class_archive.py), the storage
-    tool's archive is published once it formatted, the broker's only at its orderly stop (not by
-    the SIGKILL of the restart), and the next broker maps it."""
-    options = (*EmbeddedKafka.DEFAULT_JVM_OPTIONS, f"-Ddeltaport.test.archive={uuid.uuid4().hex}")
-    folder = cache_root() / "class-archives"
-    before = set(folder.glob("kafka-*.jsa"))
-    try:
-        with EmbeddedKafka(work_dir=tmp_path, jvm_options=options) as kafka:
-            archive = kafka._archive
-            assert archive is not None and f"-XX:ArchiveClassesAtExit={archive.part}" in _args(kafka._proc.pid)
-            assert [p.name.startswith("kafka-storage-tool-") for p in set(folder.glob("kafka-*.jsa")) - before] == [True]
-            address, topic = kafka.bootstrap_servers, "restarted"
-            create_topic(address, topic)
-            _produce(address, topic, [(None, b"k1", b"before")])
-            kafka.restart(crash=True)
-            assert kafka.bootstrap_servers == address
-            _produce(address, topic, [(None, b"k2", b"after")])
-            got = _consume_assigned(address, topic, [0], expected=2)
-            assert [(o, v) for _, o, _, v in got] == [(0, b"before"), (1, b"after")]
-            assert not archive.final.exists()
-        assert archive.final.is_file() and not archive.part.exists()
-        with EmbeddedKafka(work_dir=tmp_path, jvm_options=options) as again:
-            assert f"-XX:SharedArchiveFile={archive.final}" in _args(again._proc.pid)
-            assert str(archive.final) in Path(f"/proc/{again._proc.pid}/maps").read_text()
-            create_topic(again.bootstrap_servers, topic)
-    finally:  # this test's options' archives are of no use to anyone else
-        for path in set(folder.glob("kafka-*.jsa")) - before:
-            path.unlink(missing_ok=True)
+    and storage, the broker still holds what was written, and takes new messages. Its class
+    archive (resources/class_archive.py; `make jars` makes it) is mapped, or, when there is none
+    yet, dumped and published at its orderly stop."""
+    with EmbeddedKafka(work_dir=tmp_path) as kafka:
+        archive = kafka._archive
+        assert archive is not None
+        if archive.final.is_file():
+            assert f"-XX:SharedArchiveFile={archive.final}" in _args(kafka._proc.pid)
+            assert str(archive.final) in Path(f"/proc/{kafka._proc.pid}/maps").read_text()
+        address, topic = kafka.bootstrap_servers, "restarted"
+        create_topic(address, topic)
+        _produce(address, topic, [(None, b"k1", b"before")])
+        kafka.restart(crash=True)
+        assert kafka.bootstrap_servers == address
+        _produce(address, topic, [(None, b"k2", b"after")])
+        got = _consume_assigned(address, topic, [0], expected=2)
+        assert [(o, v) for _, o, _, v in got] == [(0, b"before"), (1, b"after")]
+    assert archive.final.is_file() and not archive.part.exists()
 
 
 def _args(pid: int) -> list[str]:
