@@ -31,7 +31,16 @@ from pathlib import Path
 
 from resources.errors import DeltaportError
 
-__all__ = ["compiled_classes", "compiled_jar", "javac"]
+__all__ = ["compiled_classes", "compiled_jar", "find_java", "javac"]
+
+
+def find_java() -> str | None:
+    """The ``java`` deltaport's JVMs run with, as spark-submit picks it: ``$JAVA_HOME/bin/java``
+    (read now), else the one on PATH; None when there is neither."""
+    home = os.environ.get("JAVA_HOME", "").strip()
+    if home and (Path(home) / "bin" / "java").is_file():
+        return str(Path(home) / "bin" / "java")
+    return shutil.which("java")
 
 
 def javac(error_cls: type[DeltaportError], what: str) -> str:

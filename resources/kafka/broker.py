@@ -50,6 +50,7 @@ from pathlib import Path
 
 from resources.class_archive import ClassArchive, class_archive, classpath_identity, publish, sharing_options
 from resources.errors import DeltaportError
+from resources.javac import find_java
 from resources.kafka.broker_security import BrokerSecurity, format_arguments, server_properties, write_tls
 from resources.maven import MARKER_NAME as MARKER_NAME  # re-exported: the jars folder's marker
 from resources.maven import cache_root, resolve_pom
@@ -117,10 +118,7 @@ def ensure_kafka_jars(cache_dir: Path | None = None, *, timeout: float = 900.0) 
 
 
 def _java() -> str:
-    home = os.environ.get("JAVA_HOME", "").strip()
-    if home and (Path(home) / "bin" / "java").is_file():
-        return str(Path(home) / "bin" / "java")
-    java = shutil.which("java")
+    java = find_java()
     if java is None:
         raise BrokerError("cannot start Kafka: no 'java' on PATH (and JAVA_HOME is not set); Kafka 4 needs Java 17+")
     return java

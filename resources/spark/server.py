@@ -55,7 +55,8 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from resources.class_archive import ClassArchive, class_archive, classpath_identity
+from resources.class_archive import ClassArchive, class_archive, classpath_identity, sharing_options
+from resources.javac import find_java
 from resources.errors import DeltaportError
 from resources.failpoints import failpoint
 from resources.net import free_port, serves
@@ -103,9 +104,8 @@ def server_class_archive(settings: Mapping[str, str]) -> ClassArchive | None:
 
     if any(o in settings.get("spark.driver.extraJavaOptions", "") for o in _SHARING_OPTIONS):
         return None
-    home = os.environ.get("JAVA_HOME", "").strip()  # as spark-submit picks it
-    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
-    if not java or not Path(java).is_file():
+    java = find_java()
+    if java is None:
         return None
     jars = sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar"))
     extra = [e for e in settings.get("spark.driver.extraClassPath", "").split(os.pathsep) if e]
@@ -277,7 +277,7 @@ class LocalSparkServer:
         archive = server_class_archive(settings)
         if archive is not None:
             settings["spark.driver.extraJavaOptions"] = " ".join(
-                [*archive.java_options(), settings.get("spark.driver.extraJavaOptions", "")]).strip()
+                [*sharing_options(archive), settings.get("spark.driver.extraJavaOptions", "")]).strip()
         command = [str(spark_submit()), "--class", CONNECT_SERVER_CLASS, "--name", "deltaport-spark"]
         for key, value in sorted(settings.items()):
             command += ["--conf", f"{key}={value}"]
