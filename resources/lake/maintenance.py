@@ -31,6 +31,9 @@ before and after, what was done, and the seconds it took (`TableMaintenance`). T
   through the table's FileIO (`prefix_listing`), since there is no folder to list. It only removes files older than
   `orphan_age_seconds`, 3 days by default, far beyond any write in flight.
 
+A pass reads what every table holds in one query first (`resources/lake/maintenance_states.py`)
+and then calls, per table, only what is due.
+
 Guarantees:
 - Each action is one Iceberg commit or none. A process killed in the middle leaves the table as
   it was, or compacted; the files such a kill leaves behind are orphans for the next
@@ -53,9 +56,10 @@ from resources.lake.prostore import LakeLayout
 from resources.lake.stream_keys import snapshot_tables
 from resources.lake.history_layout import compact, snapshot_of
 from resources.lake.maintenance_settings import MaintenanceSettings
+from resources.lake.maintenance_states import TableState, table_states
 from resources.lake.prostore_history import history_start
 from resources.spark.iceberg import _quote, _sql_str, delta_tag, table_exists
-from resources.spark.iceberg_reads import delta_tags, last_applied_deltas
+from resources.spark.iceberg_reads import last_applied_deltas
 
 
 @dataclass
@@ -103,8 +107,18 @@ def maintain_table(spark, ident: str, kind: str, settings: MaintenanceSettings) 
         return None
     started = time.monotonic()
     spark.catalog.refreshTable(ident)
-    data0, deletes0, bytes0 = file_stats(spark, ident)
+    state = table_states(spark, [ident], _timestamp(settings.expire_after_seconds))[ident]
+    return _maintain(spark, ident, kind, settings, state, time.monotonic() - started)
+
+
+def _maintain(spark, ident: str, kind: str, settings: MaintenanceSettings, state: TableState,
+              spent: float) -> TableMaintenance:
+    """Maintain one table known by `state` (read `spent` seconds ago for it): only what is due
+    costs a call (resources/lake/maintenance_states.py)."""
+    started = time.monotonic() - spent
+    data0, deletes0, bytes0 = state.files if state.files is not None else file_stats(spark, ident)
     out = TableMaintenance(ident, kind)
+    committed = False  # a commit of this pass leaves an older snapshot behind: expire after it
     if kind == "snapshot" and (deletes0 >= settings.delete_files_threshold
                                or data0 >= settings.data_files_threshold):
         failpoint("maintenance.compact")
@@ -114,24 +128,27 @@ def maintain_table(spark, ident: str, kind: str, settings: MaintenanceSettings) 
         # option remove-dangling-deletes of rewrite_data_files removed none of them.
         _call(spark, ident, "rewrite_position_delete_files", ", options => map('rewrite-all', 'true')")
         out.done.append("compacted")
+        committed = True
     if kind == "history" and data0 >= settings.data_files_threshold:
         last = last_applied_deltas(spark, [snapshot_of(ident)]).get(snapshot_of(ident))
         if last is not None:
             failpoint("maintenance.compact_history")
             if compact(spark, ident, last, sort_order=settings.history_sort_order):
                 out.done.append("compacted")
+                committed = True
+    dropped: list[int] = []
     if kind == "snapshot":
-        tags = delta_tags(spark, ident)
-        dropped = expire_tags(spark, ident, tags, settings.keep_tags)
-        out.tags = (len(tags), len(tags) - len(dropped))
+        dropped = expire_tags(spark, ident, state.tags, settings.keep_tags)
+        out.tags = (len(state.tags), len(state.tags) - len(dropped))
         if dropped:
             out.done.append(f"{len(dropped)} tags dropped")
-    # Both times are the session's (UTC) clock; retain_last keeps the current snapshot whatever its age.
-    expired = _call(spark, ident, "expire_snapshots",
-                    f", older_than => {_timestamp(settings.expire_after_seconds)}, retain_last => 1")
-    removed = sum(int(v or 0) for r in expired for k, v in r.asDict().items() if k.startswith("deleted_"))
-    if removed:
-        out.done.append(f"expired ({removed} files deleted)")
+    if committed or state.expirable(dropped):
+        # Both times are the session's (UTC) clock; retain_last keeps the current snapshot whatever its age.
+        expired = _call(spark, ident, "expire_snapshots",
+                        f", older_than => {_timestamp(settings.expire_after_seconds)}, retain_last => 1")
+        removed = sum(int(v or 0) for r in expired for k, v in r.asDict().items() if k.startswith("deleted_"))
+        if removed:
+            out.done.append(f"expired ({removed} files deleted)")
     if settings.orphans:
         # On object storage there is no folder to list through Hadoop's file system (and no
         # s3:// FileSystem on the server): the table's FileIO lists its location's key prefix.
@@ -140,8 +157,12 @@ def maintain_table(spark, ident: str, kind: str, settings: MaintenanceSettings) 
                         f", older_than => {_timestamp(settings.orphan_age_seconds)}{listing}")
         if orphans:
             out.done.append(f"{len(orphans)} orphan files removed")
-    spark.catalog.refreshTable(ident)
-    data1, deletes1, bytes1 = file_stats(spark, ident)
+    # Only a compaction changes the current snapshot's files (expiry, tags and orphans never do).
+    if committed:
+        spark.catalog.refreshTable(ident)
+        data1, deletes1, bytes1 = file_stats(spark, ident)
+    else:
+        data1, deletes1, bytes1 = data0, deletes0, bytes0
     out.data_files, out.delete_files, out.bytes = (data0, data1), (deletes0, deletes1), (bytes0, bytes1)
     out.seconds = time.monotonic() - started
     return out
@@ -158,8 +179,10 @@ def expire_tags(spark, ident: str, tags: dict[int, int], keep: int) -> list[int]
     """Drop the `delta_<N>` tags that the table's history makes needless: those of deltas from
     its `history_start` - 1 on, but the last `keep` ones (at least the newest, which records the
     table's last applied delta). Returns the deltas whose tags were dropped."""
+    if not tags or min(tags) > max(tags) - max(1, keep):
+        return []  # none old enough, whatever the history holds: no need to ask it
     start = history_start(spark, ident)
-    if start is None or not tags:
+    if start is None:
         return []
     newest = max(tags)
     dropped = sorted(n for n in tags if start - 1 <= n <= newest - max(1, keep))
@@ -179,13 +202,23 @@ _NAMESPACES = (("", "snapshot"), ("_increment", "increment"), ("_history", "hist
 
 
 def maintain_source(spark, catalog: str, source: str, settings: MaintenanceSettings) -> list[TableMaintenance]:
-    """Maintain every table of `source`, one after the other; what was found and done per table."""
-    layout, out = LakeLayout(catalog), []
+    """Maintain every table of `source`, one after the other; what was found and done per table.
+    What every table holds is read first, in one query (`table_states`); the seconds of that
+    read are shared out evenly among the tables."""
+    layout, tables = LakeLayout(catalog), []
     for suffix, kind in _NAMESPACES:
         namespace = f"{source}{suffix}"
         for table in snapshot_tables(spark, layout, namespace):  # SHOW TABLES IN <catalog>.<namespace>
-            done = maintain_table(spark, f"{catalog}.{namespace}.{table}", kind, settings)
-            if done is not None:
-                out.append(done)
-                failpoint("maintenance.table_done")
+            tables.append((f"{catalog}.{namespace}.{table}", kind))
+    if not tables:
+        return []
+    started = time.monotonic()
+    for ident, _ in tables:
+        spark.catalog.refreshTable(ident)  # another session's commits: this one's cache may predate them
+    states = table_states(spark, [ident for ident, _ in tables], _timestamp(settings.expire_after_seconds))
+    share = (time.monotonic() - started) / len(tables)
+    out = []
+    for ident, kind in tables:
+        out.append(_maintain(spark, ident, kind, settings, states[ident], share))
+        failpoint("maintenance.table_done")
     return out

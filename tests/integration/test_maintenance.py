@@ -7,6 +7,10 @@ and expiring anything older than now:
 - the increment and history tables keep one snapshot;
 - each maintenance is an observation on the snapshot asset.
 
+And a pass asks each table only for what is due (resources/lake/maintenance_states.py): it reads
+every table's files, tags and old snapshots in one query, with the `files` table's figures, and
+calls `expire_snapshots` only on a table that holds an old snapshot no ref names.
+
 Real broker, real Spark, real Iceberg, through `sync`.
 """
 
@@ -24,7 +28,8 @@ from resources.emulator.outgoing import BACKUP
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
-from resources.lake.maintenance import file_stats
+from resources.lake.maintenance import file_stats, maintain_source
+from resources.lake.maintenance_settings import MaintenanceSettings
 from resources.lake.prostore import LakeLayout
 from resources.lake.prostore_history import history_ident
 from resources.lake.read import rows_as_of
@@ -83,3 +88,52 @@ def test_maintenance_between_deltas_keeps_every_as_of_read_exact(spark_remote, k
         assert snapshots(ident) <= 4, f"{ident} kept {snapshots(ident)} snapshots"
         assert spark.sql(f"SELECT count(*) AS n FROM {ident} VERSION AS OF 'delta_{last}'").collect()[0]["n"] == \
             len(sc.truth[DM][last][table])
+
+
+class _Recording:
+    """The test's Spark session, keeping the SQL it is sent (to see which calls a pass made)."""
+
+    def __init__(self, spark):
+        self._spark, self.sent = spark, []
+
+    def sql(self, text, *args, **kwargs):
+        self.sent.append(text)
+        return self._spark.sql(text, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._spark, name)
+
+
+def test_a_pass_reads_every_table_at_once_and_expires_only_where_something_can_go(spark, lake_ns):
+    source = lake_ns.split(".", 1)[1]
+    snap, meta, empty = f"lake.{source}.a", f"lake.{source}_meta.m", f"lake.{source}_meta.empty"
+    for ident in (snap, meta, empty):
+        spark.sql(f"CREATE TABLE {ident} (id BIGINT, v STRING) USING iceberg TBLPROPERTIES ('format-version'='2')")
+    spark.sql(f"ALTER TABLE {snap} SET TBLPROPERTIES ('write.delete.mode'='merge-on-read')")
+    for n in range(2):
+        spark.sql(f"INSERT INTO {snap} SELECT /*+ REPARTITION(1) */ * FROM VALUES ({n}, 'x'), ({n + 10}, 'z') AS v(id, v)")
+        spark.sql(f"ALTER TABLE {snap} CREATE TAG `delta_{n}`")
+    for n in range(3):
+        spark.sql(f"INSERT INTO {meta} VALUES ({n}, 'y')")
+    spark.sql(f"DELETE FROM {snap} WHERE id = 0")  # a delete file
+
+    def snapshots(ident):
+        return spark.sql(f"SELECT count(*) AS n FROM {ident}.snapshots").collect()[0]["n"]
+
+    rec = _Recording(spark)
+    done = {t.ident: t for t in maintain_source(rec, "lake", source, MaintenanceSettings())}
+    assert set(done) == {snap, meta, empty}
+    for ident, t in done.items():
+        assert (t.data_files[0], t.delete_files[0], t.bytes[0]) == file_stats(spark, ident), ident
+    assert done[snap].delete_files == (1, 1) and done[snap].tags == (2, 2) and done[empty].data_files == (0, 0)
+    assert not [q for q in rec.sent if "expire_snapshots" in q]  # nothing an hour old
+    assert len([q for q in rec.sent if ".`files`" in q]) == 0  # the figures came from the one query
+
+    rec = _Recording(spark)
+    done = {t.ident: t for t in maintain_source(rec, "lake", source, MaintenanceSettings(expire_after_seconds=0))}
+    expired = [q for q in rec.sent if "expire_snapshots" in q]
+    # one call, the meta table's (its two older snapshots can go); `a`'s old ones are its tags' and
+    # the DELETE its head; the empty table has none
+    assert len(expired) == 1 and f"'{meta.split('.', 1)[1]}'" in expired[0], expired
+    assert snapshots(meta) == 1 and snapshots(snap) == 3
+    assert "expired" in " ".join(done[meta].done) and not done[snap].done
