@@ -74,7 +74,9 @@ dev: jars
 # DataWorks, Datastream; STREAM_BENCH_ARGS="--size 1000"), then a datamart through Dagster (sync
 # -> run -> assets; seconds and Iceberg commits per delta; DAGSTER_BENCH_ARGS="--rows 20000"), then
 # each change stream through Dagster the same way (DAGSTER_STREAM_BENCH_ARGS="--rows 20000"), then
-# what table maintenance buys an aged table (MAINTENANCE_BENCH_ARGS="--deltas 500"), then what keeping
+# what table maintenance buys an aged table (MAINTENANCE_BENCH_ARGS="--deltas 500"), then a maintenance
+# pass with nothing due on 12 and 48 tables against each table asked on its own
+# (MAINTENANCE_PASS_BENCH_ARGS="--tables 200"), then what keeping
 # history costs, a datamart's (HISTORY_BENCH_ARGS) and a Qlik stream's (STREAM_HISTORY_BENCH_ARGS="--format
 # dataworks"): history on against off, same traffic, one warm server; then a steady delta of 10k
 # changes on a table of 200k rows and of 20M (SIZE_BENCH_ARGS="--large 4000000"), a datamart's and a
@@ -100,6 +102,7 @@ bench: jars
 	$(PY) bench/dagster_bench.py $(DAGSTER_BENCH_ARGS)
 	$(PY) bench/dagster_stream_bench.py $(DAGSTER_STREAM_BENCH_ARGS)
 	$(PY) bench/maintenance_bench.py $(MAINTENANCE_BENCH_ARGS)
+	$(PY) bench/maintenance_pass_bench.py $(MAINTENANCE_PASS_BENCH_ARGS)
 	$(PY) bench/history_bench.py $(HISTORY_BENCH_ARGS)
 	$(PY) bench/stream_history_bench.py $(STREAM_HISTORY_BENCH_ARGS)
 	$(PY) bench/size_bench.py $(SIZE_BENCH_ARGS)
