@@ -45,7 +45,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ClassArchive", "class_archive", "classpath_identity", "publish", "sharing_options"]
+__all__ = ["ClassArchive", "class_archive", "classpath_identity", "mentions_sharing", "publish", "sharing_options"]
 
 FOLDER = "class-archives"
 _STALE_PART_SECONDS = 15 * 60  # a dump takes seconds: a .part this old was cut short
@@ -80,6 +80,15 @@ def classpath_identity(entries: Iterable[str | Path]) -> list[str]:
         except OSError:
             out.append(f"{path}:missing")
     return out
+
+
+# Java options by which a user takes class-data sharing into their own hands.
+_SHARING_OPTIONS = ("-Xshare", "SharedArchiveFile", "ArchiveClassesAtExit")
+
+
+def mentions_sharing(options: str) -> bool:
+    """Whether JVM `options` speak of class-data sharing themselves (then deltaport adds no archive)."""
+    return any(o in options for o in _SHARING_OPTIONS)
 
 
 def sharing_options(archive: ClassArchive | None) -> list[str]:

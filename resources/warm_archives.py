@@ -60,5 +60,6 @@ def warm() -> None:
     except Exception as exc:  # noqa: BLE001
         print(f"Kafka broker class archives not made: {exc}", flush=True)
 
+
 if __name__ == "__main__":
     warm()

@@ -48,7 +48,8 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from resources.class_archive import ClassArchive, class_archive, classpath_identity, publish, sharing_options
+from resources.class_archive import (ClassArchive, class_archive, classpath_identity, mentions_sharing, publish,
+                                     sharing_options)
 from resources.errors import DeltaportError
 from resources.javac import find_java
 from resources.kafka.broker_security import BrokerSecurity, format_arguments, server_properties, write_tls
@@ -431,7 +432,7 @@ class EmbeddedKafka:
     def _class_archive(self, name: str, jars: Path, java: str) -> ClassArchive | None:
         """The class archive of this JVM (`resources.class_archive`): one per Kafka jar set, JVM
         options and JDK; None when the options speak of class-data sharing themselves."""
-        if any("Xshare" in o or "Archive" in o for o in self._jvm_options):
+        if mentions_sharing(" ".join(self._jvm_options)):
             return None
         try:
             return class_archive(name, [*classpath_identity(sorted(jars.glob("*.jar"))), *self._jvm_options],

@@ -179,13 +179,15 @@ def expire_tags(spark, ident: str, tags: dict[int, int], keep: int) -> list[int]
     """Drop the `delta_<N>` tags that the table's history makes needless: those of deltas from
     its `history_start` - 1 on, but the last `keep` ones (at least the newest, which records the
     table's last applied delta). Returns the deltas whose tags were dropped."""
-    if not tags or min(tags) > max(tags) - max(1, keep):
+    if not tags:
+        return []
+    last_droppable = max(tags) - max(1, keep)
+    if min(tags) > last_droppable:
         return []  # none old enough, whatever the history holds: no need to ask it
     start = history_start(spark, ident)
     if start is None:
         return []
-    newest = max(tags)
-    dropped = sorted(n for n in tags if start - 1 <= n <= newest - max(1, keep))
+    dropped = sorted(n for n in tags if start - 1 <= n <= last_droppable)
     for n in dropped:  # one metadata commit each: at most the deltas since the last pass, once steady
         spark.sql(f"ALTER TABLE {_quote(ident)} DROP TAG IF EXISTS `{delta_tag(n)}`")
     return dropped

@@ -55,7 +55,7 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from resources.class_archive import ClassArchive, class_archive, classpath_identity, sharing_options
+from resources.class_archive import ClassArchive, class_archive, classpath_identity, mentions_sharing, sharing_options
 from resources.javac import find_java
 from resources.errors import DeltaportError
 from resources.failpoints import failpoint
@@ -89,10 +89,6 @@ def spark_submit() -> Path:
     return script
 
 
-# In the server's own Java options, these say the user decides its class-data sharing.
-_SHARING_OPTIONS = ("-Xshare", "SharedArchiveFile", "ArchiveClassesAtExit")
-
-
 def server_class_archive(settings: Mapping[str, str]) -> ClassArchive | None:
     """The class archive of a server started with `settings` (`resources.class_archive`): the
     same pyspark jars, driver classpath and JDK share one. None when the settings' own
@@ -102,7 +98,7 @@ def server_class_archive(settings: Mapping[str, str]) -> ClassArchive | None:
 
     from resources.maven import cache_root
 
-    if any(o in settings.get("spark.driver.extraJavaOptions", "") for o in _SHARING_OPTIONS):
+    if mentions_sharing(settings.get("spark.driver.extraJavaOptions", "")):
         return None
     java = find_java()
     if java is None:
