@@ -38,6 +38,7 @@ from dagster._core.storage import tags
 
 from bench.fault_kills import DM, KillRow, KillStory, case_folder, compare_with_truth
 from bench.fault_restarts import _stopped
+from platform_assets.prostore.sensors import RETRY_OF_TAG
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,11 +55,11 @@ DAEMON_CASES: dict[str, str] = {
 }
 
 
-def _deployment(folder: Path, env: dict, *, monitoring: dict | None = None) -> dict:
+def _deployment(folder: Path, env: dict, *, monitoring: dict | None = None, sensor: dict | None = None) -> dict:
     """The case folder as a deployment: workspace.yaml and a Dagster home with the project's
     dagster.yaml (SQLite storage in the home). `monitoring`: ``run_monitoring`` settings over the
-    project's (its poll and slot-freeing waits, which a test may shorten: the same path, sooner).
-    Returns the daemon's environment."""
+    project's (its poll and slot-freeing waits, which a test may shorten: the same path, sooner);
+    `sensor`: deltaport.yaml's sensor settings over the case's. Returns the daemon's environment."""
     (folder / "workspace.yaml").write_text(yaml.safe_dump({"load_from": [{"python_module": {
         "module_name": "platform_assets.definitions", "location_name": "deltaport"}}]}))
     import dagster as dg
@@ -77,7 +78,7 @@ def _deployment(folder: Path, env: dict, *, monitoring: dict | None = None) -> d
         pass
     config = folder / "deltaport.yaml"
     raw = yaml.safe_load(config.read_text())
-    raw["sensor"] = {**raw.get("sensor", {}), "interval_seconds": 1}
+    raw["sensor"] = {**raw.get("sensor", {}), "interval_seconds": 1, **(sensor or {})}
     config.write_text(yaml.safe_dump(raw))
     return {**env, "DAGSTER_HOME": str(home), "DELTAPORT_CONFIG": str(config)}
 
@@ -130,7 +131,10 @@ def watch(daemon: Daemon, *, landed, deadline: float, every: float, on_tick=lamb
 
 
 def run_daemon_case(bootstrap: str, remote: str, story: KillStory, case: str, work: Path,
-                    *, timeout: float = 600, monitoring: dict | None = None) -> KillRow:
+                    *, timeout: float = 600, monitoring: dict | None = None, retry_missed: bool = False) -> KillRow:
+    """`retry_missed`: Dagster's retry consumer misses the failure (as in the race in
+    docs/operating.md): it reads the event log once at the daemon's start and then sleeps, so the
+    sensor's own request (`sensor.retry_after_seconds`, here 3 s) is the only retry."""
     import dagster as dg
 
     from platform_assets.prostore.partitions import partition_key
@@ -138,7 +142,9 @@ def run_daemon_case(bootstrap: str, remote: str, story: KillStory, case: str, wo
     spec = DAEMON_CASES[case]
     row = KillRow(case, spec)
     folder, catalog, env = case_folder(work, case, bootstrap, story, remote)
-    env = _deployment(folder, env, monitoring=monitoring)
+    env = _deployment(folder, env, monitoring=monitoring, sensor={"retry_after_seconds": 3} if retry_missed else None)
+    if retry_missed:
+        env["DAGSTER_EVENT_LOG_CONSUMER_DAEMON_INTERVAL_SECONDS"] = "86400"
     fired = folder / "failpoint.fired"
     log = folder / "daemon.log"
     armed = {**env, "DELTAPORT_FAILPOINTS": spec, "DELTAPORT_FAILPOINTS_ONCE": str(fired)}
@@ -187,7 +193,8 @@ def run_daemon_case(bootstrap: str, remote: str, story: KillStory, case: str, wo
             row.left_by_kill = {
                 "runs": len(runs),
                 "failed_runs": sum(r.status == dg.DagsterRunStatus.FAILURE for r in runs),
-                "retries": sum(tags.PARENT_RUN_ID_TAG in r.tags for r in runs),
+                "retries": sum(_is_retry(r) for r in runs),
+                "sensor_retries": sum(RETRY_OF_TAG in r.tags for r in runs),
                 "unfinished_runs": sum(not r.is_finished for r in runs),
                 "why_failed": [_why(instance, r.run_id) for r in runs if r.status == dg.DagsterRunStatus.FAILURE],
             }
@@ -255,7 +262,7 @@ def _runs(instance) -> list[str]:
         logs = instance.all_logs(run.run_id)
         last = (logs[-1].message or str(logs[-1].dagster_event_type))[:160] if logs else "no event"
         said = {k: v for k, v in run.tags.items() if k in _RETRY_TAGS}
-        out.append(f"{run.run_id[:8]} {run.status.value}{' (retry)' if tags.PARENT_RUN_ID_TAG in run.tags else ''} "
+        out.append(f"{run.run_id[:8]} {run.status.value}{' (retry)' if _is_retry(run) else ''} "
                    f"{said}: {last}")
     # Where the daemon's run retries read the event log from: EventLogConsumerDaemon's cursors,
     # under Dagster's own keys (a rebuilt key once read "-RUN_FAILURE" for "-PIPELINE_FAILURE").
@@ -267,4 +274,10 @@ def _runs(instance) -> list[str]:
 
 # A failed run's tags that say whether and why it is (not) retried.
 _RETRY_TAGS = (tags.WILL_RETRY_TAG, tags.RUN_FAILURE_REASON_TAG, tags.AUTO_RETRY_RUN_ID_TAG, tags.RETRY_NUMBER_TAG,
-               tags.MAX_RETRIES_TAG)
+               tags.MAX_RETRIES_TAG, RETRY_OF_TAG)
+
+
+def _is_retry(run) -> bool:
+    """A retry of a failed run: Dagster's (a re-execution), or the sensor's when Dagster's never
+    came (platform_assets/prostore/sensors.py, `awaited_retry`)."""
+    return tags.PARENT_RUN_ID_TAG in run.tags or RETRY_OF_TAG in run.tags

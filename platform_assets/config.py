@@ -95,6 +95,11 @@ class SensorConfig:
     # 2,000 (a week of deltas every 5 minutes) keeps the UI's first view after a new delta flat
     # from 1,000 deltas on; 10,000 costs it 1.3-5.7x that (bench/partitions_ui_bench.py, docs/operating.md).
     partition_window: int = 2_000
+    # A run that failed and that Dagster said it would retry (dagster.yaml `run_retries`: a worker
+    # or host that died) holds its source's later deltas; if no retry has come this long after the
+    # failure (Dagster's retry consumer reads failures every 5 s, and can miss one), the sensor
+    # requests the failed run's deltas itself.
+    retry_after_seconds: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -193,9 +198,10 @@ class PlatformConfig:
 
 _LAKE_TYPES = ("hadoop", "rest", "jdbc", "hive")
 # 0 means "no lateness" / "seal at once" / "the snapshot ends at source delta 0" / "never idle" /
-# "expire anything older than now" / "a history partition per delta" / "keep every partition"
+# "expire anything older than now" / "a history partition per delta" / "keep every partition" /
+# "request a failed run's missing retry at once"
 _ZERO_ALLOWED = ("lateness_seconds", "idle_seconds", "last_delta", "idle_timeout_minutes", "expire_after_seconds",
-                 "orphan_age_seconds", "history_partition_deltas", "partition_window")
+                 "orphan_age_seconds", "history_partition_deltas", "partition_window", "retry_after_seconds")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")  # a source names Iceberg namespaces and Dagster assets
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import dagster as dg
@@ -55,14 +55,13 @@ from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
 
 from platform_assets.lag_reports import trim_lag_reports
 from platform_assets.prostore.partitions import delta_partitions, partition_key, run_deltas
-from platform_assets.prostore.sensors import RANGE_END_TAG, RANGE_START_TAG, datamart_tags
+from platform_assets.prostore.sensors import PARTITION_TAG, datamart_tags, deltas_of_run
 from resources.failpoints import failpoint
 from resources.state.delta_marks import DeltaMarks, Marks
 
 # Partitions deleted, and runs looked at, per pass: about 12 s a pass on a SQLite instance on 2
 # loaded cores (bench/partitions_bench.py: 9,000 deltas of a run each retired in 244 s, 20 passes).
 MAX_PER_PASS = 500
-PARTITION_TAG = "dagster/partition"  # Dagster's tag of a one-partition run
 BACKFILL_TAG = "dagster/backfill"  # Dagster's tag of a run a backfill launched: the backfill's id
 FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
 # A backfill still launching or canceling runs is left alone: its daemon iteration reads its runs.
@@ -98,15 +97,6 @@ def retire_through(marks: Marks, *, window: int, every: int, run_last: int) -> i
 def partitions_to_delete(keys: Iterable[str], cutoff: int, limit: int) -> list[str]:
     """The partition keys of deltas up to `cutoff`, oldest first, at most `limit`."""
     return sorted((k for k in keys if int(k) <= cutoff), key=int)[:limit]
-
-
-def deltas_of_run(tags: Mapping[str, str]) -> list[int] | None:
-    """The deltas a delta run covers, from its tags; None when the tags do not say."""
-    if RANGE_START_TAG in tags and RANGE_END_TAG in tags:
-        return list(range(int(tags[RANGE_START_TAG]), int(tags[RANGE_END_TAG]) + 1))
-    if PARTITION_TAG in tags:
-        return [int(tags[PARTITION_TAG])]
-    return None
 
 
 def of_source(run: dg.DagsterRun, source: str) -> bool:

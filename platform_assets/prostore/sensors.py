@@ -33,6 +33,8 @@ seen: no duplicate.
 
 
 import json
+import time
+from collections.abc import Mapping
 
 import dagster as dg
 
@@ -54,6 +56,7 @@ SNAPSHOT = "snapshot"  # the role of a bootstrap's snapshot topic in a tick's in
 MAX_DELTAS_PER_TICK = 200  # requested per tick, in range runs; the rest on the next tick
 # Dagster's tags of a partition-range run (what a backfill with a multi-run BackfillPolicy sets).
 RANGE_START_TAG, RANGE_END_TAG = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
+PARTITION_TAG = "dagster/partition"  # Dagster's tag of a one-partition run
 
 
 def datamart_tags(datamart: str) -> dict[str, str]:
@@ -245,7 +248,7 @@ def build_delta_sensor(*, datamart: DatamartConfig, job,
         lag = prostore_lag(datamart, index.get(), landed_through(marks, context.instance, datamart.name), utc_now())
         events, new_cursor = lag_events_if_changed(lag, settings.max_lag_seconds, before=cursor, after=new_cursor)
         return delta_runs(context, parts, datamart.name, due, waiting or "no new closed delta", new_cursor,
-                          settings.max_deltas_per_run, events)
+                          settings.max_deltas_per_run, events, retry_after_seconds=settings.retry_after_seconds)
 
     return delta_close_sensor
 
@@ -287,6 +290,15 @@ def range_request(source: str, first: int, last: int) -> dg.RunRequest:
                                RANGE_END_TAG: partition_key(last)})
 
 
+def deltas_of_run(tags: Mapping[str, str]) -> list[int] | None:
+    """The deltas a delta run covers, from its tags; None when the tags do not say."""
+    if RANGE_START_TAG in tags and RANGE_END_TAG in tags:
+        return list(range(int(tags[RANGE_START_TAG]), int(tags[RANGE_END_TAG]) + 1))
+    if PARTITION_TAG in tags:
+        return [int(tags[PARTITION_TAG])]
+    return None
+
+
 def request_deltas(request: dg.RunRequest) -> list[int]:
     """The deltas a run request (single or range) covers."""
     tags = request.tags or {}
@@ -311,9 +323,45 @@ def run_in_flight(instance: dg.DagsterInstance, source: str) -> dg.DagsterRun | 
     return runs[0] if runs else None
 
 
+# Dagster's run tags for its run retries (dagster.yaml `run_retries`).
+WILL_RETRY_TAG, AUTO_RETRY_RUN_ID_TAG, MAX_RETRIES_TAG = "dagster/will_retry", "dagster/auto_retry_run_id", "dagster/max_retries"
+RETRY_OF_TAG = "deltaport/retry_of"  # on a run the sensor requested in place of a retry that never came
+
+
+def awaited_retry(record: dg.RunRecord | None, now: float) -> tuple[dg.DagsterRun, float] | None:
+    """(the run, seconds since it ended) when `record`, a source's newest run, failed and Dagster
+    said it would retry it (`dagster/will_retry: true`) but has not launched the retry: a retry
+    is a newer run, and Dagster tags the failed run with its id. Only a run Dagster can retry
+    counts (one with a job origin: launched by the daemon or the UI, not `sync`'s in-process runs)."""
+    if record is None:
+        return None
+    run = record.dagster_run
+    if (run.status != dg.DagsterRunStatus.FAILURE or run.tags.get(WILL_RETRY_TAG) != "true"
+            or AUTO_RETRY_RUN_ID_TAG in run.tags or run.remote_job_origin is None or not deltas_of_run(run.tags)):
+        return None
+    ended = record.end_time or record.update_timestamp.timestamp()
+    return run, max(0.0, now - ended)
+
+
+def retry_request(instance: dg.DagsterInstance, source: str, failed: dg.DagsterRun) -> dg.RunRequest:
+    """The run of a failed run's deltas, in place of the retry Dagster did not launch. It counts
+    as one of the failed run's retries: it may be retried `max_retries` minus the retries its
+    run group has had, so a run that crashes again and again still stops."""
+    deltas = deltas_of_run(failed.tags)
+    request = range_request(source, deltas[0], deltas[-1])
+    max_retries = int(failed.tags.get(MAX_RETRIES_TAG, instance.run_retries_max_retries))
+    try:
+        _, group = instance.get_run_group(failed.run_id) or (None, [failed])
+    except dg.DagsterRunNotFoundError:  # its root run retired by the partition window
+        group = [failed]
+    return dg.RunRequest(partition_key=request.partition_key, run_key=f"{request.run_key}:retry-of-{failed.run_id}",
+                         tags={**request.tags, RETRY_OF_TAG: failed.run_id,
+                               MAX_RETRIES_TAG: str(max(0, max_retries - len(list(group))))})
+
+
 def delta_runs(context: dg.SensorEvaluationContext, parts: dg.DynamicPartitionsDefinition, source: str,
                due: list[int], waiting: str, cursor: dict, max_per_run: int,
-               asset_events: list | None = None) -> dg.SensorResult:
+               asset_events: list | None = None, retry_after_seconds: float = 60.0) -> dg.SensorResult:
     """The sensor's answer: the partitions (when new) and the runs of the due deltas, in order,
     at most `max_per_run` deltas per run; else the reason nothing is due. Shared by every
     source's sensor.
@@ -331,7 +379,25 @@ def delta_runs(context: dg.SensorEvaluationContext, parts: dg.DynamicPartitionsD
                    f"to end, to be requested together (up to {max_per_run} per run)")
         context.log.info(waiting)
         due, cursor = [], {**cursor, "next": due[0]}
-    runs = [range_request(source, first, last) for first, last in ranges(due, max_per_run)]
+    retry = None
+    if busy is None:
+        newest = context.instance.get_run_records(dg.RunsFilter(tags=datamart_tags(source)), limit=1)
+        awaited = awaited_retry(newest[0] if newest else None, time.time())
+        if awaited is not None:
+            # A later range must not go first: its snapshot would refuse to skip the failed run's
+            # deltas, a step failure, which run_retries do not retry.
+            run, waited = awaited
+            if waited < retry_after_seconds:
+                waiting = (f"{source}: run {run.run_id[:8]} failed {waited:.0f} s ago and Dagster will retry it "
+                           "(run_retries); later deltas wait for the retry")
+            else:
+                retry = retry_request(context.instance, source, run)
+                waiting = (f"{source}: run {run.run_id[:8]} failed {waited:.0f} s ago, Dagster said it would retry it "
+                           f"and has not: its deltas are requested again ({retry.run_key})")
+                context.log.warning(waiting)
+            if due:
+                due, cursor = [], {**cursor, "next": due[0]}
+    runs = [retry] if retry else [range_request(source, first, last) for first, last in ranges(due, max_per_run)]
     return dg.SensorResult(
         run_requests=runs,
         skip_reason=None if runs else waiting,

@@ -84,6 +84,6 @@ def build_seal_sensor(*, stream: StreamConfig, job, settings: SensorConfig) -> d
         lag = stream_lag(stream, ledger.get(), landed_through(marks, context.instance, stream.name), utc_now())
         events, new_cursor = lag_events_if_changed(lag, settings.max_lag_seconds, before=cursor, after=new_cursor)
         return delta_runs(context, parts, stream.name, due, waiting or "no new sealed delta", new_cursor,
-                          settings.max_deltas_per_run, events)
+                          settings.max_deltas_per_run, events, retry_after_seconds=settings.retry_after_seconds)
 
     return seal_sensor

@@ -1,5 +1,5 @@
 """Run workers killed under the Dagster daemon (bench/fault_daemon.py, `make faults`' daemon cases;
-`make test` runs the first), with the project's dagster.yaml (its run monitoring polled sooner: `MONITORING`): the daemon
+`make test` runs the two that kill a run), with the project's dagster.yaml (its run monitoring polled sooner: `MONITORING`): the daemon
 lands the whole story with no hand on it, the lake equal to the truth at every delta, nothing
 applied twice.
 
@@ -9,17 +9,14 @@ applied twice.
 - The daemon's whole process group SIGKILLed in the middle of a run (its host restarted): nobody
   is left to report the run; the new daemon's run monitoring asks deltaport's launcher, which
   finds the worker gone (before it, the run stayed STARTED and held its datamart for ever).
-  It failed twice inside `make test` while the case paused the worker (SIGSTOP) at a MERGE
-  thread's point, the main thread possibly inside one of Dagster's SQLite writes, whose lock the
-  stopped process held (docs/operating.md): the pause is now where the main thread has stored the
-  step's first materializations (`step.phase1_reported`). Back in `make test`, it passed in 5
-  fresh-clone runs and failed in the 6th (2026-11-28): the new daemon's run monitoring failed the
-  run (will_retry true) and its EventLogConsumerDaemon moved its RUN_FAILURE cursor past that
-  event (cursor 41 = the newest event id) without launching a retry and without the "Failed to
-  retry run" event Dagster writes when a retry fails: its `should_retry` skips a run with neither
-  the `will_retry` tag nor the FAILURE status, and the failure event is stored before those. A
-  Dagster race; `make faults` keeps the case, `make test` does not until
-  deltaport re-requests a failed run's deltas whose retry never came.
+  It lost its retry once in a fresh clone's `make test` (2026-11-28) to a Dagster race: the
+  new daemon's EventLogConsumerDaemon read the RUN_FAILURE event before the run's FAILURE status
+  and `will_retry` tag were stored (its `should_retry` skips such a run) and moved its cursor past
+  it, so no retry came. The sensor now holds a failed run's later deltas while Dagster's retry is
+  due, and requests the run's deltas itself when no retry has come `sensor.retry_after_seconds`
+  after the failure (`awaited_retry`; tests/unit/test_range_runs.py): the case is back in `make test`.
+  (Before that, it failed twice while the case paused the worker with SIGSTOP inside one of
+  Dagster's SQLite writes, holding the instance's lock: now it pauses at `step.phase1_reported`.)
 """
 
 from __future__ import annotations
@@ -46,9 +43,9 @@ WHO_FAILED = {
 MONITORING = {"poll_interval_seconds": 2, "free_slots_after_run_end_seconds": 1}
 
 
-# The cases `make test` runs: `make faults`' daemon case that kills a run under a live daemon (the
-# one that kills the daemon too lost its retry to a Dagster race once: module docstring).
-IN_MAKE_TEST = ["run-worker-killed-under-daemon"]
+# The cases `make test` runs: `make faults`' daemon cases that kill a run (the mid-tick one kills
+# the daemon while no run is in flight: `make faults` only).
+IN_MAKE_TEST = ["run-worker-killed-under-daemon", "daemon-killed-mid-run"]
 
 
 @pytest.mark.parametrize("case", IN_MAKE_TEST)
@@ -60,5 +57,22 @@ def test_a_run_worker_killed_under_the_daemon_is_retried_and_lands_everything(sp
     left = row.left_by_kill
     assert left["failed_runs"] == 1 and left["retries"] >= 1 and left["unfinished_runs"] == 0, left
     assert any(who in left["why_failed"][0] for who in WHO_FAILED[case]), left
+    assert (row.rows_lost, row.rows_duplicated, row.increment_rows_extra, row.increment_rows_missing) == (0, 0, 0, 0), row
+    assert row.deltas_applied_twice == 0 and row.untagged_deltas == 0 and not row.problems, row
+
+
+def test_a_killed_run_whose_retry_dagster_misses_is_requested_again_by_the_sensor(spark_remote, kafka_bootstrap,
+                                                                                  tmp_path):
+    """The race in the module docstring, made certain: Dagster's retry consumer reads the event
+    log once at the daemon's start and then sleeps, so it never sees the failure. The failed run
+    keeps `dagster/will_retry: true` with no retry; the sensor holds the later deltas, then
+    requests the failed run's deltas itself (`deltaport/retry_of`), and everything lands once."""
+    row = run_daemon_case(kafka_bootstrap, spark_remote, publish_story(kafka_bootstrap, seed=5, deltas=3),
+                          "run-worker-killed-under-daemon", tmp_path, timeout=300, monitoring=MONITORING,
+                          retry_missed=True)
+    assert row.killed and row.recovered, "\n".join(row.problems)
+    left = row.left_by_kill
+    assert left["failed_runs"] == 1 and left["retries"] == 1 and left["unfinished_runs"] == 0, left
+    assert left["sensor_retries"] == 1, left
     assert (row.rows_lost, row.rows_duplicated, row.increment_rows_extra, row.increment_rows_missing) == (0, 0, 0, 0), row
     assert row.deltas_applied_twice == 0 and row.untagged_deltas == 0 and not row.problems, row

@@ -7,6 +7,7 @@ import json
 
 import dagster as dg
 import pytest
+from dagster._core.remote_origin import RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
 
 from platform_assets.config import parse_config
 from platform_assets.definitions import build_definitions
@@ -64,10 +65,11 @@ def test_a_delta_job_runs_its_steps_in_the_run_process():
     assert {defs.resolve_job_def(f"{s}_delta_job").executor_def.name for s in ("dm", "q")} == {"in_process"}
 
 
-def _sensor_answer(instance: dg.DagsterInstance, due: list[int]) -> dg.SensorResult:
+def _sensor_answer(instance: dg.DagsterInstance, due: list[int], retry_after: float = 60.0) -> dg.SensorResult:
     parts = delta_partitions("sales")
     with dg.build_sensor_context(instance=instance) as ctx:
-        return delta_runs(ctx, parts, "sales", due, "no new closed delta", {"next": due[-1] + 1}, 5)
+        return delta_runs(ctx, parts, "sales", due, "no new closed delta", {"next": due[-1] + 1 if due else 5}, 5,
+                          retry_after_seconds=retry_after)
 
 
 def test_due_deltas_wait_while_a_run_of_their_source_is_in_flight_then_go_in_ranges():
@@ -87,6 +89,56 @@ def test_due_deltas_wait_while_a_run_of_their_source_is_in_flight_then_go_in_ran
         free = _sensor_answer(instance, [3, 4, 5, 6, 7, 8, 9])  # closed meanwhile: one range
         assert [r.run_key for r in free.run_requests] == ["sales:3-7", "sales:8-9"]
         assert json.loads(free.cursor) == {"next": 10}
+
+
+def _daemon_run(instance: dg.DagsterInstance, run_id: str, tags: dict) -> dg.DagsterRun:
+    """A started run of the source's job as the daemon launches it: with its job's origin, which
+    Dagster's run retries need (`sync`'s in-process runs have none)."""
+    origin = RemoteJobOrigin(RemoteRepositoryOrigin(RegisteredCodeLocationOrigin("deltaport"), "__repository__"),
+                             "sales_delta_job")
+    return instance.add_run(dg.DagsterRun(job_name="sales_delta_job", run_id=run_id, status=dg.DagsterRunStatus.STARTED,
+                                          tags=tags, remote_job_origin=origin))
+
+
+def test_a_failed_run_awaiting_its_retry_holds_later_deltas_and_is_requested_again_if_the_retry_never_comes():
+    """Dagster's retry consumer can miss a failure (it reads the event before the run's status and
+    `will_retry` tag are stored; docs/operating.md): the run stays FAILURE, `will_retry: true`, no
+    retry. Later deltas must not go first (their snapshot would refuse to skip the failed deltas)."""
+    with dg.instance_for_test(overrides={"run_retries": {"enabled": True, "max_retries": 2}}) as instance:
+        failed = _daemon_run(instance, "c" * 36, range_request("sales", 3, 4).tags)
+        instance.report_run_failed(failed, message="the run worker is gone")  # Dagster tags it will_retry
+        assert instance.get_run_by_id(failed.run_id).tags["dagster/will_retry"] == "true"
+
+        held = _sensor_answer(instance, [5, 6], retry_after=3600)
+        assert held.run_requests == [] and json.loads(held.cursor) == {"next": 5}
+        assert "run cccccccc failed 0 s ago and Dagster will retry it" in held.skip_reason.skip_message
+
+        again = _sensor_answer(instance, [5, 6], retry_after=0)  # no retry came in time
+        (retry,) = again.run_requests
+        assert retry.run_key == f"sales:3-4:retry-of-{failed.run_id}" and request_deltas(retry) == [3, 4]
+        assert retry.tags["deltaport/retry_of"] == failed.run_id and retry.tags["deltaport/datamart"] == "sales"
+        assert retry.tags["dagster/max_retries"] == "1"  # it is the failed run's first retry of 2
+        assert retry.tags["dagster/priority"] == "-3" and json.loads(again.cursor) == {"next": 5}
+        assert _sensor_answer(instance, [], retry_after=0).run_requests == [retry]  # nothing new due: still asked
+
+        instance.add_run_tags(failed.run_id, {"dagster/auto_retry_run_id": "d" * 36})  # Dagster's retry came
+        assert [r.run_key for r in _sensor_answer(instance, [5, 6], retry_after=0).run_requests] == ["sales:5-6"]
+
+
+@pytest.mark.parametrize("case", ["step failure", "sync run", "retries used up"])
+def test_a_failed_run_dagster_will_not_retry_holds_nothing(case):
+    with dg.instance_for_test(overrides={"run_retries": {"enabled": True, "max_retries": 2}}) as instance:
+        tags = range_request("sales", 3, 3).tags
+        if case == "sync run":  # in process: no job origin; `sync` lands its deltas again itself
+            run = instance.add_run(dg.DagsterRun(job_name="sales_delta_job", run_id="e" * 36,
+                                                 status=dg.DagsterRunStatus.STARTED, tags=tags))
+        else:
+            run = _daemon_run(instance, "e" * 36, {**tags, "dagster/max_retries": "0"} if case == "retries used up" else tags)
+        instance.report_run_failed(run, message="failed")
+        if case == "step failure":
+            instance.add_run_tags(run.run_id, {"dagster/will_retry": "false"})
+        answer = _sensor_answer(instance, [4], retry_after=0)
+        assert [r.run_key for r in answer.run_requests] == ["sales:4"]
 
 
 def test_the_sensor_asks_for_the_due_deltas_partitions_not_every_partition(monkeypatch):
