@@ -131,20 +131,6 @@ def snapshot_checks(spark, layout: LakeLayout, dm: str, n: int, history=None, *,
                                         metadata={"duplicated_keys": duplicated, "named_keys": named, **scope})]
 
 
-def key_check_not_due(key: dg.AssetKey | None, applied: Sequence, next_due: int | None, *,
-                      check_name: str = PK_UNIQUE) -> dg.AssetCheckResult:
-    """The key check of a run that does not scan (`KeyCheckPlan`; `check_name`: a datamart's
-    primary_key_unique, or a change stream's key_unique): it passes on what the run's MERGEs
-    guarantee, and says so. Each MERGE's source held each key once (checked in the MERGE's own
-    job, which fails before its commit otherwise; a change stream's fold leaves one row per
-    key), and such a MERGE onto a table whose keys are unique leaves them unique; the scans of
-    the runs at every K-th delta and of maintenance check that premise."""
-    return dg.AssetCheckResult(asset_key=key, check_name=check_name, passed=True, metadata={
-        "keys_checked": "the run's changes only: each key once per MERGE (in the MERGE's own job)",
-        "tables_merged": sorted({a.table for a in applied if a.upserts or a.deletes}),
-        "next_scan_at_delta": next_due if next_due is not None else -1})
-
-
 def _duplicates_text(dm: str, duplicated: dict[str, int], named: dict[str, list[str]]) -> str:
     """One line per table holding a key twice: its name, how many keys, and the first of them."""
     return "; ".join(f"{dm}.{t}: {c} key(s) held by more than one row, e.g. ({'), ('.join(named.get(t, []))})"

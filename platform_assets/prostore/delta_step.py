@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 import dagster as dg
 
 from platform_assets.history_asset import history_reported, refuse_history_alone
+from platform_assets.key_check_skipped import key_check_not_due
 from platform_assets.prostore import checks
 from platform_assets.prostore.early_history import early_history_tables, write_early_history
 from platform_assets.prostore.partitions import delta_span
@@ -325,7 +326,7 @@ def _apply_snapshot(session, layout: LakeLayout, datamart: str, target: int, inp
                               history_written=history_written, rows=inputs.rows)
     if key_check.deltas is None and not key_check.every_key:  # not due: the rows as the commits count them
         return applied, _summary_rows(layout, datamart, target, inputs, applied), [
-            checks.key_check_not_due(key, applied, key_check.next_due)]
+            key_check_not_due(key, applied, key_check.next_due, check_name=checks.PK_UNIQUE)]
     # A range of deltas may take several commits per table (a column change splits it): the check
     # looks at the keys of every delta the plan names, not only those of the target's commit.
     counts, results = checks.snapshot_checks(session, layout, datamart, target, history=inputs.history, key=key,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from platform_assets.history_asset import history_reported, refuse_history_alone
-from platform_assets.prostore.checks import key_check_not_due
+from platform_assets.key_check_skipped import key_check_not_due
 from platform_assets.prostore.partitions import delta_span
 from platform_assets.step_outcomes import ChangelogNotLandedError, Outcome, step_failure, timed
 from platform_assets.streams import checks

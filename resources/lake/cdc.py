@@ -509,9 +509,10 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
     `tombstones`: {snapshot ident: its tombstones}, read with `progress` (`writer_progress`);
     a table not in it has its tombstones counted when a MERGE needs them (`_apply`).
     `keep_history`: each table's history table gets the versions its deltas close."""
-    if progress is None:  # one query
-        tombstones = {}
-        progress = writer_progress(spark, [layout.snapshot(source, t) for t in sorted(tables)], tombstones=tombstones)
+    if progress is None:  # one query, which reads the tombstones too (those given win)
+        read: dict[str, int] = {}
+        progress = writer_progress(spark, [layout.snapshot(source, t) for t in sorted(tables)], tombstones=read)
+        tombstones = {**read, **(tombstones or {})}
     # Every table goes on from its last applied delta: the manifest from the lowest of those on
     # is all this needs, unless a table has no snapshot yet (it starts at its first landed change).
     known = [progress.get(layout.snapshot(source, t)) for t in tables]

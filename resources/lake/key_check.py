@@ -54,9 +54,19 @@ class KeyCheckPlan:
         deltas = key_check_deltas(run, every)
         if deltas is None and asked:
             deltas = list(run)
-        every = max(1, int(every))
         return cls(None if every_key or deltas is None else tuple(deltas), every_key,
-                   -(-(max(run) + 1) // every) * every if run else None)
+                   _multiple_from(max(run) + 1, every) if run else None)
+
+
+def _period(every: int) -> int:
+    """`lake.key_check_every_deltas` as a period of deltas: below 1 is 1 (a check in every run)."""
+    return max(1, int(every))
+
+
+def _multiple_from(delta: int, every: int) -> int:
+    """The lowest multiple of the period `every` at or after `delta`."""
+    every = _period(every)
+    return -(-delta // every) * every
 
 
 def key_check_deltas(run: Sequence[int], every: int) -> list[int] | None:
@@ -71,9 +81,9 @@ def key_check_deltas(run: Sequence[int], every: int) -> list[int] | None:
     before its check and lands again later (it checks again)."""
     if not run:
         return None
-    every = max(1, int(every))
+    every = _period(every)
     first, last = min(run), max(run)
-    multiple = -(-first // every) * every  # the lowest multiple >= first
+    multiple = _multiple_from(first, every)
     if multiple > last:
         return None
     return list(range(max(0, multiple - every), last + 1))
