@@ -126,6 +126,7 @@ def _once(sc, streams: list[DemoStream], bootstrap: str, paths: dict[str, Path],
     from platform_assets.sync import sync
     from resources.lake.prostore import LakeLayout
     from resources.lake.read import rows_as_of
+    from resources.lake.side_by_side import side_by_side
 
     publish(sc.messages, bootstrap, TOPICS)
     print(f"emulated {len(sc.messages)} messages: deltas 0..{sc.config.deltas - 1} of "
@@ -142,17 +143,19 @@ def _once(sc, streams: list[DemoStream], bootstrap: str, paths: dict[str, Path],
     landed = set(result.landed())
     print(f"\n{'datamart':10} {'delta':>5} {'table':14} {'lake rows':>9} {'truth rows':>10}  equal")
     all_equal = True
-    for dm, deltas in sc.truth.items():
-        for n, state in sorted(deltas.items()):
-            for table, rows in sorted(state.items()):
-                if (dm, n) in landed:
-                    got = rows_as_of(spark, layout, dm, table, n)
-                    want = sorted(rows.values(), key=lambda r: tuple(r[k] for k in sc.databases[dm].tables[table].primary_key))
-                    equal, count = got == want, str(len(got))
-                else:
-                    equal, count = False, "-"
-                all_equal &= equal
-                print(f"{dm:10} {n:>5} {table:14} {count:>9} {len(rows):>10}  {'yes' if equal else 'NO'}")
+    wanted = [(dm, n, table, rows) for dm, deltas in sc.truth.items() for n, state in sorted(deltas.items())
+              for table, rows in sorted(state.items())]
+    # Read side by side: each read is a few small Spark queries that mostly wait on the server.
+    lake_rows = side_by_side(lambda dm, n, table: rows_as_of(spark, layout, dm, table, n) if (dm, n) in landed else None,
+                             [(dm, n, table) for dm, n, table, _ in wanted])
+    for (dm, n, table, rows), got in zip(wanted, lake_rows):
+        if got is not None:
+            want = sorted(rows.values(), key=lambda r: tuple(r[k] for k in sc.databases[dm].tables[table].primary_key))
+            equal, count = got == want, str(len(got))
+        else:
+            equal, count = False, "-"
+        all_equal &= equal
+        print(f"{dm:10} {n:>5} {table:14} {count:>9} {len(rows):>10}  {'yes' if equal else 'NO'}")
     print(f"\n{'source':16} {'delta':>5} {'table':18} {'lake rows':>9} {'truth rows':>10}  equal")
     ledger = ledger_resource(cfg).get()
     streams_equal, compared, stream_deltas = compare(streams, spark, layout, bootstrap, ledger, landed)

@@ -51,6 +51,7 @@ def compare(streams: list[DemoStream], spark, layout, bootstrap: str, ledger, la
     from resources.emulator.stream_oracle import same_rows, truth_after
     from resources.errors import DecodeError
     from resources.lake.cdc import cdc_recorded_deltas, cdc_rows_as_of
+    from resources.lake.side_by_side import side_by_side
     from resources.changestream.sealing import read_delta
     from resources.spark.iceberg import table_exists
 
@@ -61,23 +62,28 @@ def compare(streams: list[DemoStream], spark, layout, bootstrap: str, ledger, la
         if not deltas:
             echo(f"{s.name:16} no delta landed")
             all_equal = False
+        lines: list = []  # (delta, table, truth rows), or (delta, None, None): truth undefined
         for d in deltas:
             total += 1
             records += [r for _, rs in read_delta(bootstrap, ledger, s.name, d.delta_num, s.format)
                         if not isinstance(rs, DecodeError) for r in rs]
             truth = truth_after(s.format, s.story, records, d.watermark_us)
-            if truth is None:
-                echo(f"{s.name:16} {d.delta_num:>5} {'(truth undefined here: ' + _why(s.format) + ')'}")
+            compared += truth is not None
+            lines += [(d.delta_num, None, None)] if truth is None else [(d.delta_num, t, rows) for t, rows in sorted(truth.items())]
+        recorded = {}  # {table: the deltas its snapshot records}; none of its changes landed yet: no table
+        for table in sorted({t for _, t, _ in lines if t is not None}):
+            ident = layout.snapshot(s.name, table)
+            recorded[table] = set(cdc_recorded_deltas(spark, ident)) if table_exists(spark, ident) else set()
+        # Read side by side: each read is a few small Spark queries that mostly wait on the server.
+        got = side_by_side(lambda n, t: cdc_rows_as_of(spark, layout, s.name, t, n) if t and n in recorded[t] else [],
+                           [(n, t) for n, t, _ in lines])
+        for (n, table, rows), lake in zip(lines, got):
+            if table is None:
+                echo(f"{s.name:16} {n:>5} {'(truth undefined here: ' + _why(s.format) + ')'}")
                 continue
-            compared += 1
-            for table, rows in sorted(truth.items()):
-                ident = layout.snapshot(s.name, table)  # none of its changes landed by d: no table or record
-                recorded = table_exists(spark, ident) and d.delta_num in cdc_recorded_deltas(spark, ident)
-                got = cdc_rows_as_of(spark, layout, s.name, table, d.delta_num) if recorded else []
-                equal = same_rows(got, rows)
-                all_equal &= equal
-                echo(f"{s.name:16} {d.delta_num:>5} {table:18} {len(got):>9} {len(rows):>10}  "
-                     f"{'yes' if equal else 'NO'}")
+            equal = same_rows(lake, rows)
+            all_equal &= equal
+            echo(f"{s.name:16} {n:>5} {table:18} {len(lake):>9} {len(rows):>10}  {'yes' if equal else 'NO'}")
     return all_equal, compared, total
 
 
