@@ -4,6 +4,7 @@ run in one process each."""
 from __future__ import annotations
 
 import json
+import re
 
 import dagster as dg
 import pytest
@@ -111,7 +112,7 @@ def test_a_failed_run_awaiting_its_retry_holds_later_deltas_and_is_requested_aga
 
         held = _sensor_answer(instance, [5, 6], retry_after=3600)
         assert held.run_requests == [] and json.loads(held.cursor) == {"next": 5}
-        assert "run cccccccc failed 0 s ago and Dagster will retry it" in held.skip_reason.skip_message
+        assert re.search(r"run cccccccc failed \d+ s ago and Dagster will retry it", held.skip_reason.skip_message)
 
         again = _sensor_answer(instance, [5, 6], retry_after=0)  # no retry came in time
         (retry,) = again.run_requests
