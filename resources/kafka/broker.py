@@ -8,9 +8,8 @@ What this module guarantees:
   the environment is read at call time, never at import time. Resolution is
   `resources.maven.resolve_pom`: a marker file, written only after Maven succeeded, makes later
   calls instant; concurrent first calls are serialised by a file lock.
-* `EmbeddedKafka` listens on 127.0.0.1 only, on free ports picked at start, keeps its data and
-  logs in a fresh temporary folder, and writes the broker's log (and the JVM's stdout/stderr)
-  to files in that folder, never to the parent's terminal.
+* `EmbeddedKafka` listens on 127.0.0.1 only, on free ports picked at start, and keeps its data
+  and logs (the JVM's output too) in a fresh temporary folder, never on the parent's terminal.
 * ``start()`` returns only once the broker answers a metadata request, or raises `BrokerError`
   (start timeout, early exit, failed storage format) whose message carries the tail of the
   broker's logs. ``stop()`` is idempotent: SIGTERM, SIGKILL after a grace period, then the data
@@ -20,8 +19,7 @@ What this module guarantees:
 * ``restart()`` kills (or stops) the JVM and starts it again on the same ports and storage:
   what was written stays, clients reconnect to the same address (the fault suite uses it).
 * With ``security=BrokerSecurity(...)`` the client listener is SASL_SSL (SCRAM-SHA-512, a
-  self-signed certificate for 127.0.0.1) with ACLs (`broker_security`); `client_config(user)`
-  gives a client's settings.
+  self-signed certificate for 127.0.0.1) with ACLs (`broker_security`); see `client_config(user)`.
 * Topics are never auto-created (``auto.create.topics.enable=false``); every internal topic has
   replication factor 1, so consumer groups and transactions work on the single node.
 
@@ -225,6 +223,11 @@ class EmbeddedKafka:
         self.start_seconds: float | None = None  # how long the last start() took
 
     # -- public --------------------------------------------------------------------------
+
+    @property
+    def class_archive(self) -> ClassArchive | None:
+        """The broker JVM's class archive (`resources.class_archive`), known once started."""
+        return self._archive
 
     @property
     def bootstrap_servers(self) -> str:

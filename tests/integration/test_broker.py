@@ -200,7 +200,7 @@ def test_a_restarted_broker_keeps_its_address_and_messages(tmp_path: Path) -> No
     archive (resources/class_archive.py; `make jars` makes it) is mapped, or, when there is none
     yet, dumped and published at its orderly stop."""
     with EmbeddedKafka(work_dir=tmp_path) as kafka:
-        archive = kafka._archive
+        archive = kafka.class_archive
         assert archive is not None
         if archive.final.is_file():
             assert f"-XX:SharedArchiveFile={archive.final}" in _args(kafka._proc.pid)
