@@ -68,7 +68,7 @@ def demo_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> DemoO
 LONGEST_FIRST = (
     "integration/test_multi_host.py", "integration/test_partition_window.py", "integration/test_cdc_lake.py",
     "integration/test_streams_e2e.py", "integration/test_objstore_platform.py", "ui/test_ui.py",
-    "integration/test_export_roundtrip.py", "integration/test_spark_server.py", "integration/test_objstore_lake.py",
+    "integration/test_daemon_faults.py", "integration/test_export_roundtrip.py", "integration/test_spark_server.py", "integration/test_objstore_lake.py",
     "integration/test_history_forms.py", "integration/test_platform.py", "integration/test_read_cli.py",
     "integration/test_delta_step.py", "integration/test_stream_history.py", "integration/test_clean_logs.py",
     "integration/test_bad_chunks.py", "integration/test_history_layout.py", "integration/test_sql_corpus.py",
