@@ -207,8 +207,13 @@ def delta_planner(args, n_rows: int):
 
 
 def table_layout(args) -> dict[str, str]:
-    """Table properties of `--row-group-mb` (Parquet row groups of that size; 0: the project's default)."""
-    return {"write.parquet.row-group-size-bytes": str(args.row_group_mb << 20)} if args.row_group_mb else {}
+    """Table properties of `--row-group-mb` (Parquet row groups of that size; 0: the project's default)
+    and `--bloom-key` (a Parquet bloom filter on the key column, which Iceberg's reader consults for
+    an IN list of at most 200 keys)."""
+    out = {"write.parquet.row-group-size-bytes": str(args.row_group_mb << 20)} if args.row_group_mb else {}
+    if args.bloom_key:
+        out["write.parquet.bloom-filter-enabled.column.id"] = "true"  # the key of traffic.sales_schema
+    return out
 
 
 def key_scan_s(spark, ident: str, repeat: int = 3) -> float:
@@ -248,6 +253,8 @@ def add_size_args(ap, out_name: str) -> None:
     ap.add_argument("--large", type=int, default=20_000_000, help="rows of the large table")
     ap.add_argument("--changes", type=int, default=10_000, help="changes per steady delta")
     ap.add_argument("--deltas", type=int, default=3, help="steady deltas per size (the first warms up)")
+    ap.add_argument("--bloom-key", action="store_true",
+                    help="a Parquet bloom filter on the snapshot table's key column")
     ap.add_argument("--row-group-mb", type=int, default=0,
                     help="Parquet row groups of this many MB in the snapshot table (default: the project's, 8 MB; Iceberg's is 128)")
     ap.add_argument("--shape", choices=("random", "locality"), default="random",
