@@ -370,7 +370,11 @@ def delta_runs(context: dg.SensorEvaluationContext, parts: dg.DynamicPartitionsD
     at the first of them): a source runs one run at a time, so a run requested now would only
     queue; requested when the run in flight ends, everything that closed meanwhile goes in one
     range run. Deltas closing faster than a run lands them so become few large runs (fixed cost
-    per run, not per delta) instead of a queue of one-delta runs."""
+    per run, not per delta) instead of a queue of one-delta runs.
+
+    Likewise while the source's newest run failed and awaits the retry Dagster said it would
+    launch (`awaited_retry`); if none has come `retry_after_seconds` after the failure, the
+    answer is that retry (`retry_request`), once, and the due deltas wait for it."""
     # Asked per due delta, not by listing every partition: a lake's partitions grow with its age.
     new_keys = [partition_key(n) for n in due if not context.instance.has_dynamic_partition(parts.name, partition_key(n))]
     busy = run_in_flight(context.instance, source) if due else None
