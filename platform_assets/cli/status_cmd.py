@@ -45,7 +45,27 @@ def report(cfg, instance, *, max_lag_seconds: float | None = None, timeout: floa
     lags += [live_lag(s, kind="stream", instance=instance, kafka=kafka, ledger=ledger_resource(cfg).get(), timeout=wait,
                       marks=marks) for s in cfg.streams]
     bound = cfg.sensor.max_lag_seconds if max_lag_seconds is None else max_lag_seconds
-    lines = [f"{lag.text()}{f'  LATE (bound {bound:.0f} s)' if lag.seconds > bound else ''}" for lag in lags]
+    lines = [f"{lag.text()}{f'  LATE (bound {bound:.0f} s)' if lag.seconds > bound else ''}"
+             f"{_held_for_retry(instance, lag.source, cfg.sensor.retry_after_seconds)}" for lag in lags]
     if any(lag.seconds > bound for lag in lags):
         return lines, 1
     return lines, UNKNOWN if any(lag.stale for lag in lags) else 0
+
+
+def _held_for_retry(instance, source: str, retry_after: float) -> str:
+    """What holds the source's later deltas when its newest run failed and awaits the retry
+    Dagster said it would launch (platform_assets/prostore/sensors.py `awaited_retry`); else ''."""
+    import time
+
+    import dagster as dg
+
+    from platform_assets.prostore.sensors import awaited_retry, datamart_tags
+
+    newest = instance.get_run_records(dg.RunsFilter(tags=datamart_tags(source)), limit=1)
+    awaited = awaited_retry(newest[0] if newest else None, time.time())
+    if awaited is None:
+        return ""
+    run, waited = awaited
+    then = "its deltas are requested again by the next tick" if waited >= retry_after else \
+        f"the sensor requests its deltas again {retry_after - waited:.0f} s from now if Dagster has not"
+    return f"  HELD: run {run.run_id[:8]} failed {waited:.0f} s ago and awaits Dagster's retry ({then})"

@@ -126,6 +126,21 @@ def test_a_failed_run_awaiting_its_retry_holds_later_deltas_and_is_requested_aga
         assert [r.run_key for r in _sensor_answer(instance, [5, 6], retry_after=0).run_requests] == ["sales:5-6"]
 
 
+def test_status_says_what_holds_a_source_whose_failed_run_awaits_its_retry():
+    from platform_assets.cli.status_cmd import _held_for_retry
+
+    with dg.instance_for_test(overrides={"run_retries": {"enabled": True, "max_retries": 2}}) as instance:
+        assert _held_for_retry(instance, "sales", 60) == ""
+        failed = _daemon_run(instance, "f" * 36, range_request("sales", 3, 4).tags)
+        instance.report_run_failed(failed, message="the run worker is gone")
+        held = _held_for_retry(instance, "sales", 3600)
+        assert re.search(r"HELD: run ffffffff failed \d+ s ago and awaits Dagster's retry \(the sensor requests its "
+                         r"deltas again \d+ s from now if Dagster has not\)", held), held
+        assert "requested again by the next tick" in _held_for_retry(instance, "sales", 0)
+        instance.add_run_tags(failed.run_id, {"dagster/auto_retry_run_id": "d" * 36})
+        assert _held_for_retry(instance, "sales", 0) == ""
+
+
 @pytest.mark.parametrize("case", ["step failure", "sync run", "retries used up"])
 def test_a_failed_run_dagster_will_not_retry_holds_nothing(case):
     with dg.instance_for_test(overrides={"run_retries": {"enabled": True, "max_retries": 2}}) as instance:
