@@ -55,14 +55,9 @@ def report(cfg, instance, *, max_lag_seconds: float | None = None, timeout: floa
 def _held_for_retry(instance, source: str, retry_after: float) -> str:
     """What holds the source's later deltas when its newest run failed and awaits the retry
     Dagster said it would launch (platform_assets/prostore/sensors.py `awaited_retry`); else ''."""
-    import time
+    from platform_assets.prostore.sensors import source_awaited_retry
 
-    import dagster as dg
-
-    from platform_assets.prostore.sensors import awaited_retry, datamart_tags
-
-    newest = instance.get_run_records(dg.RunsFilter(tags=datamart_tags(source)), limit=1)
-    awaited = awaited_retry(newest[0] if newest else None, time.time())
+    awaited = source_awaited_retry(instance, source)
     if awaited is None:
         return ""
     run, waited = awaited

@@ -301,10 +301,7 @@ def deltas_of_run(tags: Mapping[str, str]) -> list[int] | None:
 
 def request_deltas(request: dg.RunRequest) -> list[int]:
     """The deltas a run request (single or range) covers."""
-    tags = request.tags or {}
-    if RANGE_START_TAG in tags:
-        return list(range(int(tags[RANGE_START_TAG]), int(tags[RANGE_END_TAG]) + 1))
-    return [int(request.partition_key)]
+    return deltas_of_run(request.tags or {}) or [int(request.partition_key)]
 
 
 # A run that has not ended: it holds (or waits for) its source's one run slot.
@@ -341,6 +338,12 @@ def awaited_retry(record: dg.RunRecord | None, now: float) -> tuple[dg.DagsterRu
         return None
     ended = record.end_time or record.update_timestamp.timestamp()
     return run, max(0.0, now - ended)
+
+
+def source_awaited_retry(instance: dg.DagsterInstance, source: str) -> tuple[dg.DagsterRun, float] | None:
+    """`awaited_retry` of `source`'s newest run, now (one run record read)."""
+    newest = instance.get_run_records(dg.RunsFilter(tags=datamart_tags(source)), limit=1)
+    return awaited_retry(newest[0] if newest else None, time.time())
 
 
 def retry_request(instance: dg.DagsterInstance, source: str, failed: dg.DagsterRun) -> dg.RunRequest:
@@ -385,8 +388,7 @@ def delta_runs(context: dg.SensorEvaluationContext, parts: dg.DynamicPartitionsD
         due, cursor = [], {**cursor, "next": due[0]}
     retry = None
     if busy is None:
-        newest = context.instance.get_run_records(dg.RunsFilter(tags=datamart_tags(source)), limit=1)
-        awaited = awaited_retry(newest[0] if newest else None, time.time())
+        awaited = source_awaited_retry(context.instance, source)
         if awaited is not None:
             # A later range must not go first: its snapshot would refuse to skip the failed run's
             # deltas, a step failure, which run_retries do not retry.
