@@ -22,6 +22,7 @@ import pytest
 from resources.kafka import broker
 from tests.support.demo_once import DemoOnce, run_demo_once, shared_demo_once
 from tests.support.postgres import PASSWORD_ENV, PostgresServer, start_postgres
+from tests.support.session_spark import stop_shared_spark_server
 
 
 @pytest.fixture(scope="session")
@@ -88,3 +89,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return (2, 0) if path.startswith("unit" + os.sep) else (1, 0)
 
     items.sort(key=rank)  # stable: the rest keep their collection order
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In pytest-xdist's controller, once every worker is done: stop the Spark server the workers
+    shared (tests/support/session_spark.py). Workers never stop it: one that finishes first would
+    stop it under the other."""
+    if hasattr(session.config, "workerinput"):
+        return
+    factory = getattr(session.config, "_tmp_path_factory", None)  # pytest's own, behind tmp_path_factory
+    if factory is not None:
+        stop_shared_spark_server(factory.getbasetemp())

@@ -2,7 +2,8 @@
 
 `spark_remote` is ONE Spark Connect server for the whole test session, the way deltaport runs
 in production: $SPARK_REMOTE if set, else the embedded local server (`resources.spark.server`)
-started in a temporary folder and stopped at the end. Its address is exported as $SPARK_REMOTE,
+started in a temporary folder and stopped at the end (under pytest-xdist, one for all workers:
+tests/support/session_spark.py). Its address is exported as $SPARK_REMOTE,
 so every `SparkResource`, Dagster run and `deltaport` subprocess of the tests uses it too.
 `spark` is a client session on it with an Iceberg Hadoop catalog ``lake`` in a temporary
 warehouse; tests isolate themselves by table names (`lake_ns` gives each its own namespace).
@@ -18,20 +19,21 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.session_spark import session_spark_server, shared_spark_state
 
 @pytest.fixture(scope="session")
-def spark_remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The sc:// address of the session's Spark Connect server."""
+def spark_remote(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[str]:
+    """The sc:// address of the session's Spark Connect server. Under pytest-xdist the workers
+    share one (`shared_spark_state`): the first to ask starts it, and the controller stops it
+    when the run ends (`stop_shared_spark_server`, tests/conftest.py)."""
     if os.environ.get("SPARK_REMOTE"):
         yield os.environ["SPARK_REMOTE"]
         return
-    from resources.spark.server import LocalSparkServer
-    from resources.spark.session import CatalogConfig, close_sessions, embedded_server_conf
+    from resources.spark.session import close_sessions
 
-    state = tmp_path_factory.mktemp("spark")
-    server = LocalSparkServer(state, embedded_server_conf(
-        master="local[2]", catalog=CatalogConfig(name="lake", warehouse=str(state / "lake")),
-        conf={"spark.driver.extraJavaOptions": "-XX:+UseParallelGC"}))
+    shared = worker_id != "master"
+    state = shared_spark_state(tmp_path_factory.getbasetemp().parent) if shared else tmp_path_factory.mktemp("spark")
+    server = session_spark_server(state)
     url = server.ensure().url
     os.environ["SPARK_REMOTE"] = url
     _embedded.append(server)
@@ -41,7 +43,8 @@ def spark_remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         _embedded.remove(server)
         os.environ.pop("SPARK_REMOTE", None)
         close_sessions(url)
-        server.stop()
+        if not shared:
+            server.stop()
 
 
 _embedded: list = []  # the session's embedded server, while it is up
