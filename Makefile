@@ -6,9 +6,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 PYTEST_ARGS ?=
-# `make test` runs two pytest workers (pytest-xdist), each with its own broker, Spark server and
-# PostgreSQL: many tests wait on daemons, polls and subprocesses rather than on the CPU, so two
-# overlap well on 2 cores. A whole file goes to one worker (its module fixtures are shared).
+# `make test` runs two pytest workers (pytest-xdist), each with its own broker and PostgreSQL, both
+# on one Spark server (tests/support/session_spark.py): many tests wait on daemons, polls and
+# subprocesses rather than on the CPU, so two overlap well on 2 cores. A whole file goes to one
+# worker (its module fixtures are shared).
 # TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 BENCH_ARGS ?=
