@@ -21,6 +21,7 @@ import pytest
 
 from tests.support.session_spark import session_spark_server, shared_spark_state
 
+
 @pytest.fixture(scope="session")
 def spark_remote(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[str]:
     """The sc:// address of the session's Spark Connect server. Under pytest-xdist the workers
