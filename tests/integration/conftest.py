@@ -34,7 +34,7 @@ def spark_remote(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> It
 
     shared = worker_id != "master"
     state = shared_spark_state(tmp_path_factory.getbasetemp().parent) if shared else tmp_path_factory.mktemp("spark")
-    server = session_spark_server(state)
+    server = session_spark_server(state, shared=shared)
     url = server.ensure().url
     os.environ["SPARK_REMOTE"] = url
     _embedded.append(server)

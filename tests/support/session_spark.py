@@ -25,19 +25,19 @@ def shared_spark_state(root: Path) -> Path:
     return root / STATE_FOLDER
 
 
-def session_spark_server(state: Path) -> LocalSparkServer:
+def session_spark_server(state: Path, *, shared: bool) -> LocalSparkServer:
     """The session's server recorded in `state` (started by `.ensure()`, by whichever process asks
-    first: the server's own state lock keeps it to one)."""
+    first: the server's own state lock keeps it to one). `shared`: the workers' server."""
     from resources.spark.session import CatalogConfig, embedded_server_conf
 
-    # local[4]: the two workers' jobs get the two task slots each had on a server of its own (the
-    # eight-file set: 445.9 and 419.1 s against 499.3 s with local[2], run between them)
+    # Shared, local[4]: the two workers' jobs get the two task slots each had on a server of its
+    # own (the eight-file set: 445.9 and 419.1 s against 499.3 s with local[2], run between them).
     return LocalSparkServer(state, embedded_server_conf(
-        master="local[4]", catalog=CatalogConfig(name="lake", warehouse=str(state / "lake")),
+        master="local[4]" if shared else "local[2]", catalog=CatalogConfig(name="lake", warehouse=str(state / "lake")),
         conf={"spark.driver.extraJavaOptions": "-XX:+UseParallelGC"}))
 
 
 def stop_shared_spark_server(root: Path) -> bool:
     """Stop the workers' shared server under `root`, if one was started; True when one was."""
     state = shared_spark_state(root)
-    return state.is_dir() and session_spark_server(state).stop()
+    return state.is_dir() and session_spark_server(state, shared=True).stop()
