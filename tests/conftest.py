@@ -22,7 +22,6 @@ import pytest
 from resources.kafka import broker
 from tests.support.demo_once import DemoOnce, run_demo_once, shared_demo_once
 from tests.support.postgres import PASSWORD_ENV, PostgresServer, start_postgres
-from tests.support.session_spark import stop_shared_spark_server
 
 
 @pytest.fixture(scope="session")
@@ -95,8 +94,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     """In pytest-xdist's controller, once every worker is done: stop the Spark server the workers
     shared (tests/support/session_spark.py). Workers never stop it: one that finishes first would
     stop it under the other."""
-    if hasattr(session.config, "workerinput"):
+    if not session.config.pluginmanager.has_plugin("dsession"):  # a worker, or a run without xdist
         return
-    factory = getattr(session.config, "_tmp_path_factory", None)  # pytest's own, behind tmp_path_factory
-    if factory is not None:
-        stop_shared_spark_server(factory.getbasetemp())
+    from tests.support.session_spark import stop_shared_spark_server  # only here: no Spark import at start-up
+
+    stop_shared_spark_server(session.config._tmp_path_factory.getbasetemp())  # pytest's, behind tmp_path_factory
