@@ -28,7 +28,8 @@ order (`_order`, `order_key_text` of `Change.order_key`) and the snapshot applie
 - a change whose `_order` is not above the row's stored `_order` is dropped before the fold, so
   a late change never overwrites a newer value, not even in one column;
 - one MERGE = one Iceberg commit records delta N (summary `deltaport.delta`, tag `delta_<N>`)
-  and the key columns it applied by (`deltaport.keys`: the next run's key, stream_keys.py);
+  and the key columns it applied by (`deltaport.keys.<namespace>.<table>`, keyed by the table:
+  `session_properties.own_property`; the next run's key, stream_keys.py);
   a snapshot already at N or later skips N (re-running is a no-op), one behind an earlier
   delta refuses (`MissingDeltasError`). A delta with no change of the table is recorded by its
   tag alone on the current snapshot (no data commit); one whose changes were all duplicates or
@@ -111,6 +112,7 @@ from resources.spark.session import local_checkpoint
 from resources.spark.iceberg_merge import narrow_to_changed_keys
 from resources.spark.merge_keys import PRUNING_KEYS
 from resources.spark.table_properties import ensure_properties
+from resources.spark.session_properties import own_property
 
 __all__ = [
     "CdcApplied",
@@ -475,8 +477,9 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
         # The last delta by an empty commit, not a tag: like a MERGE's, it records the key
         # columns the deltas' changes carry (`resources/lake/stream_keys.py` reads them back).
         commit_delta(spark, ident, spark.createDataFrame([], target.schema), delta_num=delta_num, mode="append",
-                     extra_summary={KEYS_PROPERTY: json.dumps(keys),
-                                    **({} if tombstones is None else {TOMBSTONES_PROPERTY: str(tombstones)})})
+                     extra_summary={own_property(KEYS_PROPERTY, ident): json.dumps(keys),
+                                    **({} if tombstones is None else
+                                       {own_property(TOMBSTONES_PROPERTY, ident): str(tombstones)})})
         return unchanged
     if tombstones is None:  # a table whose commits do not record them yet (made by an older deltaport)
         tombstones = target.where(F.col("_tombstone")).count()

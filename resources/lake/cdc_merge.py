@@ -3,10 +3,10 @@ them, `cdc_fold.fold_changes`; this applies them).
 
 What flows through: per key, the newest applied change of a run's deltas (`_order`, `_op`, the
 captured values and whether each column was captured, the version's `sys_from`), into one MERGE
-of the snapshot table. Guarantees: one commit recording the run's last delta, its key columns and
-the table's tombstones after it (with several deltas, the run too), tagged `delta_<last>`; a
-change older than the stored row's `_order` changes nothing, so a re-run or a late change never
-rolls a row back.
+of the snapshot table. Guarantees: one commit recording the run's last delta (with several
+deltas, the run too), and the table's key columns and tombstones after it under keys of the
+table's own (`session_properties.own_property`), tagged `delta_<last>`; a change older than the
+stored row's `_order` changes nothing, so a re-run or a late change never rolls a row back.
 """
 
 from __future__ import annotations
@@ -36,9 +36,10 @@ def merge_folded(spark, ident: str, folded, keys: list[str], data: list[str], de
     delta_num = deltas[-1]
     # Every commit records its key columns: a fold's readers need them, and the next run reads a
     # table's current key from its newest commit instead of the whole changelog (stream_keys.py).
-    extra = {KEYS_PROPERTY: json.dumps(list(keys)), TOMBSTONES_PROPERTY: str(int(tombstones))}
-    if len(deltas) > 1:
-        extra[DELTAS_PROPERTY] = _ranges_text(deltas)
+    # Keyed by the table (session_properties.py): the MERGEs of a run's other tables, with
+    # other keys and tombstones, run beside this one instead of waiting for it.
+    own = {KEYS_PROPERTY: json.dumps(list(keys)), TOMBSTONES_PROPERTY: str(int(tombstones))}
+    extra = {DELTAS_PROPERTY: _ranges_text(deltas)} if len(deltas) > 1 else {}
     index = {c: i for i, c in enumerate(data)}
     on = " AND ".join(f"t.{_q(k)} <=> s.{_q(k)}" for k in keys)
     # The target's rows of other keys dropped as they are scanned, not shuffled (merge_keys.py).
@@ -64,4 +65,4 @@ def merge_folded(spark, ident: str, folded, keys: list[str], data: list[str], de
         f"MERGE INTO {_quote(ident)} AS t USING `{view}` AS s ON {on} "
         f"WHEN MATCHED AND s._order > t._order AND s._op = {_sql_str(DELETE)} THEN UPDATE SET {deleted} "
         f"WHEN MATCHED AND s._order > t._order THEN UPDATE SET {updated} "
-        f"WHEN NOT MATCHED THEN INSERT ({cols}) VALUES ({vals})"), delta_num=delta_num, commit_id=commit_id, extra=extra)
+        f"WHEN NOT MATCHED THEN INSERT ({cols}) VALUES ({vals})"), delta_num=delta_num, commit_id=commit_id, extra=extra, own=own)

@@ -27,6 +27,7 @@ from resources.lake.prostore_history import history_start
 from resources.lake.stream_history import LIVE
 from resources.spark.iceberg import _col as _q
 from resources.spark.iceberg import table_exists
+from resources.spark.session_properties import recorded_property
 from resources.spark.iceberg_reads import InsideFold, delta_tags, folded_commits, last_applied_deltas
 
 
@@ -53,7 +54,7 @@ def cdc_snapshot_as_of(spark, layout: LakeLayout, source: str, table: str, delta
         return state
     fold, schema, base = state.fold, state.schema, state.base
     types = {f.name: f.dataType for f in schema.fields}
-    keys = json.loads(fold.summary[KEYS_PROPERTY])
+    keys = json.loads(recorded_property(fold.summary, KEYS_PROPERTY, layout.snapshot(source, table)))
     data = [f.name for f in schema.fields if f.name not in SNAPSHOT_COLUMNS]
     changes = spark.table(layout.increment(source, table)).where(
         F.col("delta_num").between(fold.deltas[0], delta_num))

@@ -8,7 +8,8 @@ Why: the answer is, per table, its latest `keys` row at or before `target`. Read
 one file per delta, on every run: measured +6 ms per delta of the lake's age (0.11-0.16 s at
 delta 10, 0.27-0.49 s at delta 35). Here only the rows from the lowest last applied delta of
 the source's snapshot tables on are read (as the manifest is); a table with no row there takes
-the key its newest snapshot commit applied by (``deltaport.keys``: every MERGE records it, and
+the key its newest snapshot commit applied by (``deltaport.keys.<namespace>.<table>``, or the
+plain ``deltaport.keys`` of older commits: every MERGE records it, and
 so does the empty commit of a delta whose changes were all duplicates or late). That is the
 same answer: a table's `keys` row at delta d means d changed it, so its snapshot committed d
 with the keys of d's run's target, which no later row before that table's last applied delta
@@ -33,6 +34,7 @@ from resources.lake.stream_changelog import key_rows, keys_as_of, table_keys
 from resources.spark.existence import namespace_exists
 from resources.spark.iceberg import DELTA_PROPERTY, metadata_table
 from resources.spark.iceberg_reads import writer_progress
+from resources.spark.session_properties import recorded_property_sql
 
 _log = logging.getLogger(__name__)
 
@@ -59,9 +61,9 @@ def _newest_keys(spark, before: Mapping[str, int | None]) -> dict[str, tuple[str
 
     if not before:
         return {}
-    keys = F.col("summary")[KEYS_PROPERTY]
     parts = []
     for ident, first in before.items():
+        keys = F.expr(recorded_property_sql(KEYS_PROPERTY, ident))
         wanted = keys.isNotNull()
         if first is not None:
             wanted = wanted & (F.col("summary")[DELTA_PROPERTY].cast("bigint") < int(first))

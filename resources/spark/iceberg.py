@@ -10,9 +10,9 @@ What this module guarantees:
   (plus a unique ``deltaport.commit-id`` and any `extra_summary`): the delta number lands
   atomically with the data, so `last_applied_delta` can never disagree with the rows.
   DataFrame writes use the ``snapshot-property.<key>`` write option; MERGE (SQL, no write
-  options) uses the session settings ``spark.sql.iceberg.snapshot-property.<key>``, set only
-  for the duration of the statement under a process-wide lock and restored afterwards (a
-  write issued meanwhile by other code on the same session would carry them too).
+  options) uses the session settings ``spark.sql.iceberg.snapshot-property.<key>``, held only
+  for the duration of the statement and restored afterwards (`session_properties.py`: which
+  blocks may hold them together; a write beside them waits, or it would record them too).
 * After the commit, the snapshot found by its commit id (not "the current one", which another
   writer may have moved) is tagged ``delta_<N>`` (CREATE OR REPLACE: re-running N moves the
   tag). Tagging is a second, metadata-only commit; if a process dies between the two, the
@@ -47,18 +47,18 @@ tags, folded commits, time travel by delta).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING, Literal
 
 from resources.errors import BadInputError, DeltaportError
 from resources.spark import existence
+from resources.spark.session_properties import without_session_properties
 
 _log = logging.getLogger(__name__)
 
@@ -105,7 +105,6 @@ TABLE_PROPERTIES = {"write.metadata.delete-after-commit.enabled": "true",
                     "write.metadata.previous-versions-max": "20"}
 WriteMode = Literal["replace_delta", "append", "overwrite"]
 _WRITE_MODES = ("replace_delta", "append", "overwrite")
-_SESSION_PROPERTY_PREFIX = "spark.sql.iceberg.snapshot-property."
 _namespace_lock = threading.Lock()  # one CREATE NAMESPACE at a time in this process
 _PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_$-]*$")
 
@@ -498,67 +497,3 @@ def _write(spark: SparkSession, ident: str, df: DataFrame, deltas: Sequence[int]
             raise IcebergTableError(f"{marker}; nothing was committed") from None
         raise
     return commit_id
-
-
-class _SessionProperties:
-    """Who holds the session-wide snapshot properties now. Blocks asking for the same
-    properties of the same session share them (the MERGEs of one delta into several tables,
-    run side by side); a block asking for others waits until the last holder has left."""
-
-    def __init__(self) -> None:
-        self.changed = threading.Condition()
-        self.held: tuple | None = None  # (session, sorted properties) being held
-        self.holders = 0
-        self.before: dict[str, str | None] = {}
-
-
-_held_properties = _SessionProperties()
-
-
-@contextlib.contextmanager
-def _session_snapshot_properties(spark: SparkSession, props: Mapping[str, str]) -> Iterator[None]:
-    """Set ``spark.sql.iceberg.snapshot-property.*`` for the block (SQL writes have no write
-    options). The setting is session-wide: blocks with other properties are serialised, blocks
-    with the same ones run together (`_SessionProperties`), and old values are restored when
-    the last one leaves."""
-    keys = {_SESSION_PROPERTY_PREFIX + k: str(v) for k, v in props.items()}
-    wanted = (id(spark), tuple(sorted(keys.items())))
-    state = _held_properties
-    with state.changed:
-        while state.holders and state.held != wanted:
-            state.changed.wait()
-        if not state.holders:
-            state.before = {k: spark.conf.get(k, None) for k in keys}
-            try:
-                for k, v in keys.items():
-                    spark.conf.set(k, v)
-            except BaseException:
-                _restore(spark, state.before)
-                raise
-            state.held = wanted
-        state.holders += 1
-    try:
-        yield
-    finally:
-        with state.changed:
-            state.holders -= 1
-            if not state.holders:
-                state.held = None
-                try:
-                    _restore(spark, state.before)
-                finally:
-                    state.changed.notify_all()
-
-
-def without_session_properties(spark: SparkSession):
-    """A block for a commit that must not record another block's snapshot properties (a write,
-    a DELETE, run beside MERGEs that hold them): it waits until they are unset."""
-    return _session_snapshot_properties(spark, {})
-
-
-def _restore(spark: SparkSession, before: Mapping[str, str | None]) -> None:
-    for k, old in before.items():
-        if old is None:
-            spark.conf.unset(k)
-        else:
-            spark.conf.set(k, old)

@@ -22,11 +22,11 @@ from resources.spark.iceberg import (
     _col,
     _quote,
     _ranges_text,
-    _session_snapshot_properties,
     _summary,
     _table_schema,
     _tag_commit,
 )
+from resources.spark.session_properties import own_property, session_snapshot_properties
 from resources.spark.merge_keys import PRUNING_KEYS, target_key_filter, target_rows
 from resources.spark.session import local_checkpoint
 
@@ -120,18 +120,20 @@ def merge_upserts(
 
 
 def merge_and_tag(spark, ident: str, source: DataFrame, sql_of_view: Callable[[str], str], *, delta_num: int,
-                  commit_id: str, extra: Mapping[str, str] | None = None,
+                  commit_id: str, extra: Mapping[str, str] | None = None, own: Mapping[str, str] | None = None,
                   checks: contextlib.AbstractContextManager | None = None) -> DeltaCommit:
     """The MERGE `sql_of_view(view)` into `ident`, `source` standing as the temp view `view`:
-    one commit whose summary records `delta_num`, `commit_id` and `extra`, then tagged
-    ``delta_<N>``. `checks`: a context the MERGE runs in (the key rules' errors, translated).
+    one commit whose summary records `delta_num`, `commit_id`, `extra` and `own` (the table's
+    own properties, keyed by it: `session_properties.own_property`; MERGEs into other tables
+    may run beside with other ones), then tagged ``delta_<N>``. `checks`: a context the MERGE
+    runs in (the key rules' errors, translated).
     The failpoints `snapshot.merge` (as it is sent) and `snapshot.committed` (before the tag)
     are passed here, for every snapshot MERGE."""
     view = f"deltaport_changes_{uuid.uuid4().hex}"
     try:
         source.createOrReplaceTempView(view)
-        with checks or contextlib.nullcontext(), _session_snapshot_properties(spark, _summary(delta_num, commit_id,
-                                                                                                 extra)):
+        with checks or contextlib.nullcontext(), session_snapshot_properties(
+                spark, _summary(delta_num, commit_id, extra), {own_property(k, ident): v for k, v in (own or {}).items()}):
             failpoint("snapshot.merge")
             spark.sql(sql_of_view(view))
     finally:

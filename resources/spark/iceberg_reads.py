@@ -14,6 +14,7 @@ from functools import reduce
 from typing import TYPE_CHECKING
 
 from resources.spark import existence
+from resources.spark.session_properties import recorded_property_sql
 from resources.spark.iceberg import (
     DELTA_PROPERTY,
     DELTAS_PROPERTY,
@@ -94,7 +95,7 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *, repair_ta
             metadata_table(spark, ident, "snapshots").where(f"summary[{delta}] IS NOT NULL OR operation = 'replace'")
             .selectExpr(f"{name} AS ident", "'COMMIT' AS kind", "snapshot_id",
                         f"CAST(summary[{delta}] AS BIGINT) AS delta", f"{LIVE_ROWS_SQL} AS live_rows",
-                        f"CAST(summary[{_sql_str(TOMBSTONES_PROPERTY)}] AS BIGINT) AS tombstones")]
+                        f"CAST({recorded_property_sql(TOMBSTONES_PROPERTY, ident)} AS BIGINT) AS tombstones")]
     rows = reduce(lambda x, y: x.unionAll(y), parts).collect()
     current = {r["ident"]: r["snapshot_id"] for r in rows if r["kind"] == "BRANCH"}
     if tombstones is not None:

@@ -44,6 +44,7 @@ from resources.lake.prostore_history import history_ident, history_start
 from resources.lake.pyiceberg_read import load_table, read_history
 from resources.lake.stream_history import LIVE
 from resources.spark.session import CatalogConfig, connect
+from resources.spark.session_properties import recorded_property_sql
 from tests.support.read_engines import read_with_both_engines
 from tests.integration.test_cdc_lake import (KEY, T, change, changes_by_table, decoded, focused_deltas, full,
                                              spark_columns, transaction_cuts)
@@ -137,7 +138,7 @@ def check_every_form(session, layout, warehouse, src, table, states, applied, ke
     log(f"{table}: the library's ranges in {time.monotonic() - started:.1f} s")
     started = time.monotonic()
     pairs = list(combinations_with_replacement(deltas, 2))
-    keys = ", ".join(f"`{k}`" for k in json.loads(session.sql(f"SELECT summary['deltaport.keys'] FROM {ident}.snapshots "
+    keys = ", ".join(f"`{k}`" for k in json.loads(session.sql(f"SELECT {recorded_property_sql('deltaport.keys', ident)} FROM {ident}.snapshots "
                                                               "ORDER BY committed_at DESC LIMIT 1").first()[0]))
     current = (f"SELECT concat_ws('|', {keys}) AS k, sys_from, NULL AS sys_to, 0 AS sys_op, NULL AS delta_num "
                f"FROM {ident} WHERE {LIVE}")

@@ -77,7 +77,8 @@ def test_a_key_changed_since_the_last_commit_checks_every_key(spark, source):
     """Rows the run did not touch are unique under the old key, not necessarily under the new one."""
     ident = LAYOUT.snapshot(source, T)
     # A commit saying the key was `a` before delta 1, holding a second row of the untouched key
-    # 100: the run's keys alone would not see it.
+    # 100: the run's keys alone would not see it. It says so under the plain name, as commits
+    # made before the tables' own keys (session_properties.own_property) do: still read.
     spark.conf.set("spark.sql.iceberg.snapshot-property." + KEYS_PROPERTY, json.dumps(["a"]))
     spark.conf.set("spark.sql.iceberg.snapshot-property.deltaport.delta", "0")
     try:

@@ -20,6 +20,7 @@ from resources.codecs.cdc import DELETE, UPSERT, Change
 from resources.lake.cdc import apply_cdc_through, changes_frame, land_cdc_increment
 from resources.lake.prostore import LakeLayout
 from resources.spark.iceberg_reads import TOMBSTONES_PROPERTY, writer_progress
+from resources.spark.session_properties import own_property
 
 pytestmark = pytest.mark.integration
 
@@ -113,4 +114,4 @@ def test_a_table_whose_commits_do_not_record_tombstones_has_them_counted_once(sp
     (applied,) = apply_cdc_through(spark, LAYOUT, src, 3, {T: KEY}, progress=progress, tombstones=tombstones)
     assert applied.live_rows == scanned(spark, ident)[0] == 10 - 3 + 1 - 1
     summary = spark.table(f"{ident}.snapshots").orderBy("committed_at", ascending=False).first()["summary"]
-    assert summary[TOMBSTONES_PROPERTY] == "3"
+    assert summary[own_property(TOMBSTONES_PROPERTY, ident)] == "3"
