@@ -6,7 +6,8 @@ Why one step: as three steps, each delta's messages were read from Kafka and dec
 (changelog, then increment) and every wait on the engine was paid in turn. Here:
 1. the run's messages are read and decoded once, for changelog and increment alike;
 2. side by side: the changelog's commit; the increment tables' commits and, once they are
-   verified and the changelog has committed, the manifest's;
+   verified and the changelog has committed, the manifest's; the snapshot tables' progress
+   (their last applied deltas, rows and tombstones: only the snapshot writes them);
 3. once both have landed: the snapshot (it reads the tables' keys from the changelog table),
    while the landing's materializations are reported (written to Dagster's event log).
 
@@ -34,13 +35,13 @@ from platform_assets.streams import checks
 from resources.codecs.cdc import BEFORE_IMAGE
 from resources.errors import DecodeError
 from resources.kafka.stream_io_manager import StreamSlice
-from resources.lake.cdc import CdcDelta, apply_cdc_through, changes_frame, increment_columns, infer_columns, \
-    land_cdc_increments
+from resources.lake.cdc import (CdcDelta, apply_cdc_through, cdc_landed_deltas, changes_frame, increment_columns,
+                                infer_columns, land_cdc_increments)
 from resources.lake.key_check import KeyCheckPlan
 from resources.lake.prostore import LakeLayout
 from resources.lake.prostore_history import history_ident
 from resources.lake.stream_changelog import changelog_entries, changes_by_table, land_stream_changelogs
-from resources.lake.stream_keys import current_keys
+from resources.lake.stream_keys import SnapshotProgress, current_keys, snapshot_progress
 
 MAX_ERRORS_SHOWN = 5
 
@@ -97,7 +98,9 @@ def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: 
     refuse_history_alone(chosen, history=history_key, snapshot=keys.snapshot)
     span, target = delta_span(topic), topic[-1].delta_num
     reads = [_read(context, d) for d in topic] if chosen & {keys.changelog, keys.increment} else []
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="deltaport-asset") as pool:
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="deltaport-asset") as pool:
+        # The snapshot tables' progress, read while the increments land (nothing but the snapshot writes them).
+        progress_job = pool.submit(snapshot_progress, session, layout, source) if keys.snapshot in chosen else None
         changelog_job = (pool.submit(timed, keys.changelog, lambda: _land_changelog(session, layout, source, reads))
                          if keys.changelog in chosen else None)
         increment_job = (pool.submit(timed, keys.increment, lambda: _land_increment(
@@ -112,8 +115,8 @@ def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: 
     try:
         plan = KeyCheckPlan.for_run([d.delta_num for d in topic], every=key_check_every, every_key=maintaining,
                                     asked=keys.increment not in chosen)
-        snap_job = (pool.submit(timed, keys.snapshot, lambda: _apply_snapshot(session, layout, source, target,
-                                                                              keys.snapshot, keep_history, plan))
+        snap_job = (pool.submit(timed, keys.snapshot, lambda: _apply_snapshot(
+            session, layout, source, target, keys.snapshot, keep_history, plan, progress_job.result()))
                     if keys.snapshot in chosen and all(o.error is None for o in landing) else None)
         for o in landing:
             if o.error is None:
@@ -176,11 +179,17 @@ def _land_increment(context, session, layout: LakeLayout, source: str, reads: li
 
 
 def _apply_snapshot(session, layout: LakeLayout, source: str, target: int, key: dg.AssetKey, keep_history: bool,
-                    plan: KeyCheckPlan):
+                    plan: KeyCheckPlan, read: SnapshotProgress):
     sizes, tombstones = {}, {}
-    keys, progress = current_keys(session, layout, source, target, sizes=sizes, tombstones=tombstones)
+    known = list(read.progress.values())
+    since = min(known) if known and None not in known else None
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="deltaport-asset") as pool:
+        # The manifest from the tables' lowest last applied delta on, read beside their keys.
+        manifest = pool.submit(cdc_landed_deltas, session, layout, source, since=since)
+        keys, progress = current_keys(session, layout, source, target, sizes=sizes, tombstones=tombstones, read=read)
+        landed = (since, manifest.result())
     applied = apply_cdc_through(session, layout, source, target, keys, progress=progress, tombstones=tombstones,
-                                keep_history=keep_history)
+                                keep_history=keep_history, landed=landed)
     if plan.deltas is None and not plan.every_key:  # not due: the rows as the commits count them
         counts = _summary_rows(layout, source, target, keys, progress, applied, sizes, tombstones)
         if counts is not None:

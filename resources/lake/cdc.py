@@ -502,7 +502,9 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
                       tables: Mapping[str, Sequence[str]],
                       progress: Mapping[str, int | None] | None = None, *,
                       tombstones: Mapping[str, int] | None = None,
-                      keep_history: bool = True) -> list[CdcApplied]:
+                      keep_history: bool = True,
+                      landed: tuple[int | None, Mapping[int, Mapping[str, CdcLandStats]]] | None = None,
+                      ) -> list[CdcApplied]:
     """Bring every snapshot of `tables` ({table: key columns}) to delta `target`, applying each
     missing delta in order (columns from the increment tables). Checks first that every delta
     some table still needs has landed (`MissingDeltasError`, nothing written); a table starts
@@ -511,7 +513,9 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
     caller read it just before (`stream_keys.current_keys`); a table not in it has none.
     `tombstones`: {snapshot ident: its tombstones}, read with `progress` (`writer_progress`);
     a table not in it has its tombstones counted when a MERGE needs them (`_apply`).
-    `keep_history`: each table's history table gets the versions its deltas close."""
+    `keep_history`: each table's history table gets the versions its deltas close. `landed`:
+    (since, `cdc_landed_deltas(since=)`) as the caller read it after the run's deltas landed;
+    used when it reaches back far enough (else the manifest is read here)."""
     if progress is None:  # one query, which reads the tombstones too (those given win)
         read: dict[str, int] = {}
         progress = writer_progress(spark, [layout.snapshot(source, t) for t in sorted(tables)], tombstones=read)
@@ -520,7 +524,10 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
     # is all this needs, unless a table has no snapshot yet (it starts at its first landed change).
     known = [progress.get(layout.snapshot(source, t)) for t in tables]
     low = min(known) if known and None not in known else None
-    landed = cdc_landed_deltas(spark, layout, source, since=low)
+    if landed is not None and (landed[0] is None or (low is not None and landed[0] <= low)):
+        landed = landed[1]
+    else:
+        landed = cdc_landed_deltas(spark, layout, source, since=low)
     plans: dict[str, tuple[int | None, list[int]]] = {}
     for table in sorted(tables):
         last = progress.get(layout.snapshot(source, table))

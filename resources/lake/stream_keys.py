@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import reduce
 
 from resources.lake.cdc import KEYS_PROPERTY
@@ -81,18 +82,47 @@ def snapshot_tables(spark, layout: LakeLayout, source: str) -> list[str]:
     return sorted(r["tableName"] for r in spark.sql(f"SHOW TABLES IN {namespace}").collect())
 
 
+@dataclass(frozen=True)
+class SnapshotProgress:
+    """A source's snapshot tables as a writer reads them before it applies deltas: {table: its
+    snapshot ident}, {ident: last applied delta} (`writer_progress`, missing tags repaired), and
+    the live rows and tombstones its newest commits record."""
+
+    idents: dict[str, str]
+    progress: dict[str, int | None]
+    sizes: dict[str, int]
+    tombstones: dict[str, int]
+
+
+def snapshot_progress(spark, layout: LakeLayout, source: str) -> SnapshotProgress:
+    """Read the source's snapshot tables' progress (two queries: the tables, then their commits
+    and tags). Only a run's snapshot writes those tables, so a run may read this while its
+    increments and changelog land."""
+    tables = snapshot_tables(spark, layout, source)
+    idents = {t: layout.snapshot(source, t) for t in tables}
+    sizes: dict[str, int] = {}
+    tombstones: dict[str, int] = {}
+    progress = (writer_progress(spark, list(idents.values()), sizes=sizes, tombstones=tombstones)
+                if tables else {})
+    return SnapshotProgress(idents, progress, sizes, tombstones)
+
+
 def current_keys(spark, layout: LakeLayout, source: str, target: int, *, sizes: dict[str, int] | None = None,
-                 tombstones: dict[str, int] | None = None,
+                 tombstones: dict[str, int] | None = None, read: SnapshotProgress | None = None,
                  ) -> tuple[dict[str, tuple[str, ...]], dict[str, int | None]]:
     """({lake table: key columns} of every table with changes at or before `target`, the latest
     row winning, as `table_keys` gives it; {snapshot ident: its last applied delta} of the
     tables that have a snapshot, `last_applied_deltas` with missing tags repaired, for
     `apply_cdc_through(progress=)`). Module docstring: what is read, and when everything is.
-    `sizes`, `tombstones`: filled by the same query, as `writer_progress` fills them."""
-    tables = snapshot_tables(spark, layout, source)
-    idents = {t: layout.snapshot(source, t) for t in tables}
-    progress = (writer_progress(spark, list(idents.values()), sizes=sizes, tombstones=tombstones)
-                if tables else {})
+    `sizes`, `tombstones`: filled by the same query, as `writer_progress` fills them. `read`:
+    the snapshot tables' progress as `snapshot_progress` read it already (default: read now);
+    the changelog's rows are read now, so the run's own changelog must have landed."""
+    read = snapshot_progress(spark, layout, source) if read is None else read
+    if sizes is not None:
+        sizes.update(read.sizes)
+    if tombstones is not None:
+        tombstones.update(read.tombstones)
+    tables, idents, progress = list(read.idents), read.idents, read.progress
     known = [progress.get(i) for i in idents.values()]
     if not known or None in known or max(known) > target:  # no snapshot yet, or re-running the past
         return table_keys(spark, layout, source, target), progress
