@@ -36,7 +36,7 @@ from resources.codecs.cdc import BEFORE_IMAGE
 from resources.errors import DecodeError
 from resources.kafka.stream_io_manager import StreamSlice
 from resources.lake.cdc import (CdcDelta, apply_cdc_through, cdc_landed_deltas, changes_frame, increment_columns,
-                                infer_columns, land_cdc_increments)
+                                infer_columns, land_cdc_increments, lowest_applied)
 from resources.lake.key_check import KeyCheckPlan
 from resources.lake.prostore import LakeLayout
 from resources.lake.prostore_history import history_ident
@@ -181,8 +181,7 @@ def _land_increment(context, session, layout: LakeLayout, source: str, reads: li
 def _apply_snapshot(session, layout: LakeLayout, source: str, target: int, key: dg.AssetKey, keep_history: bool,
                     plan: KeyCheckPlan, read: SnapshotProgress):
     sizes, tombstones = {}, {}
-    known = list(read.progress.values())
-    since = min(known) if known and None not in known else None
+    since = lowest_applied(list(read.progress.values()))
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="deltaport-asset") as pool:
         # The manifest from the tables' lowest last applied delta on, read beside their keys.
         manifest = pool.submit(cdc_landed_deltas, session, layout, source, since=since)

@@ -134,6 +134,7 @@ __all__ = [
     "increment_columns",
     "infer_columns",
     "land_cdc_increment",
+    "lowest_applied",
     "order_key_text",
 ]
 
@@ -498,6 +499,12 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
     return [*unchanged[:-1], applied]
 
 
+def lowest_applied(known: Sequence[int | None]) -> int | None:
+    """The lowest of the snapshot tables' last applied deltas `known`, from which on the manifest
+    is all a run needs; None (read it all) when there is no table or one has no snapshot yet."""
+    return min(known) if known and None not in known else None
+
+
 def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
                       tables: Mapping[str, Sequence[str]],
                       progress: Mapping[str, int | None] | None = None, *,
@@ -522,8 +529,7 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
         tombstones = {**read, **(tombstones or {})}
     # Every table goes on from its last applied delta: the manifest from the lowest of those on
     # is all this needs, unless a table has no snapshot yet (it starts at its first landed change).
-    known = [progress.get(layout.snapshot(source, t)) for t in tables]
-    low = min(known) if known and None not in known else None
+    low = lowest_applied([progress.get(layout.snapshot(source, t)) for t in tables])
     if landed is not None and (landed[0] is None or (low is not None and landed[0] <= low)):
         landed = landed[1]
     else:

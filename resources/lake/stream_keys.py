@@ -34,8 +34,7 @@ from resources.lake.prostore import LakeLayout
 from resources.lake.stream_changelog import key_rows, keys_as_of, table_keys
 from resources.spark.existence import namespace_exists
 from resources.spark.iceberg import DELTA_PROPERTY, metadata_table
-from resources.spark.iceberg_reads import writer_progress
-from resources.spark.session_properties import recorded_property_sql
+from resources.spark.iceberg_reads import recorded_property_sql, writer_progress
 
 _log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from functools import reduce
 from typing import TYPE_CHECKING
 
 from resources.spark import existence
-from resources.spark.session_properties import recorded_property_sql
+from resources.spark.session_properties import own_property
 from resources.spark.iceberg import (
     DELTA_PROPERTY,
     DELTAS_PROPERTY,
@@ -169,6 +169,12 @@ LIVE_ROWS_SQL = ("CAST(summary['total-records'] AS BIGINT)"
 # A change stream's snapshot commit records the table's tombstones after it (`resources/lake/cdc.py`):
 # its rows as `LIVE_ROWS_SQL` counts them include them, its live rows do not.
 TOMBSTONES_PROPERTY = "deltaport.tombstones"
+
+
+def recorded_property_sql(name: str, ident: str) -> str:
+    """`session_properties.recorded_property` as a SQL expression over a snapshots metadata
+    table's `summary`: table `ident`'s own key, else the plain name of older commits."""
+    return f"coalesce(summary[{_sql_str(own_property(name, ident))}], summary[{_sql_str(name)}])"
 
 
 def live_rows(summary: Mapping[str, str]) -> int | None:

@@ -13,7 +13,8 @@ session's, seen by every statement on it, so blocks share them only where that i
   the table (`own_property`), so one MERGE's commit may record another table's too without
   anybody reading them: blocks whose own keys differ hold together, and each puts its own keys
   back when it leaves. Readers look for the key of their table, then the plain name that
-  commits made before these keys carry (`recorded_property`, `recorded_property_sql`).
+  commits made before these keys carry (`recorded_property`; in SQL,
+  `iceberg_reads.recorded_property_sql`).
 `without_session_properties` is the block of a commit that must record none of them.
 """
 
@@ -38,13 +39,6 @@ def recorded_property(summary: Mapping[str, str], name: str, ident: str) -> str 
     own key, or (a commit made before own keys) under the plain name; None if neither."""
     own = summary.get(own_property(name, ident))
     return own if own is not None else summary.get(name)
-
-
-def recorded_property_sql(name: str, ident: str, summary: str = "summary") -> str:
-    """`recorded_property` as a SQL expression over a snapshots metadata table's `summary`."""
-    def quoted(s: str) -> str:
-        return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    return f"coalesce({summary}[{quoted(own_property(name, ident))}], {summary}[{quoted(name)}])"
 
 
 class _SessionProperties:

@@ -44,7 +44,7 @@ from resources.lake.prostore_history import history_ident, history_start
 from resources.lake.pyiceberg_read import load_table, read_history
 from resources.lake.stream_history import LIVE
 from resources.spark.session import CatalogConfig, connect
-from resources.spark.session_properties import recorded_property_sql
+from resources.spark.iceberg_reads import recorded_property_sql
 from tests.support.read_engines import read_with_both_engines
 from tests.integration.test_cdc_lake import (KEY, T, change, changes_by_table, decoded, focused_deltas, full,
                                              spark_columns, transaction_cuts)

@@ -6,8 +6,8 @@ back when the last block leaves. A dict stands in for the session's conf."""
 import threading
 import time
 
-from resources.spark.session_properties import (own_property, recorded_property, recorded_property_sql,
-                                                 session_snapshot_properties)
+from resources.spark.iceberg_reads import recorded_property_sql
+from resources.spark.session_properties import own_property, recorded_property, session_snapshot_properties
 
 PREFIX = "spark.sql.iceberg.snapshot-property."
 
