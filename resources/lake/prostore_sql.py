@@ -19,6 +19,8 @@ are not returned):
   delete in a..b closed the version. Columns: the table's DDL as of the form's delta (n, b, or
   the last landed), matched by name; a version that never had a column reads NULL. A change
   stream's current table keeps deletes as tombstones: they are left out.
+  A datamart's TIME columns (the lake keeps microseconds since midnight) are the engine's TIME in
+  the subquery (`_as_times`), so a WHERE on a time literal, MIN/MAX and the rows are a TIME's.
 - a user mart `<source>_marts.<asset>` (partitioned by `delta_num`): `AS OF DELTA_NUM n` reads
   partition n, no clause the last landed partition, `AS OF '<ts>'` the partition of the delta
   closed then; STARTED IN / FINISHED IN are refused (a mart keeps a state per delta, not versions).
@@ -68,6 +70,9 @@ class LakeInfo(Protocol):
     def ddl_columns(self, datamart: str, table: str, delta: int) -> list[str]:
         """A datamart table's columns as its DDL declares them after `delta`."""
 
+    def ddl_times(self, datamart: str, table: str, delta: int) -> list[str]:
+        """Those of `ddl_columns` whose DDL type is TIME (the lake stores microseconds since midnight)."""
+
     def last_landed(self, namespace: str, table: str) -> int:
         """The last delta landed in the table (a mart: its last partition)."""
 
@@ -103,6 +108,8 @@ class Plan:
         def swap(node):
             if isinstance(node, exp.Table) and not node.args.get("db") and node.name in by_name:
                 return table_of(by_name[node.name])
+            if isinstance(node, exp.Anonymous) and node.name == _MICROS_TO_TIME:
+                return _time_of(node.expressions[0], dialect)
             return node
 
         return self.tree.transform(swap).sql(dialect=dialect, pretty=pretty)
@@ -142,6 +149,7 @@ class _Reference:
     table: str
     version: exp.Version | None
     needed: frozenset[str] | None  # lower-case column names the query names; None: it may use any
+    times: frozenset[str] = frozenset()  # the DDL's TIME columns (a datamart's): stored as microseconds
 
     def label(self) -> str:
         return f"{self.namespace}.{self.table}" + (f" FOR SYSTEM_TIME {_form_text(self.version)}" if self.version else "")
@@ -149,7 +157,7 @@ class _Reference:
     def subquery(self) -> exp.Select:
         kind = self.lake.source_kind(self.namespace)
         if kind is not None:
-            return self._versions(kind)
+            return self._as_times(self._versions(kind))
         if self.namespace.endswith("_marts") and self.lake.source_kind(self.namespace[:-len("_marts")]):
             return self._mart(self.namespace[:-len("_marts")])
         raise UnknownLakeTableError(f"{self.namespace}.{self.table}: {self.namespace!r} is neither a source of the "
@@ -221,8 +229,19 @@ class _Reference:
 
     def _columns(self, kind: str, source: str, table: str, delta: int, current: list[str]) -> list[str]:
         if kind == DATAMART:
+            self.times = frozenset(self.lake.ddl_times(source, table, delta))
             return self._pruned(self.lake.ddl_columns(source, table, delta))
         return self._pruned([c for c in current if c not in _STREAM_SYSTEM])
+
+    def _as_times(self, query: exp.Select) -> exp.Select:
+        """`query` with its TIME columns (microseconds in the lake) turned into the engine's TIME,
+        so that a user's `WHERE t > '12:00:00'`, MIN(t) and the printed rows are those of a TIME."""
+        names = [s.alias_or_name for s in query.selects]
+        if not any(n in self.times for n in names):
+            return query
+        return exp.select(*[exp.alias_(_micros_to_time(exp.column(n, quoted=True)), n, quoted=True)
+                            if n in self.times else exp.column(n, quoted=True) for n in names]).from_(
+            exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier("v"))))
 
     # --- a user mart ---------------------------------------------------------------------------
     def _mart(self, source: str) -> exp.Select:
@@ -262,6 +281,30 @@ class _Reference:
         used = {c.name.lower() for c in query.find_all(exp.Column)}
         self.plan.scans.append(Scan(name, namespace, table, row_filter, tuple(c for c in have if c.lower() in used)))
         return query
+
+
+# A TIME column's stored microseconds since midnight as the engine's TIME: a placeholder function
+# in the plan's tree, written per dialect by `Plan.sql` (`_time_of`).
+_MICROS_TO_TIME = "__DELTAPORT_MICROS_TO_TIME"
+
+
+def _micros_to_time(column: exp.Expression) -> exp.Anonymous:
+    return exp.Anonymous(this=_MICROS_TO_TIME, expressions=[column])
+
+
+_TIME_OF = {  # x: bigint microseconds since midnight, 0 <= x < 86,400,000,000
+    "duckdb": "CAST('00:00:00' AS TIME) + TO_MICROSECONDS(CAST(__x AS BIGINT))",
+    # Spark 4.1's TIME (spark.sql.timeType.enabled on the session: resources/lake/sql_engines.py)
+    "spark": "MAKE_TIME(CAST(__x DIV 3600000000 AS INT), CAST(__x DIV 60000000 % 60 AS INT), "
+             "CAST(__x % 60000000 AS DECIMAL(16, 6)) / 1000000)",
+}
+
+
+def _time_of(value: exp.Expression, dialect: str) -> exp.Expression:
+    if dialect not in _TIME_OF:
+        raise DeltaportError(f"no TIME conversion is known for the {dialect} dialect")
+    template = exp.maybe_parse(_TIME_OF[dialect], dialect=dialect)
+    return template.transform(lambda n: value.copy() if isinstance(n, exp.Column) and n.name == "__x" else n)
 
 
 # A change stream's snapshot-table columns that are the lake's own, not the stream's data.

@@ -12,7 +12,8 @@
   (DDL, last delta, history start). Its scans of the corpus lake's tables (merge-on-read deletes
   included) counted the rows PyIceberg counts.
 - Spark: the plan's SQL in Spark's dialect, each scan the lake table `<catalog>.<ns>.<table>`,
-  run on the deployment's Spark Connect session.
+  run on the deployment's Spark Connect session (TIME columns need Spark 4.1's TIME type: a
+  server before 4.1 refuses a query that reads one, naming MAKE_TIME).
 Both return a `pyarrow.Table` of the query's columns in the query's order.
 """
 
@@ -66,6 +67,20 @@ def run_spark(plan: Plan, spark, catalog: str) -> pa.Table:
     from pyspark.errors import PySparkException
 
     try:
-        return spark.sql(spark_sql(plan, catalog)).toArrow()
+        # A datamart's TIME columns are Spark 4.1's TIME in the query (prostore_sql._time_of), a
+        # type Spark 4.1 keeps behind this session setting.
+        spark.conf.set("spark.sql.timeType.enabled", "true")
+        return _times_in_us(spark.sql(spark_sql(plan, catalog)).toArrow())
     except PySparkException as err:
         raise QueryFailedError(f"Spark: {str(err).splitlines()[0]}") from None
+
+
+def _times_in_us(table: pa.Table) -> pa.Table:
+    """Spark's TIME comes as time64[ns]: as time64[us], the lake's precision and what the rows'
+    text is made from (DuckDB's TIME already is)."""
+    import pyarrow as pa
+
+    for i, f in enumerate(table.schema):
+        if pa.types.is_time(f.type) and f.type != pa.time64("us"):
+            table = table.set_column(i, f.name, table.column(i).cast(pa.time64("us")))
+    return table

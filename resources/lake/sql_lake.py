@@ -34,6 +34,7 @@ class SqlLake:
         self._open, self.kinds = open_table, dict(kinds)
         self._tables: dict[str, object | None] = {}
         self._close: dict[str, Mapping[int, dt.datetime]] = {}
+        self._entities: dict[tuple[str, str, int], object] = {}
 
     def table(self, namespace: str, table: str):
         """The PyIceberg table, or None when the catalog has none of that name."""
@@ -53,10 +54,20 @@ class SqlLake:
         return None if found is None else [f.name for f in found.schema().fields]
 
     def ddl_columns(self, datamart: str, table: str, delta: int) -> list[str]:
-        changelog = self.table(f"{datamart}_meta", "changelog")
-        if changelog is None:
-            raise PyIcebergReadError(f"datamart {datamart!r} has no changelog in the lake yet")
-        return [c.name for c in entity_as_of(changelog, datamart, table, delta).columns]
+        return [c.name for c in self._entity(datamart, table, delta).columns]
+
+    def ddl_times(self, datamart: str, table: str, delta: int) -> list[str]:
+        return [c.name for c in self._entity(datamart, table, delta).columns if c.type == "time"]
+
+    def _entity(self, datamart: str, table: str, delta: int):
+        """The table's DDL as of `delta`, read from the changelog once per query."""
+        key = (datamart, table, delta)
+        if key not in self._entities:
+            changelog = self.table(f"{datamart}_meta", "changelog")
+            if changelog is None:
+                raise PyIcebergReadError(f"datamart {datamart!r} has no changelog in the lake yet")
+            self._entities[key] = entity_as_of(changelog, datamart, table, delta)
+        return self._entities[key]
 
     def last_landed(self, namespace: str, table: str) -> int:
         found = self.table(namespace, table)

@@ -306,6 +306,7 @@ def connect(url: str, catalog: CatalogConfig | None = None, *, incarnation: str 
 
     if not url.startswith("sc://"):
         raise SparkSessionError(f"a Spark Connect address starts with sc://, got {url!r}")
+    _quiet_query_context_loggers()
     catalog = catalog or CatalogConfig()
     wanted = catalog_conf(catalog)
     key = (url, incarnation, tuple(sorted(wanted.items())))
@@ -341,6 +342,22 @@ def connect(url: str, catalog: CatalogConfig | None = None, *, incarnation: str 
         _sessions[key] = session
         _make_active(session)
         return session
+
+
+def _quiet_query_context_loggers() -> None:
+    """pyspark (4.x) logs every server-side SQL error it raises as a JSON record at level ERROR on
+    stderr (the `SQLQueryContextLogger`, `DataFrameQueryContextLogger`), before the caller has
+    seen the exception: 12 KB on the CLI's stderr for a query Spark refuses, ahead of deltaport's
+    own one-line error. Every caller here handles the exception and says what failed, so those
+    records say nothing new: they are kept to CRITICAL. Made as pyspark makes them
+    (`PySparkLogger.getLogger`): a plain logger of that name would break pyspark's call, which
+    passes fields a plain logger does not take."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
 # Iceberg's JDBC catalog creates (or upgrades) its own tables when a session first loads it; two

@@ -305,3 +305,102 @@ def test_a_read_of_the_current_state_reads_the_last_delta_once(lake, capsys, sou
     sites = {site: calls for site, (calls, _) in trips.sites.items()}
     assert sum(n for s, n in sites.items() if s.startswith("execute ") and s.endswith(" last_applied_deltas")) == 1, sites
     assert not any(s.endswith(" history_start") for s in sites), sites
+
+
+# --- `deltaport sql` prints what `read` prints (issue 56) ------------------------------------------
+
+def _sql(capsys, config: Path, query: str, fmt: str, engine: str) -> str:
+    code = main(["sql", query, "--format", fmt, "--engine", engine, "--config", str(config)])
+    out = capsys.readouterr()
+    assert code == 0, out.err[-3000:]
+    return out.out
+
+
+def _records(text: str, fmt: str) -> tuple[list, list]:
+    """(header, rows sorted) of jsonl or csv text: the rows' order is the query's, not read's."""
+    if fmt == "jsonl":
+        rows = [json.loads(line, parse_float=Decimal) for line in text.splitlines()]
+        return [list(rows[0]) if rows else []], sorted(json.dumps(r, sort_keys=True, default=str) for r in rows)
+    records = list(csv.reader(io.StringIO(text, newline="")))
+    return records[0], sorted(records[1:])
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "spark"])
+@pytest.mark.parametrize("source", [DM, *(f"typed_{fmt}" for fmt in STREAMS)])
+def test_sql_prints_every_type_as_read_prints_it(lake, capsys, source, engine):
+    """Every Prostore type (TIME, DATE, TIMESTAMP among them) and every stream format's types
+    (DECIMAL, BYTES), through `sql` on both engines, in both formats: the text `read` prints."""
+    _, config = lake
+    for fmt in ("jsonl", "csv"):
+        want = _read(capsys, config, f"{source}.every", fmt)
+        got = _sql(capsys, config, f"SELECT * FROM {source}.every", fmt, engine)
+        assert _records(got, fmt) == _records(want, fmt) and len(_records(want, fmt)[1]) == 3
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "spark"])
+def test_sql_compares_and_aggregates_times_dates_timestamps_decimals_as_prostore(lake, capsys, engine):
+    """TIME is kept as microseconds in the lake; a query sees a TIME: WHERE on a time literal,
+    MIN/MAX, printed as read prints a time. DATE, TIMESTAMP, DECIMAL alike."""
+    _, config = lake
+
+    def rows(query: str) -> list[dict]:
+        return [json.loads(line, parse_float=Decimal) for line in _sql(capsys, config, query, "jsonl", engine).splitlines()]
+
+    assert rows(f"SELECT id, tod FROM {DM}.every WHERE tod > '12:00:00'") == [{"id": 1, "tod": "13:00:00.000005"}]
+    assert rows(f"SELECT id FROM {DM}.every WHERE tod = '00:00:00' ORDER BY id") == [{"id": 3}]
+    assert rows(f"SELECT MIN(tod) AS lo, MAX(tod) AS hi, COUNT(tod) AS n FROM {DM}.every") == [
+        {"lo": "00:00:00.000000", "hi": "13:00:00.000005", "n": 2}]
+    assert rows(f"SELECT id FROM {DM}.every WHERE day > '1980-01-01' AND at >= '2024-02-29 23:59:58'") == [
+        {"id": 1}]
+    assert rows(f"SELECT MAX(at) AS latest, MIN(day) AS first FROM {DM}.every") == [
+        {"latest": "2024-02-29T23:59:58.123456Z", "first": "1970-01-01"}]
+    assert rows("SELECT ID FROM typed_qlik.every WHERE BALANCE > 0 AND BIG > 1000 ORDER BY ID") == [{"ID": 1}]
+    assert rows("SELECT SUM(BALANCE) AS total FROM typed_qlik.every") == [{"total": Decimal("12.45")}]
+
+
+# Each run in one fresh process (the CLI's own), its stdout and stderr taken at the descriptors:
+# what a user's terminal gets, pyspark's loggers included.
+_ONE_PROCESS = """
+import json, os, sys, tempfile
+from platform_assets.cli import main
+results = []
+for argv in json.loads(sys.argv[1]):
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        sys.stdout.flush(); sys.stderr.flush()
+        saved = os.dup(1), os.dup(2)
+        os.dup2(out.fileno(), 1); os.dup2(err.fileno(), 2)
+        try:
+            code = main(argv)
+        finally:
+            sys.stdout.flush(); sys.stderr.flush()
+            os.dup2(saved[0], 1); os.dup2(saved[1], 2)
+        out.seek(0); err.seek(0)
+        results.append([code, out.read().decode(), err.read().decode()])
+print(json.dumps(results))
+"""
+
+
+def test_every_refusal_and_error_of_sql_and_read_is_one_line_on_both_engines(lake):
+    _, config = lake
+    refused = [
+        f"SELECT sys_from FROM {DM}.every FOR SYSTEM_TIME STARTED IN (0, 1)",  # Prostore returns no sys_*
+        f"SELECT nope FROM {DM}.every",
+        f"SELECT tod FROM {DM}.every WHERE tod > 'not a time'",
+        f"SELECT * FROM {DM}.nowhere",
+        f"SELECT * FROM {DM}.every FOR SYSTEM_TIME AS OF DELTA_NUM 99",
+        f"SELECT * FROM {DM}.every FOR SYSTEM_TIME AS OF LATEST_UNCOMMITTED_DELTA",
+        "SELEC id FROM typed.every",
+        "SELECT ID FROM typed_qlik.every FOR SYSTEM_TIME STARTED IN (1, 0)",
+    ]
+    runs = [["sql", q, "--engine", engine, "--config", str(config)] for engine in ("duckdb", "spark") for q in refused]
+    runs += [["read", table, *more, "--engine", engine, "--config", str(config)] for engine in ("spark", "pyiceberg")
+             for table, more in ((f"{DM}.nowhere", ()), (f"{DM}.every", ("--as-of-delta", "99")),
+                                 ("nodm.every", ()))]
+    env = {k: v for k, v in os.environ.items() if k not in ("DELTAPORT_CONFIG", "DAGSTER_HOME")}
+    res = subprocess.run([sys.executable, "-c", _ONE_PROCESS, json.dumps(runs)], capture_output=True, text=True,
+                         timeout=600, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    for argv, (code, out, err) in zip(runs, json.loads(res.stdout)):
+        lines = err.splitlines()
+        assert code == 2 and out == "", (argv, code, out[-500:], err[-2000:])
+        assert len(lines) == 1 and lines[0].startswith(f"deltaport {argv[0]}: error: "), (argv, err[-3000:])

@@ -46,6 +46,9 @@ class StoryLake:
                                    "_tombstone": [None, False, True], "_order": [1, 2, 3]}),
             ("cs_history", "t"): pa.table(HISTORY),
             ("dm_marts", "m"): pa.table({"n": [10, 20, 21, 50], "delta_num": [1, 2, 2, 5]}),
+            # TIME stored as microseconds since midnight: 00:00, 01:48:54.342823, 12:00, 23:59:59.999999
+            ("dm", "timed"): pa.table({"k": ["A", "B", "C", "D"], "t": [0, 6534342823, 43_200_000_000, 86_399_999_999],
+                                       "sys_from": [0, 0, 0, 0]}),
         }
 
     def source_kind(self, source):
@@ -56,7 +59,10 @@ class StoryLake:
         return None if found is None else found.column_names
 
     def ddl_columns(self, datamart, table, delta):
-        return ["k", "w"] if table == "renamed" else ["k", "v"]
+        return {"renamed": ["k", "w"], "timed": ["k", "t"]}.get(table, ["k", "v"])
+
+    def ddl_times(self, datamart, table, delta):
+        return ["t"] if table == "timed" else []
 
     def last_landed(self, namespace, table):
         return 5
@@ -125,6 +131,16 @@ def test_joins_of_one_table_at_two_system_times_and_aggregates():
     sql = ("WITH gone AS (SELECT k FROM dm.t FOR SYSTEM_TIME FINISHED IN (0, 5)) "
            "SELECT t.k FROM dm.t WHERE t.k IN (SELECT k FROM gone)")  # deleted once, live again
     assert answer(sql) == [("B",)]
+
+
+def test_time_columns_are_times_in_where_aggregates_and_rows():
+    """The lake keeps TIME as microseconds; the query sees a TIME, as in Prostore (issue 56)."""
+    assert answer("SELECT k, t FROM dm.timed WHERE t > '12:00:00'") == [("D", dt.time(23, 59, 59, 999999))]
+    assert answer("SELECT k FROM dm.timed WHERE t = '12:00:00'") == [("C",)]
+    assert answer("SELECT MIN(t), MAX(t) FROM dm.timed WHERE t > '00:00:00'") == [
+        (dt.time(1, 48, 54, 342823), dt.time(23, 59, 59, 999999))]
+    assert answer("SELECT * FROM dm.timed WHERE k = 'A'") == [("A", dt.time(0, 0))]
+    assert "MAKE_TIME(" in spark_sql(rewrite_sql("SELECT t FROM dm.timed", StoryLake(prune=False)), "lake")
 
 
 def test_a_version_that_never_had_a_column_reads_null():
