@@ -9,8 +9,9 @@ keeps per run, and its `delete_run` removes none of them:
   their bucket and delete the local files, leaving `<run_id>/compute_logs/` folders in their
   local directory;
 - on a SQLite instance the run's own event file `history/runs/<run_id>.db` (and its -wal, -shm).
-Nothing else per run was found under DAGSTER_HOME (listed after `sync`s and daemon runs: the
-asset outputs deltaport's assets return are None, so the filesystem IO manager writes nothing).
+Nothing else per run was found under DAGSTER_HOME (listed after `sync`s; a daemon's run logs
+under the same `<run_id>/` prefix, a key per step process; deltaport's assets return no value,
+so the filesystem IO manager writes nothing).
 
 Guarantees:
 - `remove_run_files` deletes a run's logs through its manager's own `delete_logs(prefix=[run_id])`
