@@ -15,7 +15,7 @@ the truth, increments once, every delta tagged):
 - no delta is left half-retired: every delta above the mark has its partition and its
   materialized snapshot, none at or below it has either, and every run the instance keeps of the
   source covers a delta above the mark (a run all of whose deltas are retired is gone);
-- the SQLite instance keeps no event file of a run it no longer holds.
+- the SQLite instance keeps no event file, and no compute log folder, of a run it no longer holds.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ DELTAS, WINDOW, EVERY = 5, 1, 2
 
 def _held(home: Path) -> dict:
     """What the case's instance holds of the source: partitions, materialized snapshot
-    partitions, each run's deltas (with its status), and the runs' event files."""
+    partitions, each run's deltas (with its status), and the runs' event files and compute logs."""
     import dagster as dg
 
     from platform_assets.prostore.sensors import datamart_tags
@@ -53,6 +53,8 @@ def _held(home: Path) -> dict:
     # index.db, and .db: the shard of runless events (the lag observations `sync` reports)
     files = {p.stem for p in (home / "history" / "runs").glob("*.db") if p.name not in ("index.db", ".db")}
     held["event_files_of_no_run"] = len(files - run_ids)
+    logs = {p.name for p in (home / "storage").glob("*") if p.is_dir() and (p / "compute_logs").exists()}
+    held["log_folders_of_no_run"] = len(logs - run_ids)
     return held
 
 
@@ -80,6 +82,8 @@ def judge_retirement(row: KillRow, held: dict, landed: int | None, retired: int 
         row.problems.append(f"runs all of whose deltas are retired are still held: {stale}")
     if held["event_files_of_no_run"]:
         row.problems.append(f"{held['event_files_of_no_run']} event files of runs the instance no longer holds")
+    if held["log_folders_of_no_run"]:
+        row.problems.append(f"{held['log_folders_of_no_run']} compute log folders of runs the instance no longer holds")
 
 
 def run_retirement_case(bootstrap: str, remote: str, story: KillStory, case: str, work: Path,

@@ -14,8 +14,9 @@ the deltas up to `landed_through - window`:
    once the first passes are done, and the partitions a re-run put back are swept too);
 2. deletes the finished runs of the source whose deltas are all retired, with their events (the
    materializations, check evaluations' events and executions, logs): every run's events in one
-   connection, then each run's record, and on a SQLite instance its own event file
-   (`_delete_runs`). The source's runs are those its delta job tags (`deltaport/datamart`: the
+   connection, then run by run its files (its compute logs, and on a SQLite instance its own
+   event file: platform_assets/run_files.py) and its record (`_delete_runs`); the files of runs
+   the instance no longer holds (retired before this, or deleted from the UI) are swept too. The source's runs are those its delta job tags (`deltaport/datamart`: the
    sensor's, `sync`'s, `rerun`'s, a UI launch of the job), the runs of the UI's asset
    backfills of its assets (no deltaport tag: found by the backfill's id, kept to runs whose
    asset selection holds one of the source's assets; their deltas come from Dagster's partition
@@ -42,7 +43,6 @@ Guarantees:
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -56,6 +56,7 @@ from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
 from platform_assets.lag_reports import trim_lag_reports
 from platform_assets.prostore.partitions import delta_partitions, partition_key, run_deltas
 from platform_assets.prostore.sensors import PARTITION_TAG, datamart_tags, deltas_of_run
+from platform_assets.run_files import remove_run_files, sweep_orphans
 from resources.failpoints import failpoint
 from resources.state.delta_marks import DeltaMarks, Marks
 
@@ -79,6 +80,7 @@ class Retired:
     done: bool  # False: the pass hit its bound; the next run goes on
     seconds: float
     lag_reports: int = 0  # the source's older lag reports deleted by this pass (platform_assets/lag_reports.py)
+    orphans: int = 0  # files and folders of runs no longer held, removed by this pass (platform_assets/run_files.py)
 
 
 def retire_through(marks: Marks, *, window: int, every: int, run_last: int) -> int | None:
@@ -135,10 +137,11 @@ def retire(instance: dg.DagsterInstance, source: str, marks: DeltaMarks, cutoff:
     runs = _delete_runs(instance, _old_runs(instance, source, cutoff, max_per_pass,
                                             _retired_keys(keys, marks.get(source).retired_through, through,
                                                           max_per_pass)))
+    orphans = sweep_orphans(instance, limit=max_per_pass)
     reports = trim_lag_reports(instance, source)
     failpoint("retire.runs_deleted")
     marks.retired(source, through)
-    return Retired(through, len(keys), runs, not more, time.monotonic() - started, reports)
+    return Retired(through, len(keys), runs, not more, time.monotonic() - started, reports, orphans)
 
 
 def _retired_keys(deleted: list[str], before: int | None, through: int, limit: int) -> list[str]:
@@ -172,12 +175,14 @@ def _old_runs(instance: dg.DagsterInstance, source: str, cutoff: int, limit: int
 
 
 def _delete_runs(instance: dg.DagsterInstance, old: list[str]) -> int:
-    """Delete the runs `old` with their events: first every run's events, in one connection,
-    then run by run its record (and on SQLite its own event file). Killed after the events, the
-    records are still there for the next pass to find; never records gone and events left."""
+    """Delete the runs `old` with their events and files: first every run's events, in one
+    connection, then run by run its files (compute logs; on SQLite its own event file:
+    platform_assets/run_files.py) and its record. Killed before a record goes, the run is still
+    there for the next pass to find; never a record gone and its events or files left."""
     storage = instance.event_log_storage
     if not hasattr(storage, "index_connection"):  # not a SQL event log (a plugin's): Dagster's own call
         for run_id in old:
+            remove_run_files(instance, run_id)
             instance.delete_run(run_id)
             failpoint("retire.run_deleted")
         return len(old)
@@ -186,26 +191,19 @@ def _delete_runs(instance: dg.DagsterInstance, old: list[str]) -> int:
     # SQLite it opens (and first checks the schema of) each run's own event file only to empty
     # it and leave it: 0.3-0.5 s a run on 2 loaded cores, and 300,000 emptied files. On
     # PostgreSQL the index connection reaches every event; on SQLite the index's rows, and the
-    # run's own file goes below.
+    # run's own file goes with its compute logs below.
     with storage.index_connection() as conn:
         for run_id in old:
             storage.delete_events_for_run(conn, run_id)
         # ... and their check executions, which Dagster 1.13's `delete_run` leaves behind: one row
         # per check per delta, for ever, in the check's history.
         conn.execute(AssetCheckExecutionsTable.delete().where(AssetCheckExecutionsTable.c.run_id.in_(old)))
-    shard = getattr(storage, "path_for_shard", None) if getattr(storage, "is_run_sharded", False) else None
     for run_id in old:
+        # Its files before its record: killed in between, the next pass finds the run again.
+        remove_run_files(instance, run_id)
         instance.run_storage.delete_run(run_id)
         if storage.supports_global_concurrency_limits:
             storage.free_concurrency_slots_for_run(run_id)
-        if shard is not None:
-            path = shard(run_id)
-            for leftover in (path, f"{path}-wal", f"{path}-shm"):
-                if os.path.exists(leftover):
-                    os.remove(leftover)
-            # The storage remembers the files it opened as having their tables: forgotten, a later
-            # read of the deleted run in this process (a `sync` ran it) finds it empty, not broken.
-            getattr(storage, "_initialized_dbs", set()).discard(run_id)
         failpoint("retire.run_deleted")
     return len(old)
 
@@ -241,5 +239,6 @@ def retire_after_landing(context: dg.AssetExecutionContext, *, source: str, mark
         "retired/partitions": dg.IntMetadataValue(done.partitions), "retired/runs": dg.IntMetadataValue(done.runs),
         "retired/seconds": dg.FloatMetadataValue(round(done.seconds, 3)),
         "retired/lag_reports": dg.IntMetadataValue(done.lag_reports),
+        "retired/orphan_run_files": dg.IntMetadataValue(done.orphans),
         "older_deltas": dg.MarkdownMetadataValue(HOW_TO_READ.replace("SOURCE", source)),
         "first_partition": dg.TextMetadataValue(partition_key(done.through + 1))})

@@ -12,7 +12,10 @@ Eight deltas of a backup-only datamart, one run each, maintenance (and so retire
   of the datamart's assets: the record the dialog adds, and the run of the implicit asset job
   the backfill daemon launches for it) lands the same tables too;
 - with the sync's cursor gone, the next `sync` resumes from the landed mark and lands 6-7 only;
-  its retirement sweeps the partitions put back and the backfill's run.
+  its retirement sweeps the partitions put back and the backfill's run;
+- the instance folder keeps the files (compute logs, event files) of the window's runs only, and
+  after the re-runs and the second `sync` no more entries in any of its folders than after the
+  first (issue 56: the compute logs of retired runs stayed).
 
 On a PostgreSQL instance (deploy/dagster-postgres.yaml on a throwaway server) a pass deletes the
 old partitions, runs and events as on SQLite.
@@ -40,6 +43,7 @@ from platform_assets.definitions import build_definitions
 from platform_assets.rerun import rerun
 from platform_assets.prostore.partitions import partition_key
 from platform_assets.retirement import BACKFILL_TAG, deltas_of_run
+from platform_assets.run_files import run_id_of
 from platform_assets.prostore.sensors import datamart_tags
 from platform_assets.sync import sync
 from resources.emulator.outgoing import BACKUP
@@ -83,6 +87,20 @@ def _ui_backfill(cfg, instance, delta: int) -> str:
     assert result.success
     instance.update_backfill(backfill.with_status(BulkActionStatus.COMPLETED_SUCCESS))
     return result.run_id
+
+
+def _entries(instance) -> dict[str, int]:
+    """{top-level entry of the instance folder: the files and folders in it, itself included}."""
+    root = instance.root_directory
+    return {top: 1 + sum(len(dirs) + len(files) for _, dirs, files in os.walk(os.path.join(root, top)))
+            for top in sorted(os.listdir(root))}
+
+
+def _files_of_runs(instance) -> set[str]:
+    """The runs the instance folder keeps files of: compute logs (`storage/<run_id>`), event files."""
+    names = [*os.listdir(os.path.join(instance.root_directory, "storage")),
+             *os.listdir(os.path.join(instance.root_directory, "history", "runs"))]
+    return {run_id for name in names if (run_id := run_id_of(name)) is not None}
 
 
 def _retired_through(instance) -> list[int]:
@@ -137,6 +155,9 @@ def test_a_window_of_two_deltas_keeps_every_delta_landed_readable_and_rerunnable
         assert marks.get(DM) == Marks(FIRST - 1, 2)
         # the pass of run 2 said 0, and went with run 2's events when the pass of run 4 deleted that run
         assert _retired_through(instance) == [2]
+        # the instance folder keeps the files (compute logs, event files) of the window's runs only
+        assert _files_of_runs(instance) == {r.run_id for r in instance.get_runs()}
+        window_entries = _entries(instance)
 
         for n in range(FIRST):
             exact(n)
@@ -166,6 +187,10 @@ def test_a_window_of_two_deltas_keeps_every_delta_landed_readable_and_rerunnable
         assert runs == [[5], [6], [7]]
         assert marks.get(DM) == Marks(DELTAS - 1, 4) and _retired_through(instance) == [4]
         assert instance.get_run_by_id(backfill_run) is None
+        # the re-runs' files went with them: the folder holds what a window of three runs holds
+        assert _files_of_runs(instance) == {r.run_id for r in instance.get_runs()}
+        entries = _entries(instance)
+        assert all(entries[top] <= window_entries.get(top, 0) for top in entries), (window_entries, entries)
     for n in range(FIRST, DELTAS):
         exact(n)
 

@@ -153,19 +153,24 @@ def test_a_pass_that_died_after_the_partitions_is_finished_by_the_next(tmp_path,
         assert _held(instance) == ([4, 5], [4, 5], [[4], [5]])
 
 
-def test_on_a_sqlite_instance_a_retired_run_leaves_neither_events_nor_its_event_file(tmp_path):
+def test_on_a_sqlite_instance_a_retired_run_leaves_neither_events_nor_its_files(tmp_path):
+    """Nor its compute logs (the local manager's `storage/<run_id>/compute_logs`, which Dagster
+    1.13's `delete_run` leaves, issue 56)."""
     marks = DeltaMarks(tmp_path / "index.sqlite")
     (tmp_path / "dagster").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
         for n in range(3):
             _land(instance, n, n, checked=True)
-        shards = tmp_path / "dagster" / "history" / "runs"
+        shards, logs = tmp_path / "dagster" / "history" / "runs", tmp_path / "dagster" / "storage"
         old = {r.run_id for r in instance.get_runs() if deltas_of_run(r.tags) != [2]}
         assert old <= {p.stem for p in shards.glob("*.db")}
+        assert all(any((logs / run_id / "compute_logs").glob("*.complete")) for run_id in old)
         done = retire(instance, SRC, marks, 1)
         assert (done.partitions, done.runs) == (2, 2)
         assert _held(instance) == ([2], [2], [[2]])
         assert not old & {p.stem for p in shards.glob("*.db")}
+        kept = {r.run_id for r in instance.get_runs()}
+        assert {p.name for p in logs.iterdir()} == kept and {p.stem for p in shards.glob("*-*.db")} == kept
         assert not any(instance.get_records_for_run(run_id).records for run_id in old)
         assert check_runs(instance) == {r.run_id for r in instance.get_runs()}  # the kept run's evaluation only
 
