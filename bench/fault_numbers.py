@@ -2,7 +2,7 @@
 numeric field, cost bounded memory and time, and the good messages after them still land.
 
 A Prostore story (one datamart, a few deltas) goes to a backup and a signal topic, each padded
-to `total` messages (1000) with adversarial ones (resources/emulator/adversarial.py: a key saying
+to `total` messages (1000) with adversarial ones (tests/support/adversarial.py: a key saying
 chunkNumber 2^63 - 1, marked last, ahead of the good export of its delta; extreme streamNumber,
 streamTotal, deltaNum and deltaDate; DELTA_* with 20- and 5000-digit deltaNums; WRITE_* with
 cn, ts and rowsAffected beyond a long). Two readers then run, each in a child process of its own
@@ -75,7 +75,7 @@ class NumbersRow:
 
 
 def run_numbers_case(bootstrap: str, work: Path, *, seed: int = 7, total: int = 1000) -> NumbersRow:
-    from resources.emulator.adversarial import NOTE, REFUSED, adversarial_numbers
+    from tests.support.adversarial import NOTE, REFUSED, adversarial_numbers
     from resources.emulator.outgoing import BACKUP, SIGNAL
     from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
     from resources.kafka.admin import create_topic

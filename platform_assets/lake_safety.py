@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from platform_assets.config_error import ConfigError
-from resources.objstore.locations import is_object_store
+from resources.lake.locations import is_object_store
 
 __all__ = ["SECRET_SUFFIXES", "check_lake"]
 

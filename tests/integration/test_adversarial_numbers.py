@@ -30,7 +30,7 @@ from bench.fault_stream_numbers import STREAM_FORMATS, run_stream_numbers_case
 from platform_assets.config import parse_config
 from platform_assets.definitions import build_definitions
 from platform_assets.sync import sync
-from resources.emulator.adversarial import REFUSED, adversarial_numbers
+from tests.support.adversarial import REFUSED, adversarial_numbers
 from resources.emulator.outgoing import BACKUP
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic

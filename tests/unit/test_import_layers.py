@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...], bool]] = [
     ("kafka client", ("resources.kafka",), False),
     ("source kinds", ("resources.prostore", "resources.changestream"), True),
     ("spark", ("resources.spark",), False),
-    ("lake", ("resources.lake", "resources.objstore", "resources.warm_archives"), False),
+    ("lake", ("resources.lake", "resources.demo_objstore", "resources.warm_archives"), False),
     ("emulator", ("resources.emulator",), False),
     ("platform core", ("platform_assets",), False),
     ("asset formats", ("platform_assets.prostore", "platform_assets.streams"), True),
