@@ -22,6 +22,8 @@ import dagster as dg
 from platform_assets.build_on import build_delta_asset, load_user_code
 from platform_assets.config import ConfigError, PlatformConfig, load_config, maintenance_settings
 from platform_assets.engine import engine_for
+from platform_assets.io_managers.prostore import BackupTopicIOManager, SignalTopicIOManager
+from platform_assets.io_managers.streams import StreamTopicIOManager
 from platform_assets.lag_check import build_lag_check
 from platform_assets.prostore.assets import BACKUP_IO, SIGNAL_IO, build_datamart_assets, topic_key
 from platform_assets.prostore.sensors import build_delta_sensor, datamart_tags
@@ -29,8 +31,6 @@ from platform_assets.streams.assets import STREAM_IO, build_stream_assets
 from platform_assets.streams.sensors import build_seal_sensor
 from resources.changestream.resource import CdcLedgerResource
 from resources.prostore.resource import DeltaIndexResource
-from resources.kafka.io_managers import BackupTopicIOManager, SignalTopicIOManager
-from resources.kafka.stream_io_manager import StreamTopicIOManager
 from resources.kafka.resource import KafkaResource
 from resources.lake.prostore import LakeLayout
 from resources.lake.versions_view import catalog_keeps_views

@@ -44,7 +44,7 @@ from resources.codecs.backup import iter_changelog
 from resources.codecs.ddl import replay_changelog
 from resources.failpoints import failpoint
 from resources.kafka.fetch import fetch_values
-from resources.kafka.io_managers import BackupSlice, SignalSlice
+from platform_assets.io_managers.prostore import BackupSlice, SignalSlice
 from resources.lake.prostore import (
     IncrementDelta,
     LakeLayout,

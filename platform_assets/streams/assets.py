@@ -42,8 +42,8 @@ from platform_assets.streams import checks
 from platform_assets.maintenance_step import maintain_after_landing, maintenance_due
 from platform_assets.streams.delta_step import StreamKeys, land_stream_step
 from resources.lake.maintenance_settings import MaintenanceSettings
-from resources.kafka.io_managers import INPUT_TAG_PREFIX
-from resources.kafka.stream_io_manager import StreamSlice
+from platform_assets.io_managers.inputs import INPUT_TAG_PREFIX
+from platform_assets.io_managers.streams import StreamSlice
 from resources.lake.prostore import LakeLayout
 from resources.lake.prostore_history import history_ident
 from resources.prostore.resource import DeltaIndexResource

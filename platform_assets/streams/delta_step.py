@@ -34,7 +34,7 @@ from platform_assets.step_outcomes import ChangelogNotLandedError, Outcome, step
 from platform_assets.streams import checks
 from resources.codecs.cdc import BEFORE_IMAGE
 from resources.errors import DecodeError
-from resources.kafka.stream_io_manager import StreamSlice
+from platform_assets.io_managers.streams import StreamSlice
 from resources.lake.cdc import (CdcDelta, apply_cdc_through, cdc_landed_deltas, changes_frame, increment_columns,
                                 infer_columns, land_cdc_increments, lowest_applied)
 from resources.lake.key_check import KeyCheckPlan

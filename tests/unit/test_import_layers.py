@@ -37,15 +37,6 @@ LAYERS: list[tuple[str, tuple[str, ...], bool]] = [
 ]
 
 KNOWN_CLIMBS: set[tuple[str, str]] = {
-    ("resources.kafka.io_managers", "resources.prostore.chunk_check"),
-    ("resources.kafka.io_managers", "resources.prostore.completeness"),
-    ("resources.kafka.io_managers", "resources.prostore.delta_index"),
-    ("resources.kafka.io_managers", "resources.prostore.resource"),
-    ("resources.kafka.io_managers", "resources.prostore.snapshot_bootstrap"),
-    ("resources.kafka.stream_io_manager", "resources.changestream.ledger"),
-    ("resources.kafka.stream_io_manager", "resources.changestream.resource"),
-    ("resources.kafka.stream_io_manager", "resources.changestream.sealing"),
-    ("resources.kafka.publish", "resources.emulator.outgoing"),
     ("resources.changestream.sealing", "resources.prostore.ingest"),
     ("platform_assets.build_on", "platform_assets.prostore.partitions"),
     ("platform_assets.maintenance_step", "platform_assets.prostore.partitions"),
