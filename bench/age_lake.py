@@ -48,7 +48,7 @@ import dagster as dg
 
 from platform_assets.config import maintenance_settings
 from platform_assets.definitions import index_resource
-from platform_assets.prostore.partitions import delta_partitions, partition_key
+from platform_assets.deltas.partitions import delta_partitions, partition_key
 from resources.lake.maintenance import maintain_source
 from resources.lake.maintenance_settings import MaintenanceSettings
 from resources.lake.prostore import LakeLayout, changelog_history, data_tables

@@ -33,7 +33,7 @@ from platform_assets.prostore import checks
 from platform_assets.maintenance_step import maintain_after_landing, maintenance_due
 from platform_assets.prostore.delta_step import DatamartKeys, land_delta_step
 from resources.lake.maintenance_settings import MaintenanceSettings
-from platform_assets.prostore.partitions import delta_partitions, run_deltas
+from platform_assets.deltas.partitions import delta_partitions, run_deltas
 from platform_assets.retirement import record_landed, retire_after_landing
 from platform_assets.io_managers.inputs import INPUT_TAG_PREFIX
 from platform_assets.io_managers.prostore import BackupSlice, SignalSlice

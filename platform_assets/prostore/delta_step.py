@@ -37,7 +37,7 @@ from platform_assets.history_asset import history_reported, refuse_history_alone
 from platform_assets.key_check_skipped import key_check_not_due
 from platform_assets.prostore import checks
 from platform_assets.prostore.early_history import early_history_tables, write_early_history
-from platform_assets.prostore.partitions import delta_span
+from platform_assets.deltas.partitions import delta_span
 from platform_assets.prostore.signal_rows import signal_frame
 from platform_assets.step_outcomes import ChangelogNotLandedError, Outcome, step_failure, timed
 from resources.codecs.backup import iter_changelog

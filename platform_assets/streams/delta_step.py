@@ -29,7 +29,7 @@ import dagster as dg
 
 from platform_assets.history_asset import history_reported, refuse_history_alone
 from platform_assets.key_check_skipped import key_check_not_due
-from platform_assets.prostore.partitions import delta_span
+from platform_assets.deltas.partitions import delta_span
 from platform_assets.step_outcomes import ChangelogNotLandedError, Outcome, step_failure, timed
 from platform_assets.streams import checks
 from resources.codecs.cdc import BEFORE_IMAGE

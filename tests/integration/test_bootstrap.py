@@ -18,7 +18,7 @@ import pytest
 
 from platform_assets.config import parse_config
 from platform_assets.definitions import build_definitions
-from platform_assets.prostore.partitions import partition_key
+from platform_assets.deltas.partitions import partition_key
 from platform_assets.sync import sync
 from resources.emulator.outgoing import BACKUP, SIGNAL
 from resources.kafka.publish import publish

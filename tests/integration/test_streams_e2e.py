@@ -22,8 +22,8 @@ import pytest
 
 from platform_assets.config import parse_config
 from platform_assets.definitions import build_definitions, ledger_resource
-from platform_assets.prostore.partitions import partition_key
-from platform_assets.prostore.sensors import request_deltas
+from platform_assets.deltas.partitions import partition_key
+from platform_assets.deltas.requests import request_deltas
 from resources.emulator.datastream import DATASTREAM, DatastreamConfig, build_datastream_story
 from resources.emulator.dataworks import ROLE as DATAWORKS, DataWorksConfig, build_dataworks_story
 from resources.emulator.outgoing import Outgoing

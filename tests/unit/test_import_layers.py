@@ -38,15 +38,7 @@ LAYERS: list[tuple[str, tuple[str, ...], bool]] = [
 
 KNOWN_CLIMBS: set[tuple[str, str]] = {
     ("resources.changestream.sealing", "resources.prostore.ingest"),
-    ("platform_assets.build_on", "platform_assets.prostore.partitions"),
-    ("platform_assets.maintenance_step", "platform_assets.prostore.partitions"),
-    ("platform_assets.retirement", "platform_assets.prostore.partitions"),
-    ("platform_assets.retirement", "platform_assets.prostore.sensors"),
     ("platform_assets.streams.assets", "platform_assets.prostore.assets"),
-    ("platform_assets.streams.assets", "platform_assets.prostore.partitions"),
-    ("platform_assets.streams.delta_step", "platform_assets.prostore.partitions"),
-    ("platform_assets.streams.sensors", "platform_assets.prostore.partitions"),
-    ("platform_assets.streams.sensors", "platform_assets.prostore.sensors"),
 }
 
 
