@@ -33,7 +33,7 @@ from platform_assets.streams.sensors import build_seal_sensor
 from resources.changestream.resource import CdcLedgerResource
 from resources.prostore.resource import DeltaIndexResource
 from resources.kafka.resource import KafkaResource
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.versions_view import catalog_keeps_views
 from resources.spark.resource import SparkResource
 

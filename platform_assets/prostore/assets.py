@@ -37,7 +37,7 @@ from platform_assets.deltas.partitions import delta_partitions, run_deltas
 from platform_assets.retirement import record_landed, retire_after_landing
 from platform_assets.io_managers.inputs import INPUT_TAG_PREFIX
 from platform_assets.io_managers.prostore import BackupSlice, SignalSlice
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.prostore_history import history_ident
 from resources.prostore.resource import DeltaIndexResource
 from resources.state.delta_marks import DeltaMarks

@@ -45,17 +45,9 @@ from resources.codecs.ddl import replay_changelog
 from resources.failpoints import failpoint
 from resources.kafka.fetch import fetch_values
 from platform_assets.io_managers.prostore import BackupSlice, SignalSlice
-from resources.lake.prostore import (
-    IncrementDelta,
-    LakeLayout,
-    TableStats,
-    changelog_history,
-    data_tables,
-    land_changelogs,
-    land_increment_tables,
-    landed_deltas,
-    record_increments,
-)
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import (IncrementDelta, TableStats, changelog_history, data_tables, land_changelogs,
+                                     land_increment_tables, landed_deltas, record_increments)
 from resources.lake.key_check import KeyCheckPlan
 from resources.lake.prostore_history import history_ident
 from resources.lake.prostore_snapshot import apply_snapshots, snapshot_progress

@@ -44,7 +44,7 @@ from platform_assets.streams.delta_step import StreamKeys, land_stream_step
 from resources.lake.maintenance_settings import MaintenanceSettings
 from platform_assets.io_managers.inputs import INPUT_TAG_PREFIX
 from platform_assets.io_managers.streams import StreamSlice
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.prostore_history import history_ident
 from resources.prostore.resource import DeltaIndexResource
 from resources.spark.resource import SparkResource

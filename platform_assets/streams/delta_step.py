@@ -38,7 +38,7 @@ from platform_assets.io_managers.streams import StreamSlice
 from resources.lake.cdc import (CdcDelta, apply_cdc_through, cdc_landed_deltas, changes_frame, increment_columns,
                                 infer_columns, land_cdc_increments, lowest_applied)
 from resources.lake.key_check import KeyCheckPlan
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.prostore_history import history_ident
 from resources.lake.stream_changelog import changelog_entries, changes_by_table, land_stream_changelogs
 from resources.lake.stream_keys import SnapshotProgress, current_keys, snapshot_progress

@@ -25,7 +25,8 @@ from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, build_scenario, snapshot_export
 from resources.kafka.admin import create_topic
 from platform_assets.prostore.assets import topic_key
-from resources.lake.prostore import LakeLayout, landed_deltas
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import landed_deltas
 from resources.lake.read import rows_as_of
 
 pytestmark = pytest.mark.integration

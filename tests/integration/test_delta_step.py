@@ -26,7 +26,8 @@ from resources.emulator.scenario import EmulatorConfig, build_scenario
 from resources.errors import DeltaportError
 from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
-from resources.lake.prostore import LakeLayout, landed_deltas
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import landed_deltas
 from resources.lake.prostore_history import history_ident
 from resources.lake.read import rows_as_of
 

@@ -50,7 +50,7 @@ from resources.emulator.outgoing import BACKUP
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.maintenance import MaintenanceSettings, maintain_source, maintain_table, table_location
 from tests.support.fault_proxy import FAULT_KINDS, FaultProxy
 from tests.support.objstore import CREDENTIAL_ENV, SECRET_ENV, list_keys, rest_lake, s3_client

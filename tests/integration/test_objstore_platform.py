@@ -48,7 +48,7 @@ from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
 from resources.lake.cdc import cdc_landed_deltas, cdc_rows_as_of
 from resources.lake.maintenance import MaintenanceSettings, maintain_source
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from tests.support.disk_s3_server import DiskS3Server
 from tests.support.fault_proxy import FaultProxy
 from tests.support.objstore import list_keys, rest_lake, unreferenced_keys

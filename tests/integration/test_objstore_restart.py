@@ -33,7 +33,7 @@ from resources.emulator.outgoing import BACKUP
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.read import rows_as_of
 from tests.support.disk_s3_server import DiskS3Server
 from tests.support.objstore import list_keys, rest_lake

@@ -46,7 +46,7 @@ from resources.emulator.outgoing import BACKUP
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.read import rows_as_of
 from resources.state.cursors import SyncCursors
 from resources.state.delta_marks import DeltaMarks, Marks

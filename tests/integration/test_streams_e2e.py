@@ -33,7 +33,7 @@ from resources.emulator.stream_oracle import final_truth, row_diff, same_rows, t
 from resources.errors import DecodeError
 from resources.kafka.admin import create_topic
 from resources.lake.cdc import cdc_rows_as_of
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.changestream.sealing import read_delta
 
 pytestmark = pytest.mark.integration
