@@ -37,8 +37,8 @@ jars: install
 	$(PY) -c "from resources.kafka.broker import ensure_kafka_jars; print('kafka jars in', ensure_kafka_jars())"
 	$(PY) -c "from resources.spark.jars import ensure_iceberg_jars; print('iceberg jars in', ensure_iceberg_jars()[0].parent)"
 	$(PY) -c "from resources.spark.local_fs import local_fs_classes; print('local file system for Spark in', local_fs_classes())"
-	$(PY) -c "from resources.objstore.rest_jars import rest_catalog_classpath; print('iceberg REST catalog server in', rest_catalog_classpath()[1].parent)"
-	$(PY) -c "from resources.objstore.disk_s3_server import gofakes3_binary; print('on-disk S3 test server at', gofakes3_binary())"
+	$(PY) -c "from resources.demo_objstore.rest_jars import rest_catalog_classpath; print('iceberg REST catalog server in', rest_catalog_classpath()[1].parent)"
+	$(PY) -c "from tests.support.disk_s3_server import gofakes3_binary; print('on-disk S3 test server at', gofakes3_binary())"
 	$(PY) -m resources.warm_archives
 
 # Debian's chromium, for the UI test (headless screenshots of the Dagster UI).

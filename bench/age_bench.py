@@ -53,7 +53,7 @@ from resources.kafka.admin import create_topic  # noqa: E402
 from resources.kafka.broker import kafka_bootstrap  # noqa: E402
 from resources.kafka.publish import publish  # noqa: E402
 from resources.lake.history_forms import AsOfDelta, history_where  # noqa: E402
-from resources.lake.prostore import LakeLayout  # noqa: E402
+from resources.lake.layout import LakeLayout  # noqa: E402
 from resources.lake.prostore_history import history_ident  # noqa: E402
 
 KINDS = (("snapshot", ""), ("increment", "_increment"), ("history", "_history"), ("meta", "_meta"))

@@ -48,10 +48,11 @@ import dagster as dg
 
 from platform_assets.config import maintenance_settings
 from platform_assets.definitions import index_resource
-from platform_assets.prostore.partitions import delta_partitions, partition_key
+from platform_assets.deltas.partitions import delta_partitions, partition_key
 from resources.lake.maintenance import maintain_source
 from resources.lake.maintenance_settings import MaintenanceSettings
-from resources.lake.prostore import LakeLayout, changelog_history, data_tables
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import changelog_history, data_tables
 from resources.lake.prostore_snapshot import apply_snapshots
 from resources.codecs.ddl import replay_changelog
 from resources.spark.iceberg import delta_tag, replace_deltas

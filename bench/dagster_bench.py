@@ -62,7 +62,7 @@ from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario  
 from resources.prostore.delta_index import DeltaIndex  # noqa: E402
 from resources.kafka.admin import create_topic  # noqa: E402
 from resources.kafka.broker import kafka_bootstrap  # noqa: E402
-from resources.lake.prostore import LakeLayout  # noqa: E402
+from resources.lake.layout import LakeLayout  # noqa: E402
 from resources.lake.read import rows_as_of  # noqa: E402
 
 DM = "marketing"

@@ -61,7 +61,7 @@ from resources.kafka.admin import create_topic  # noqa: E402
 from resources.kafka.broker import kafka_bootstrap  # noqa: E402
 from resources.kafka.publish import publish  # noqa: E402
 from resources.lake.cdc import cdc_rows_as_of  # noqa: E402
-from resources.lake.prostore import LakeLayout  # noqa: E402
+from resources.lake.layout import LakeLayout  # noqa: E402
 from resources.lake.stream_changelog import changes_by_table  # noqa: E402
 from resources.changestream.sealing import make_decoder, read_delta  # noqa: E402
 

@@ -109,7 +109,7 @@ def publish_bad_story(bootstrap: str, seed: int, case: str):
 def landed_as_truth(remote: str, catalog: str, warehouse: Path, sc) -> list[int]:
     """The deltas 0, 1, ... whose every table reads as the emulator's truth, up to the first that
     does not (a delta applied to some of its tables only is not landed)."""
-    from resources.lake.prostore import LakeLayout
+    from resources.lake.layout import LakeLayout
     from resources.lake.read import rows_as_of
     from resources.spark.session import CatalogConfig, connect
 

@@ -38,7 +38,7 @@ from dagster._core.storage import tags
 
 from bench.fault_kills import DM, KillRow, KillStory, case_folder, compare_with_truth
 from bench.fault_restarts import _stopped
-from platform_assets.prostore.sensors import RETRY_OF_TAG
+from platform_assets.deltas.requests import RETRY_OF_TAG
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -137,7 +137,7 @@ def run_daemon_case(bootstrap: str, remote: str, story: KillStory, case: str, wo
     sensor's own request (`sensor.retry_after_seconds`, here 3 s) is the only retry."""
     import dagster as dg
 
-    from platform_assets.prostore.partitions import partition_key
+    from platform_assets.deltas.partitions import partition_key
 
     spec = DAEMON_CASES[case]
     row = KillRow(case, spec)

@@ -160,7 +160,8 @@ def run_kill_case(bootstrap: str, remote: str, story: KillStory, case: str, spec
 def committed_so_far(remote: str, catalog: str, warehouse: Path, sc) -> dict:
     """What a killed sync left: increment deltas per table, manifest deltas, snapshot commits and
     tags per table (shows where in the run the kill landed)."""
-    from resources.lake.prostore import LakeLayout, landed_deltas
+    from resources.lake.layout import LakeLayout
+    from resources.lake.prostore import landed_deltas
     from resources.spark.iceberg import DELTA_PROPERTY, _quote, table_exists
     from resources.spark.iceberg_reads import delta_tags
     from resources.spark.session import CatalogConfig, connect
@@ -183,7 +184,7 @@ def compare_with_truth(row: KillRow, remote: str, catalog: str, warehouse: Path,
                        deltas: list[int] | None = None) -> None:
     """Add `dm`'s differences from the truth to `row`: snapshot tables as of each of `deltas`
     (default: every delta), increment rows per delta, deltas applied twice, deltas untagged."""
-    from resources.lake.prostore import LakeLayout
+    from resources.lake.layout import LakeLayout
     from resources.lake.read import rows_as_of
     from resources.spark.iceberg import DELTA_PROPERTY, _quote, table_exists
     from resources.spark.iceberg_reads import delta_tags, folded_commits

@@ -2,11 +2,11 @@
 numeric field, cost bounded memory and time, and the good messages after them still land.
 
 A Prostore story (one datamart, a few deltas) goes to a backup and a signal topic, each padded
-to `total` messages (1000) with adversarial ones (resources/emulator/adversarial.py: a key saying
+to `total` messages (1000) with adversarial ones (tests/support/adversarial.py: a key saying
 chunkNumber 2^63 - 1, marked last, ahead of the good export of its delta; extreme streamNumber,
 streamTotal, deltaNum and deltaDate; DELTA_* with 20- and 5000-digit deltaNums; WRITE_* with
 cn, ts and rowsAffected beyond a long). Two readers then run, each in a child process of its own
-under a memory cap (RLIMIT_AS, `CAP_MIB`), so that a reader which trusts a number fails with
+under a memory cap (RLIMIT_AS, `bench.capped.CAP_MIB`), so that a reader which trusts a number fails with
 MemoryError instead of taking the host down, and its peak RSS is measured exactly (wait4):
 - `deltaport inspect --json` on each topic;
 - the sensor's reading code, as `deltaport sync` runs it before any Spark work (`evaluate`:
@@ -26,14 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import resource
-import subprocess
 import sys
-import tempfile
-import threading
-import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -42,46 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.capped import LIMIT_MIB, run_capped  # noqa: E402
+
 DM = "marketing"
-CAP_MIB = 2048  # RLIMIT_AS of each child: virtual memory, so well above the RSS it may use
-LIMIT_MIB = 500  # peak RSS each child must stay under
-
-
-@dataclass
-class Capped:
-    """A child process run under the cap: exit code, peak RSS (MiB), seconds, output."""
-
-    returncode: int
-    peak_mib: float
-    seconds: float
-    stdout: str
-    stderr: str
-
-
-def run_capped(argv: list[str], *, cap_mib: int = CAP_MIB, timeout: float = 300.0) -> Capped:
-    """Run `argv` with this checkout first on PYTHONPATH and RLIMIT_AS set to `cap_mib`."""
-    cap = cap_mib * 1024 * 1024
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
-    began = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=ROOT, env=env,
-                            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, cap)))
-    timer = threading.Timer(timeout, proc.kill)  # a hang is a finding too: end it, report it
-    timer.start()
-    try:
-        _, status, usage = os.wait4(proc.pid, 0)  # the child's own peak RSS, not any other's
-    except BaseException:  # interrupted (a test's timeout, ^C): leave no child behind
-        proc.kill()
-        raise
-    finally:
-        timer.cancel()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    seconds = time.monotonic() - began
-    with out, err:
-        out.seek(0)
-        err.seek(0)
-        return Capped(proc.returncode, round(usage.ru_maxrss / 1024, 1), round(seconds, 2),
-                      out.read().decode(errors="replace"), err.read().decode(errors="replace"))
 
 
 @dataclass
@@ -118,7 +75,7 @@ class NumbersRow:
 
 
 def run_numbers_case(bootstrap: str, work: Path, *, seed: int = 7, total: int = 1000) -> NumbersRow:
-    from resources.emulator.adversarial import NOTE, REFUSED, adversarial_numbers
+    from tests.support.adversarial import NOTE, REFUSED, adversarial_numbers
     from resources.emulator.outgoing import BACKUP, SIGNAL
     from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
     from resources.kafka.admin import create_topic

@@ -40,11 +40,11 @@ def _held(home: Path) -> dict:
     partitions, each run's deltas (with its status), and the runs' event files and compute logs."""
     import dagster as dg
 
-    from platform_assets.prostore.sensors import datamart_tags
+    from platform_assets.deltas.requests import source_tags
     from platform_assets.retirement import deltas_of_run
 
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        runs = instance.get_runs(filters=dg.RunsFilter(tags=datamart_tags(DM)))
+        runs = instance.get_runs(filters=dg.RunsFilter(tags=source_tags(DM)))
         held = {"partitions": sorted(int(k) for k in instance.get_dynamic_partitions(f"{DM}_deltas")),
                 "materialized": sorted(int(k) for k in instance.get_materialized_partitions(
                     dg.AssetKey([DM, "snapshot"]))),

@@ -102,7 +102,7 @@ def run_soak(bootstrap: str, remote: str, work: Path, *, deltas: int = 250, pace
     import yaml
 
     from bench.fault_kills import KillStory, case_folder
-    from platform_assets.prostore.partitions import partition_key
+    from platform_assets.deltas.partitions import partition_key
     from resources.emulator.outgoing import BACKUP, SIGNAL
     from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
     from resources.kafka.admin import create_topic

@@ -11,7 +11,7 @@ the sensor runs it) reads the topic in a child process under RLIMIT_AS (bench/fa
 Checked (a row of the report): the child exits 0 with peak RSS under `LIMIT_MIB`; every message
 is read; no good message is quarantined; every quarantine names topic, partition and offset;
 every adversarial message accepted as valid can be landed by the lake beside the story's good
-changes (bench/faults.py `unlandable`), so none fails its delta; and sealing goes on: at least
+changes (bench/fault_stories.py `unlandable`), so none fails its delta; and sealing goes on: at least
 as many deltas are sealed as from the story alone (an accepted position far above the real ones
 must not make every later message look like a copy).
 
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.fault_numbers import LIMIT_MIB, run_capped  # noqa: E402
+from bench.capped import LIMIT_MIB, run_capped  # noqa: E402
 
 STREAM_FORMATS = ("qlik", "dataworks", "datastream")
 # Raw JSON number tokens no writer of these formats sends for a time, position or count.
@@ -102,14 +102,14 @@ def with_extremes(value: bytes, rng: random.Random) -> bytes | None:
 
 def run_stream_numbers_case(bootstrap: str, fmt: str, work: Path, *, seed: int = 7,
                             total: int = 1000) -> StreamNumbersRow:
-    from bench.faults import _story, unlandable
+    from bench.fault_stories import fault_story, unlandable
     from resources.changestream.ledger import CdcLedger
     from resources.kafka.admin import create_topic
     from resources.kafka.publish import publish
     from resources.state.store import StateStore
 
     rng = random.Random(f"{seed}:{fmt}:numbers")
-    story = _story(fmt, seed)
+    story = fault_story(fmt, seed)
     items = [(m, m.value, "good", False) for m in story]
     sources = [m for m in story if m.value and with_extremes(m.value, random.Random(0)) is not None]
     while len(items) < total and sources:

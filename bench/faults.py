@@ -68,6 +68,7 @@ from bench.fault_soak import print_soak_row, run_soak  # noqa: E402
 from bench.fault_spark_start import SPARK_START_CASES, run_spark_start_case  # noqa: E402
 from bench.fault_bad_chunk import BAD_CHUNK_CASES, print_bad_chunk_row, run_bad_chunk_case  # noqa: E402
 from bench.fault_numbers import print_numbers_row, run_numbers_case  # noqa: E402
+from bench.fault_stories import fault_story  # noqa: E402
 from bench.fault_stream_numbers import STREAM_FORMATS, run_stream_numbers_case  # noqa: E402
 
 FORMATS = ("backup", "signal", "qlik", "dataworks", "datastream")
@@ -191,25 +192,6 @@ def mix(messages: list, n: int, rng: random.Random, *, duplicates: int) -> list[
 
 # --- the case, per format --------------------------------------------------------------------
 
-def _story(fmt: str, seed: int):
-    from resources.emulator.outgoing import BACKUP, SIGNAL
-    from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
-
-    if fmt in ("backup", "signal"):
-        sc = build_scenario(EmulatorConfig(seed=seed, deltas=6, datamarts=("marketing",), chunk_size=20,
-                                           backup_partitions=1, faults=Faults()))
-        role = BACKUP if fmt == "backup" else SIGNAL
-        return [m for m in sc.messages if m.role == role]
-    if fmt == "qlik":
-        from resources.emulator.qlik import QlikConfig, build_qlik_story
-        return build_qlik_story(QlikConfig(seed=seed, duplicate_rate=0.0)).messages
-    if fmt == "dataworks":
-        from resources.emulator.dataworks import DataWorksConfig, build_dataworks_story
-        return build_dataworks_story(DataWorksConfig(seed=seed, failover_rate=0.0)).messages
-    from resources.emulator.datastream import DatastreamConfig, build_datastream_story
-    return build_datastream_story(DatastreamConfig(seed=seed, duplicate_rate=0.0)).messages
-
-
 def run_corruption_case(bootstrap: str, fmt: str, corruptions: int, seed: int, work: Path,
                         max_messages: int = 500) -> Row:
     from resources.changestream.ledger import CdcLedger
@@ -221,7 +203,7 @@ def run_corruption_case(bootstrap: str, fmt: str, corruptions: int, seed: int, w
     from resources.state.store import StateStore
 
     rng = random.Random(f"{seed}:{fmt}")
-    items = mix(_story(fmt, seed), corruptions, rng, duplicates=max(1, corruptions // 10))
+    items = mix(fault_story(fmt, seed), corruptions, rng, duplicates=max(1, corruptions // 10))
     row = Row(f"corrupt-{fmt}", injected=corruptions, duplicates=max(1, corruptions // 10), produced=len(items),
               must_fail=sum(1 for *_, must in items if must))
     for _, _, kind, _ in items:
@@ -275,42 +257,6 @@ def run_corruption_case(bootstrap: str, fmt: str, corruptions: int, seed: int, w
         row.accepted_unlandable = len(unlandable(fmt, items, offsets))
     row.judge()
     return row
-
-
-def unlandable(fmt: str, items: list, quarantined: set[int]) -> list[tuple[int, str]]:
-    """[(offset, why)] of the change-stream messages that were not quarantined but whose changes
-    the lake could not land beside the story's good changes (a value with no column type, or
-    one that fits no type of its column): such a message would fail its whole delta, and every
-    later delta would wait behind it. Decoded again in order, as the sealer does."""
-    from collections import defaultdict
-
-    from resources.changestream.sealing import make_decoder
-    from resources.codecs.cdc import Change
-    from resources.errors import DecodeError
-    from resources.lake.cdc import CdcTypeError, check_landable
-
-    decode = make_decoder(fmt)
-    good: dict = defaultdict(list)
-    accepted: list[tuple[int, list]] = []
-    for offset, (msg, value, kind, _) in enumerate(items):
-        try:
-            changes = [r for r in decode(msg.key, value) if isinstance(r, Change)]
-        except DecodeError:
-            continue  # quarantined by the sealer (counted above)
-        if kind in ("good", "duplicate"):
-            for ch in changes:
-                good[(ch.namespace, ch.table)].append(ch)
-        elif offset not in quarantined:
-            accepted.append((offset, changes))
-    out = []
-    for offset, changes in accepted:
-        for table in {(ch.namespace, ch.table) for ch in changes}:
-            try:
-                check_landable(good[table] + [ch for ch in changes if (ch.namespace, ch.table) == table])
-            except CdcTypeError as exc:
-                out.append((offset, str(exc)))
-                break
-    return out
 
 
 def main(argv=None) -> int:

@@ -40,7 +40,7 @@ from resources.emulator.outgoing import BACKUP, SIGNAL  # noqa: E402
 from resources.kafka.admin import create_topic  # noqa: E402
 from resources.kafka.broker import kafka_bootstrap  # noqa: E402
 from resources.kafka.publish import publish  # noqa: E402
-from resources.lake.prostore import LakeLayout  # noqa: E402
+from resources.lake.layout import LakeLayout  # noqa: E402
 
 SIDES = ("on", "off")
 

@@ -1,7 +1,7 @@
 """What a lake on object storage costs against one on local disk (issue 40, item 7): the same
 traffic landed through `sync` in one process, on one warm Spark Connect server, in (a) the local
 default lake (a Hadoop catalog in a folder) and (b) Iceberg's REST catalog server over moto's S3
-server, both on loopback (resources/objstore).
+server, both on loopback (resources/demo_objstore).
 
 The traffic is bench/dagster_bench.py's: an emulated datamart's `--deltas` steady deltas, each
 landed by its own `sync` once its close and backup are in Kafka, then a backlog of `--backlog`
@@ -11,7 +11,7 @@ deltas landed by one `sync`. Each lake has its own topics, state and Dagster ins
 Measured, per steady delta and for the backlog, on each lake: seconds (and the ratio S3 / local);
 on S3, the requests every S3 client made (Spark's S3FileIO: data files, manifests, manifest
 lists; the REST catalog server's: table metadata files) by method (PUT, GET, HEAD, LIST, DELETE,
-POST), counted by resources/objstore/fault_proxy.py with its faults off; on both, the files the
+POST), counted by tests/support/fault_proxy.py with its faults off; on both, the files the
 delta added, by kind (data, delete, metadata json, manifest list, manifest, other: the Hadoop
 catalog's version hints and checksums) and the tables that got a new metadata file without a new
 data or delete file (a commit that changed no rows: a tag, an empty or a metadata-only commit).
@@ -52,10 +52,10 @@ from resources.emulator.outgoing import BACKUP, SIGNAL  # noqa: E402
 from resources.kafka.admin import create_topic  # noqa: E402
 from resources.kafka.broker import kafka_bootstrap  # noqa: E402
 from resources.kafka.publish import publish  # noqa: E402
-from resources.lake.prostore import LakeLayout  # noqa: E402
-from resources.objstore.fault_proxy import FaultProxy  # noqa: E402
-from resources.objstore.rest_catalog import RestCatalogServer  # noqa: E402
-from resources.objstore.s3_server import S3Server  # noqa: E402
+from resources.lake.layout import LakeLayout  # noqa: E402
+from tests.support.fault_proxy import FaultProxy  # noqa: E402
+from resources.demo_objstore.rest_catalog import RestCatalogServer  # noqa: E402
+from resources.demo_objstore.s3_server import S3Server  # noqa: E402
 from tests.support.objstore import (  # noqa: E402
     CREDENTIAL_ENV, SECRET_ENV, new_secret, rest_lake, s3_client, s3_properties)
 

@@ -117,10 +117,10 @@ def _template(instance, first_key: str, run_id: str) -> None:
     from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
     from dagster._core.events.log import EventLogEntry
 
-    from platform_assets.prostore.sensors import datamart_tags
+    from platform_assets.deltas.requests import source_tags
 
     instance.add_run(dg.DagsterRun(job_name=f"{DM}_delta_job", run_id=run_id, status=dg.DagsterRunStatus.SUCCESS,
-                                   tags={**datamart_tags(DM), "dagster/partition": first_key}))
+                                   tags={**source_tags(DM), "dagster/partition": first_key}))
 
     def store(event: DagsterEvent) -> None:
         instance.event_log_storage.store_event(EventLogEntry(
@@ -143,7 +143,7 @@ def age(home: Path, deltas: int, per_run: int, pg: dict | None = None, first: in
     (a windowed deployment's: bench/partitions_ui_bench.py); seconds taken."""
     import dagster as dg
 
-    from platform_assets.prostore.partitions import delta_partitions, partition_key
+    from platform_assets.deltas.partitions import delta_partitions, partition_key
 
     began = time.perf_counter()
     first_run = str(uuid.uuid4())
@@ -197,8 +197,8 @@ def idle_tick(instance, marks) -> None:
     """The Dagster calls of a sensor's idle tick: resume from the landed mark, a run in flight,
     the newest delta's partition."""
     from platform_assets.lag import landed_through
-    from platform_assets.prostore.partitions import delta_partitions, partition_key
-    from platform_assets.prostore.sensors import run_in_flight
+    from platform_assets.deltas.partitions import delta_partitions, partition_key
+    from platform_assets.deltas.requests import run_in_flight
 
     landed_through(marks, instance, DM)
     run_in_flight(instance, DM)
@@ -210,7 +210,7 @@ def measure(home: Path, marks, pg: dict | None = None) -> dict:
     import dagster as dg
     from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
 
-    from platform_assets.prostore.partitions import delta_partitions, partition_key
+    from platform_assets.deltas.partitions import delta_partitions, partition_key
 
     parts = delta_partitions(DM)
     snapshot = dg.AssetKey([DM, "snapshot"])

@@ -151,7 +151,7 @@ def measure_ui(home: Path, workspace: Path, config: Path, marks, repeat: int) ->
     import dagster as dg
     import ui_check
 
-    from platform_assets.prostore.partitions import delta_partitions, partition_key
+    from platform_assets.deltas.partitions import delta_partitions, partition_key
 
     tmp = config.parent
     server = ui_check.Webserver(workspace=workspace, dagster_home=home, config=config, log=tmp / "webserver.log")

@@ -106,7 +106,8 @@ def land(spark, deltas) -> None:
     import pyarrow as pa
 
     from resources.codecs.backup import ChangelogRecord
-    from resources.lake.prostore import LakeLayout, land_changelog, land_increment
+    from resources.lake.layout import LakeLayout
+    from resources.lake.prostore import land_changelog, land_increment
     from resources.lake.prostore_snapshot import apply_snapshots
 
     layout = LakeLayout("lake")

@@ -47,7 +47,8 @@ from bench.iceberg_script import land_delta_table  # noqa: E402
 from bench.sql_log import SqlLog, free_port, ui_conf  # noqa: E402
 from platform_assets.config import LakeConfig  # noqa: E402
 from platform_assets.prostore import checks  # noqa: E402
-from resources.lake.prostore import LakeLayout, _struct, _table_columns, land_changelog, land_increment  # noqa: E402
+from resources.lake.layout import LakeLayout  # noqa: E402
+from resources.lake.prostore import _struct, _table_columns, land_changelog, land_increment  # noqa: E402
 from resources.lake.prostore_history import snapshot_properties, version_fields  # noqa: E402
 from resources.lake.prostore_snapshot import apply_snapshots  # noqa: E402
 from resources.spark.iceberg import commit_delta, ensure_table  # noqa: E402

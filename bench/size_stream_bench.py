@@ -41,7 +41,8 @@ from platform_assets.streams import checks  # noqa: E402
 from resources.codecs.cdc import DELETE, UPSERT, Change  # noqa: E402
 from resources.lake.cdc import KEYS_PROPERTY, apply_cdc_through, changes_frame, land_cdc_increment  # noqa: E402
 from resources.lake.cdc_columns import order_key_text  # noqa: E402
-from resources.lake.prostore import LakeLayout, _struct  # noqa: E402
+from resources.lake.layout import LakeLayout  # noqa: E402
+from resources.lake.prostore import _struct  # noqa: E402
 from resources.lake.prostore_history import version_fields  # noqa: E402
 from resources.lake.stream_history import stream_table_properties  # noqa: E402
 from resources.spark.iceberg import commit_delta, ensure_table  # noqa: E402

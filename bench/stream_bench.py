@@ -53,7 +53,7 @@ from resources.lake.cdc import (  # noqa: E402
     infer_columns,
     land_cdc_increment,
 )
-from resources.lake.prostore import LakeLayout  # noqa: E402
+from resources.lake.layout import LakeLayout  # noqa: E402
 from resources.lake.stream_changelog import (  # noqa: E402
     changelog_entries,
     changes_by_table,

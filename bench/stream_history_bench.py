@@ -39,7 +39,7 @@ from platform_assets.definitions import ledger_resource, resources_for  # noqa: 
 from resources.kafka.admin import create_topic  # noqa: E402
 from resources.kafka.broker import kafka_bootstrap  # noqa: E402
 from resources.kafka.publish import publish  # noqa: E402
-from resources.lake.prostore import LakeLayout  # noqa: E402
+from resources.lake.layout import LakeLayout  # noqa: E402
 
 # Slices of the story landed first by one range run on each side, not measured: a change stream's
 # first range run pays for plans the server compiles once (its fold; with history, the versions

@@ -36,7 +36,7 @@ from typing import Callable
 import dagster as dg
 
 from platform_assets.config import ConfigError, PlatformConfig
-from platform_assets.prostore.partitions import delta_partitions, run_deltas
+from platform_assets.deltas.partitions import delta_partitions, run_deltas
 from resources.spark.resource import SparkResource
 
 SNAPSHOT = "snapshot"

@@ -18,7 +18,8 @@ from typing import Any, Mapping, Sequence
 
 from resources.codecs.ddl import EntitySchema, replay_changelog
 from resources.lake.cdc import SNAPSHOT_COLUMNS, cdc_snapshot_as_of
-from resources.lake.prostore import LakeLayout, changelog_history, data_tables
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import changelog_history, data_tables
 from resources.lake.prostore_snapshot import snapshot_as_of
 from resources.lake.read import UnknownTableError
 from resources.lake.stream_keys import snapshot_tables

@@ -22,18 +22,11 @@ from typing import Any
 
 import yaml
 
+from platform_assets.config_error import ConfigError as ConfigError  # re-exported: the config's error
 from platform_assets.lake_safety import check_lake
-from resources.errors import DeltaportError
 
 CONFIG_ENV = "DELTAPORT_CONFIG"
 DEFAULT_CONFIG = "deltaport.yaml"
-
-
-class ConfigError(DeltaportError):
-    def __init__(self, path: str, reason: str, file: str | None = None):
-        self.key_path, self.reason = path, reason
-        where = f"{file}: " if file else ""
-        super().__init__(f"{where}config key `{path}`: {reason}")
 
 
 @dataclass(frozen=True)

@@ -22,17 +22,18 @@ import dagster as dg
 from platform_assets.build_on import build_delta_asset, load_user_code
 from platform_assets.config import ConfigError, PlatformConfig, load_config, maintenance_settings
 from platform_assets.engine import engine_for
+from platform_assets.io_managers.prostore import BackupTopicIOManager, SignalTopicIOManager
+from platform_assets.io_managers.streams import StreamTopicIOManager
 from platform_assets.lag_check import build_lag_check
 from platform_assets.prostore.assets import BACKUP_IO, SIGNAL_IO, build_datamart_assets, topic_key
-from platform_assets.prostore.sensors import build_delta_sensor, datamart_tags
+from platform_assets.deltas.requests import source_tags
+from platform_assets.prostore.sensors import build_delta_sensor
 from platform_assets.streams.assets import STREAM_IO, build_stream_assets
 from platform_assets.streams.sensors import build_seal_sensor
 from resources.changestream.resource import CdcLedgerResource
 from resources.prostore.resource import DeltaIndexResource
-from resources.kafka.io_managers import BackupTopicIOManager, SignalTopicIOManager
-from resources.kafka.stream_io_manager import StreamTopicIOManager
 from resources.kafka.resource import KafkaResource
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.versions_view import catalog_keeps_views
 from resources.spark.resource import SparkResource
 
@@ -111,7 +112,7 @@ def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
                                         key_check_every=cfg.lake.key_check_every_deltas)
         checks.append(build_lag_check(source=dm, kind="prostore", max_lag_seconds=cfg.sensor.max_lag_seconds))
         job = dg.define_asset_job(f"{dm.name}_delta_job", selection=_delta_selection(dm.name, checks[-1]),
-                                  tags=datamart_tags(dm.name),
+                                  tags=source_tags(dm.name),
                                   executor_def=dg.in_process_executor,
                                   description=f"Lands a delta (or a range of deltas) of {dm.name}: "
                                               f"{'' if dm.backup_only else 'signal events, '}changelog, increment, snapshot.")
@@ -123,7 +124,7 @@ def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
                                       key_check_every=cfg.lake.key_check_every_deltas)
         checks.append(build_lag_check(source=stream, kind="stream", max_lag_seconds=cfg.sensor.max_lag_seconds))
         job = dg.define_asset_job(f"{stream.name}_delta_job", selection=_delta_selection(stream.name, checks[-1]),
-                                  tags=datamart_tags(stream.name),
+                                  tags=source_tags(stream.name),
                                   executor_def=dg.in_process_executor,
                                   description=f"Lands a sealed delta (or a range) of {stream.name} ({stream.format}): "
                                               "changelog, increment, snapshot.")

@@ -1,5 +1,5 @@
 """Combinations of `lake:` keys that would lose data or leak a secret, refused when deltaport.yaml
-is read, each with one message naming the key to change (`platform_assets.config.ConfigError`).
+is read, each with one message naming the key to change (`platform_assets.config_error.ConfigError`).
 
 What flows through: the parsed `lake:` block goes in; nothing comes out but the refusal.
 
@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from resources.objstore.locations import is_object_store
+from platform_assets.config_error import ConfigError
+from resources.lake.locations import is_object_store
 
 __all__ = ["SECRET_SUFFIXES", "check_lake"]
 
@@ -29,8 +30,6 @@ SECRET_SUFFIXES = ("secret-access-key", "session-token", "password", "credential
 
 def check_lake(lake: Any, file: str | None) -> None:
     """Raise `ConfigError` naming the key of the first unsafe combination in `lake` (a LakeConfig)."""
-    from platform_assets.config import ConfigError
-
     if lake.type == "hadoop" and is_object_store(lake.warehouse):
         scheme = lake.warehouse.split("://", 1)[0]
         raise ConfigError("lake.type", f"a hadoop catalog cannot live on object storage (warehouse "

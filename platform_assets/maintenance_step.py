@@ -19,7 +19,7 @@ from typing import Iterator
 
 import dagster as dg
 
-from platform_assets.prostore.partitions import run_deltas
+from platform_assets.deltas.partitions import run_deltas
 from resources.lake.maintenance import due, maintain_source
 from resources.lake.maintenance_settings import MaintenanceSettings
 

@@ -21,8 +21,8 @@ import dagster as dg
 from platform_assets.config import PlatformConfig
 from platform_assets.definitions import build_definitions
 from platform_assets.lag import landed_through
-from platform_assets.prostore.partitions import delta_partitions, partition_key
-from platform_assets.prostore.sensors import range_request, ranges, run_in_flight
+from platform_assets.deltas.partitions import delta_partitions, partition_key
+from platform_assets.deltas.requests import range_request, ranges, run_in_flight
 from platform_assets.sync import DeltaOutcome, _execute, render
 from resources.errors import DeltaportError
 from resources.state.cursors import SyncCursors

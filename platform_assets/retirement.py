@@ -54,8 +54,8 @@ from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
 from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
 
 from platform_assets.lag_reports import trim_lag_reports
-from platform_assets.prostore.partitions import delta_partitions, partition_key, run_deltas
-from platform_assets.prostore.sensors import PARTITION_TAG, datamart_tags, deltas_of_run
+from platform_assets.deltas.partitions import delta_partitions, partition_key, run_deltas
+from platform_assets.deltas.requests import PARTITION_TAG, deltas_of_run, source_tags as datamart_tags
 from platform_assets.run_files import remove_run_files, sweep_orphans
 from resources.failpoints import failpoint
 from resources.state.delta_marks import DeltaMarks, Marks

@@ -24,7 +24,7 @@ import dagster as dg
 
 from platform_assets.config import PlatformConfig
 from platform_assets.definitions import build_definitions
-from platform_assets.prostore.sensors import range_request, request_deltas, runs_in_flight
+from platform_assets.deltas.requests import range_request, request_deltas, runs_in_flight
 from platform_assets.run_launcher import run_process_alive
 from resources.errors import BadInputError, DeltaportError
 from resources.state.cursors import SyncCursors

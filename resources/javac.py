@@ -30,24 +30,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from resources.errors import DeltaportError
+from resources.java import require_java
 
-__all__ = ["compiled_classes", "compiled_jar", "find_java", "javac"]
-
-
-def find_java() -> str | None:
-    """The ``java`` deltaport's JVMs run with, as spark-submit picks it: ``$JAVA_HOME/bin/java``
-    (read now), else the one on PATH; None when there is neither."""
-    home = os.environ.get("JAVA_HOME", "").strip()
-    if home and (Path(home) / "bin" / "java").is_file():
-        return str(Path(home) / "bin" / "java")
-    return shutil.which("java")
+__all__ = ["compiled_classes", "compiled_jar", "javac"]
 
 
 def javac(error_cls: type[DeltaportError], what: str) -> str:
     """The javac of the JDK whose java runs the classes; `error_cls` naming `what` if there is none."""
-    from resources.kafka.broker import _java
-
-    found = Path(_java()).resolve().with_name("javac")
+    found = Path(require_java(error_cls, f"build {what}")).resolve().with_name("javac")
     if not found.is_file():
         raise error_cls(f"cannot build {what}: no javac beside {found.parent}/java; install a JDK 17, "
                         "not only a JRE (Debian: openjdk-17-jdk-headless)")

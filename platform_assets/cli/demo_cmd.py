@@ -124,7 +124,7 @@ def _once(sc, streams: list[DemoStream], bootstrap: str, paths: dict[str, Path],
     from platform_assets.config import load_config
     from platform_assets.definitions import ledger_resource, resources_for
     from platform_assets.sync import sync
-    from resources.lake.prostore import LakeLayout
+    from resources.lake.layout import LakeLayout
     from resources.lake.read import rows_as_of
     from resources.lake.side_by_side import side_by_side
 

@@ -37,8 +37,8 @@ def demo_lake(kind: str) -> Iterator[dict]:
         return
     if kind != "s3":
         raise ValueError(f"--lake is one of {', '.join(LAKES)}, not {kind!r}")
-    from resources.objstore.rest_catalog import S3_FILE_IO, RestCatalogServer
-    from resources.objstore.s3_server import S3Server
+    from resources.demo_objstore.rest_catalog import S3_FILE_IO, RestCatalogServer
+    from resources.demo_objstore.s3_server import S3Server
 
     folder = (state_dir() / "demo-s3").resolve()
     shutil.rmtree(folder, ignore_errors=True)

@@ -51,7 +51,7 @@ def run(args) -> int:
     from resources.kafka.publish import publish
     from resources.kafka.admin import create_topic, watermarks
     from resources.lake.export import choose_deltas, export_increments, export_snapshot, landed_increments
-    from resources.lake.prostore import LakeLayout
+    from resources.lake.layout import LakeLayout
 
     cfg = load_config(args.config)
     if args.source not in cfg.source_names:

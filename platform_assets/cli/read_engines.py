@@ -33,7 +33,7 @@ class SparkReader:
 
     def __post_init__(self):
         from platform_assets.engine import engine_for
-        from resources.lake.prostore import LakeLayout
+        from resources.lake.layout import LakeLayout
 
         self.spark = engine_for(self.cfg).session()  # no Dagster import: a read costs the query, not the imports
         self.layout = LakeLayout(self.cfg.lake.catalog)

@@ -55,7 +55,7 @@ def report(cfg, instance, *, max_lag_seconds: float | None = None, timeout: floa
 def _held_for_retry(instance, source: str, retry_after: float) -> str:
     """What holds the source's later deltas when its newest run failed and awaits the retry
     Dagster said it would launch (platform_assets/prostore/sensors.py `awaited_retry`); else ''."""
-    from platform_assets.prostore.sensors import source_awaited_retry
+    from platform_assets.deltas.requests import source_awaited_retry
 
     awaited = source_awaited_retry(instance, source)
     if awaited is None:

@@ -33,10 +33,11 @@ from platform_assets.prostore import checks
 from platform_assets.maintenance_step import maintain_after_landing, maintenance_due
 from platform_assets.prostore.delta_step import DatamartKeys, land_delta_step
 from resources.lake.maintenance_settings import MaintenanceSettings
-from platform_assets.prostore.partitions import delta_partitions, run_deltas
+from platform_assets.deltas.partitions import delta_partitions, run_deltas
 from platform_assets.retirement import record_landed, retire_after_landing
-from resources.kafka.io_managers import INPUT_TAG_PREFIX, BackupSlice, SignalSlice
-from resources.lake.prostore import LakeLayout
+from platform_assets.io_managers.inputs import INPUT_TAG_PREFIX
+from platform_assets.io_managers.prostore import BackupSlice, SignalSlice
+from resources.lake.layout import LakeLayout
 from resources.lake.prostore_history import history_ident
 from resources.prostore.resource import DeltaIndexResource
 from resources.state.delta_marks import DeltaMarks
@@ -57,7 +58,7 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
     boot = datamart.bootstrap
     backup_topic = topic_key(datamart.backup_topic)
     # With a bootstrap, the IO manager serves the deltas the snapshot covers from its topic.
-    # The Kafka IO managers read these from the op's tags (resources/kafka/io_managers.py).
+    # The Kafka IO managers read these from the op's tags (platform_assets/io_managers/).
     about_inputs = {"datamart": dm, **({"bootstrap_topic": boot.topic, "bootstrap_last_delta": boot.last_delta}
                                        if boot else {})}
     ins = {"backup": dg.AssetIn(key=backup_topic)}

@@ -22,7 +22,8 @@ import dagster as dg
 from resources.codecs.ddl import replay_changelog
 from resources.codecs.types import spark_type
 from resources.prostore.delta_index import DeltaIndex
-from resources.lake.prostore import LakeLayout, TableStats, changelog_history, data_tables
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import TableStats, changelog_history, data_tables
 from resources.lake.key_check import KeyCheckInput, commit_deltas, key_check
 from resources.spark.iceberg import _ranges_text, table_exists
 

@@ -37,25 +37,17 @@ from platform_assets.history_asset import history_reported, refuse_history_alone
 from platform_assets.key_check_skipped import key_check_not_due
 from platform_assets.prostore import checks
 from platform_assets.prostore.early_history import early_history_tables, write_early_history
-from platform_assets.prostore.partitions import delta_span
+from platform_assets.deltas.partitions import delta_span
 from platform_assets.prostore.signal_rows import signal_frame
 from platform_assets.step_outcomes import ChangelogNotLandedError, Outcome, step_failure, timed
 from resources.codecs.backup import iter_changelog
 from resources.codecs.ddl import replay_changelog
 from resources.failpoints import failpoint
 from resources.kafka.fetch import fetch_values
-from resources.kafka.io_managers import BackupSlice, SignalSlice
-from resources.lake.prostore import (
-    IncrementDelta,
-    LakeLayout,
-    TableStats,
-    changelog_history,
-    data_tables,
-    land_changelogs,
-    land_increment_tables,
-    landed_deltas,
-    record_increments,
-)
+from platform_assets.io_managers.prostore import BackupSlice, SignalSlice
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import (IncrementDelta, TableStats, changelog_history, data_tables, land_changelogs,
+                                     land_increment_tables, landed_deltas, record_increments)
 from resources.lake.key_check import KeyCheckPlan
 from resources.lake.prostore_history import history_ident
 from resources.lake.prostore_snapshot import apply_snapshots, snapshot_progress

@@ -28,7 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from resources.codecs.ddl import column_transition, replay_changelog
-from resources.lake.prostore import LakeLayout, TableStats, _table_columns, data_tables
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import TableStats, _table_columns, data_tables
 from resources.lake.prostore_history import mark_history_start, stamped, write_closed_versions
 from resources.lake.side_by_side import side_by_side
 from resources.spark.iceberg_merge import KeyFilter, narrow_to_changed_keys

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 
 from resources.codecs.signal import DeltaClose, SchemaChanged, WriteCancel, WriteOk, decode_signal
-from resources.kafka.io_managers import SignalSlice
+from platform_assets.io_managers.prostore import SignalSlice
 
 COLUMNS = [
     ("delta_num", "long"), ("attempt", "int"), ("topic", "string"), ("partition", "int"), ("offset", "long"),

@@ -36,15 +36,15 @@ import dagster as dg
 from platform_assets.config import StreamConfig
 from platform_assets.history_asset import history_spec
 from platform_assets.prostore.assets import topic_key
-from platform_assets.prostore.partitions import delta_partitions, run_deltas
+from platform_assets.deltas.partitions import delta_partitions, run_deltas
 from platform_assets.retirement import record_landed, retire_after_landing
 from platform_assets.streams import checks
 from platform_assets.maintenance_step import maintain_after_landing, maintenance_due
 from platform_assets.streams.delta_step import StreamKeys, land_stream_step
 from resources.lake.maintenance_settings import MaintenanceSettings
-from resources.kafka.io_managers import INPUT_TAG_PREFIX
-from resources.kafka.stream_io_manager import StreamSlice
-from resources.lake.prostore import LakeLayout
+from platform_assets.io_managers.inputs import INPUT_TAG_PREFIX
+from platform_assets.io_managers.streams import StreamSlice
+from resources.lake.layout import LakeLayout
 from resources.lake.prostore_history import history_ident
 from resources.prostore.resource import DeltaIndexResource
 from resources.spark.resource import SparkResource

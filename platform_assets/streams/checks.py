@@ -18,7 +18,7 @@ import dagster as dg
 
 from resources.lake.cdc import CdcLandStats, cdc_snapshot_as_of
 from resources.lake.key_check import KeyCheckInput, key_check
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.stream_keys import keys_before
 from resources.spark.iceberg import _ranges_text, table_exists
 

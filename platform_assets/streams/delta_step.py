@@ -29,16 +29,16 @@ import dagster as dg
 
 from platform_assets.history_asset import history_reported, refuse_history_alone
 from platform_assets.key_check_skipped import key_check_not_due
-from platform_assets.prostore.partitions import delta_span
+from platform_assets.deltas.partitions import delta_span
 from platform_assets.step_outcomes import ChangelogNotLandedError, Outcome, step_failure, timed
 from platform_assets.streams import checks
 from resources.codecs.cdc import BEFORE_IMAGE
 from resources.errors import DecodeError
-from resources.kafka.stream_io_manager import StreamSlice
+from platform_assets.io_managers.streams import StreamSlice
 from resources.lake.cdc import (CdcDelta, apply_cdc_through, cdc_landed_deltas, changes_frame, increment_columns,
                                 infer_columns, land_cdc_increments, lowest_applied)
 from resources.lake.key_check import KeyCheckPlan
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.prostore_history import history_ident
 from resources.lake.stream_changelog import changelog_entries, changes_by_table, land_stream_changelogs
 from resources.lake.stream_keys import SnapshotProgress, current_keys, snapshot_progress

@@ -22,8 +22,8 @@ import dagster as dg
 
 from platform_assets.config import SensorConfig, StreamConfig
 from platform_assets.lag import landed_through, lag_events_if_changed, stream_lag, utc_now
-from platform_assets.prostore.partitions import delta_partitions
-from platform_assets.prostore.sensors import MAX_DELTAS_PER_TICK, delta_runs, resume_cursor
+from platform_assets.deltas.partitions import delta_partitions
+from platform_assets.deltas.requests import MAX_DELTAS_PER_TICK, delta_runs, resume_cursor
 from resources.errors import DeltaportError
 from resources.changestream.resource import CdcLedgerResource
 from resources.prostore.resource import DeltaIndexResource

@@ -49,7 +49,7 @@ from pathlib import Path
 from resources.class_archive import (ClassArchive, class_archive, classpath_identity, mentions_sharing, publish,
                                      sharing_options)
 from resources.errors import DeltaportError
-from resources.javac import find_java
+from resources.java import find_java
 from resources.kafka.broker_security import BrokerSecurity, format_arguments, server_properties, write_tls
 from resources.maven import MARKER_NAME as MARKER_NAME  # re-exported: the jars folder's marker
 from resources.maven import cache_root, resolve_pom

@@ -10,15 +10,26 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
 
 from confluent_kafka import KafkaException, Producer
 
-from resources.emulator.outgoing import Outgoing
 from resources.errors import DeltaportError
 
 
 class PublishError(DeltaportError):
     """A message could not be delivered to Kafka."""
+
+
+class Outgoing(Protocol):
+    """What `publish` sends: a message with its topic's role and its partition chosen by the
+    writer (the emulator's `resources.emulator.outgoing.Outgoing` is one). Declared here so the
+    Kafka client layer needs nothing from the emulator above it."""
+
+    role: str
+    partition: int
+    key: bytes | None
+    value: bytes | None
 
 
 def publish(messages: Iterable[Outgoing], bootstrap: str, topics: Mapping[str, str], *,

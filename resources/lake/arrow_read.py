@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from resources.lake.arrow_order import by_key, by_repr, canonical
 from resources.lake.history_forms import SYSTEM_COLUMNS, FinishedIn, StartedIn
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 
 
 def datamart_table(spark, layout: LakeLayout, datamart: str, table: str, delta: int, *, last: int | None = None):

@@ -22,7 +22,7 @@ from resources.lake.cdc_columns import KEYS_PROPERTY, SNAPSHOT_COLUMNS
 from resources.lake.cdc_fold import fold_changes, merged_state
 from resources.lake.history_forms import FinishedIn, StartedIn
 from resources.lake.history_read import state_as_of, versions_frame
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.prostore_history import history_start
 from resources.lake.stream_history import LIVE
 from resources.spark.iceberg import _col as _q

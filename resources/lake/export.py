@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from resources.codecs.backup_writer import BackupMessage, BackupWriteOptions, TableChanges, encode_increment
 from resources.codecs.ddl import EntitySchema, replay_changelog
 from resources.errors import DeltaportError
-from resources.lake.prostore import LakeLayout, changelog_history, data_tables
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import changelog_history, data_tables
 from resources.lake.read import rows_as_of
 from resources.spark.iceberg import table_exists
 

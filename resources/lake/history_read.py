@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from functools import reduce
 
 from resources.lake.history_forms import AsOfDelta, Form, check_covered, covers, history_where
-from resources.lake.prostore import LakeLayout, _c
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import _c
 from resources.lake.prostore_history import history_ident, history_start
 from resources.spark.iceberg import table_exists
 from resources.spark.iceberg_reads import last_applied_deltas, state_as_of_delta

@@ -51,8 +51,8 @@ import time
 from dataclasses import dataclass, field
 
 from resources.failpoints import failpoint
-from resources.objstore.locations import is_object_store
-from resources.lake.prostore import LakeLayout
+from resources.lake.locations import is_object_store
+from resources.lake.layout import LakeLayout
 from resources.lake.stream_keys import snapshot_tables
 from resources.lake.history_layout import compact, snapshot_of
 from resources.lake.maintenance_settings import MaintenanceSettings

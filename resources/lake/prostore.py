@@ -62,6 +62,7 @@ from resources.codecs.ddl import EntitySchema, replay_changelog
 from resources.codecs.types import Column, spark_type
 from resources.errors import DeltaportError
 from resources.failpoints import failpoint
+from resources.lake.layout import LakeLayout
 from resources.lake.side_by_side import side_by_side
 from resources.spark.iceberg import (
     committed_records,
@@ -96,26 +97,6 @@ class MissingDeltasError(DeltaportError):
         super().__init__(f"datamart {datamart!r}: cannot bring snapshots to delta {target}: "
                          f"increments of delta(s) {', '.join(map(str, missing))} have not landed; "
                          f"materialize them first")
-
-
-@dataclass(frozen=True)
-class LakeLayout:
-    catalog: str = "lake"
-    # A new history table's partitions hold this many closing deltas each (truncate(K, delta_num):
-    # resources/lake/history_layout.py); 0: one partition per delta, the layout before it.
-    history_span: int = 1000
-    # Keep a view of each history-kept table's versions, `<catalog>.<src>_versions.<t>`
-    # (resources/lake/versions_view.py): on catalogs that keep views (JDBC, REST) only.
-    versions_views: bool = False
-
-    def snapshot(self, datamart: str, table: str) -> str:
-        return f"{self.catalog}.{datamart}.{table}"
-
-    def increment(self, datamart: str, table: str) -> str:
-        return f"{self.catalog}.{datamart}_increment.{table}"
-
-    def meta(self, datamart: str, name: str) -> str:
-        return f"{self.catalog}.{datamart}_meta.{name}"
 
 
 @dataclass(frozen=True)

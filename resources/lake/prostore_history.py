@@ -33,7 +33,8 @@ from collections.abc import Sequence
 from resources.failpoints import failpoint
 from resources.lake.history_forms import HISTORY_FROM_PROPERTY
 from resources.lake.history_layout import METRICS, ensure_layout, history_partition
-from resources.lake.prostore import LakeLayout, _c
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import _c
 from resources.spark.iceberg import ensure_table, replace_deltas
 
 # The history table's properties at creation (partitioned by delta_num, the delta that closed

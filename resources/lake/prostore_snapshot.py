@@ -12,8 +12,9 @@ from itertools import groupby
 
 from resources.codecs.ddl import ColumnTransition, EntitySchema, column_transition, replay_changelog
 from resources.failpoints import failpoint
-from resources.lake.prostore import (LakeLayout, MissingDeltasError, TableStats, _c,
-                                     _struct, _table_columns, changelog_history, data_tables, landed_deltas)
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import (MissingDeltasError, TableStats, _c, _struct, _table_columns, changelog_history,
+                                     data_tables, landed_deltas)
 from resources.lake.history_read import state_as_of
 from resources.lake.prostore_history import (all_closed, mark_history_start, snapshot_properties,
                                              stamped, version_fields, write_closed_versions, write_history)

@@ -21,7 +21,8 @@ from resources.codecs.types import micros_to_time
 from resources.errors import DeltaportError
 from resources.lake.history_forms import FinishedIn, StartedIn
 from resources.lake.history_read import versions_frame
-from resources.lake.prostore import LakeLayout, changelog_history, data_tables
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import changelog_history, data_tables
 from resources.lake.prostore_snapshot import snapshot_as_of
 from resources.spark.iceberg import table_exists
 from resources.spark.iceberg_reads import last_applied_deltas

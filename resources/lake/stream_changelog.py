@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from resources.codecs.cdc import Change, Record, SchemaChange, TableSchema
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.spark.iceberg import ensure_table, replace_deltas, table_exists
 
 SCHEMA, DDL, KEYS = "schema", "ddl", "keys"

@@ -37,7 +37,7 @@ from resources.codecs.backup_writer import BackupWriteOptions, TableChanges, enc
 from resources.codecs.types import Column
 from resources.lake.cdc import SNAPSHOT_COLUMNS, cdc_landed_deltas, cdc_recorded_deltas, cdc_snapshot_as_of
 from resources.lake.export import ExportedDelta, ExportError
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.stream_changelog import key_rows, keys_as_of
 
 _PLAIN = re.compile(r"^[a-z_][a-z0-9_]*$")

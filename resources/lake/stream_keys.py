@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import reduce
 
 from resources.lake.cdc import KEYS_PROPERTY
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.stream_changelog import key_rows, keys_as_of, table_keys
 from resources.spark.existence import namespace_exists
 from resources.spark.iceberg import DELTA_PROPERTY, metadata_table

@@ -56,7 +56,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from resources.class_archive import ClassArchive, class_archive, classpath_identity, mentions_sharing, sharing_options
-from resources.javac import find_java
+from resources.java import find_java
 from resources.errors import DeltaportError
 from resources.failpoints import failpoint
 from resources.net import free_port, serves

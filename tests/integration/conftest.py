@@ -90,11 +90,11 @@ def lake_ns(spark: object, request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def s3_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """moto's S3 server on loopback for the session (resources/objstore/s3_server.py), and the
+    """moto's S3 server on loopback for the session (resources/demo_objstore/s3_server.py), and the
     session's random secret key in $DELTAPORT_TEST_S3_SECRET and catalog credential in
     $DELTAPORT_TEST_CATALOG_CREDENTIAL (neither server checks them; the tests check that they are
     never printed)."""
-    from resources.objstore.s3_server import S3Server
+    from resources.demo_objstore.s3_server import S3Server
     from tests.support.objstore import CREDENTIAL_ENV, SECRET_ENV, new_secret
 
     os.environ[SECRET_ENV] = new_secret()
@@ -118,9 +118,9 @@ def s3_endpoint(s3_store) -> str:
 @pytest.fixture(scope="module")
 def rest_catalog(s3_store, s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """Iceberg's REST catalog server on loopback for one test module, its warehouse in a bucket of
-    its own on `s3_store`, reached at `s3_endpoint` (resources/objstore/rest_catalog.py): a
+    its own on `s3_store`, reached at `s3_endpoint` (resources/demo_objstore/rest_catalog.py): a
     module's datamarts never meet another module's namespaces."""
-    from resources.objstore.rest_catalog import RestCatalogServer
+    from resources.demo_objstore.rest_catalog import RestCatalogServer
     from tests.support.objstore import SECRET_ENV, s3_properties
 
     folder = tmp_path_factory.mktemp("rest")

@@ -30,12 +30,12 @@ from bench.fault_stream_numbers import STREAM_FORMATS, run_stream_numbers_case
 from platform_assets.config import parse_config
 from platform_assets.definitions import build_definitions
 from platform_assets.sync import sync
-from resources.emulator.adversarial import REFUSED, adversarial_numbers
+from tests.support.adversarial import REFUSED, adversarial_numbers
 from resources.emulator.outgoing import BACKUP
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.read import rows_as_of
 from resources.prostore.delta_index import DeltaIndex
 from resources.state.store import StateStore

@@ -21,7 +21,7 @@ from resources.emulator.outgoing import BACKUP
 from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.read import rows_as_of
 
 pytestmark = pytest.mark.integration

@@ -18,14 +18,15 @@ import pytest
 
 from platform_assets.config import parse_config
 from platform_assets.definitions import build_definitions
-from platform_assets.prostore.partitions import partition_key
+from platform_assets.deltas.partitions import partition_key
 from platform_assets.sync import sync
 from resources.emulator.outgoing import BACKUP, SIGNAL
 from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, build_scenario, snapshot_export
 from resources.kafka.admin import create_topic
 from platform_assets.prostore.assets import topic_key
-from resources.lake.prostore import LakeLayout, landed_deltas
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import landed_deltas
 from resources.lake.read import rows_as_of
 
 pytestmark = pytest.mark.integration

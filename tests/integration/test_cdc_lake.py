@@ -31,7 +31,8 @@ from resources.lake.cdc import (
     land_cdc_increment,
     order_key_text,
 )
-from resources.lake.prostore import LakeLayout, MissingDeltasError, landed_deltas
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import MissingDeltasError, landed_deltas
 from resources.spark.iceberg_reads import last_applied_delta
 
 pytestmark = pytest.mark.integration

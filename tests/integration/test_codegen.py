@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.prostore_snapshot import snapshot_progress
 from resources.spark.codegen import DEFAULT_FROM_ROWS, FROM_ROWS_KEY
 from resources.spark.iceberg import commit_delta, ensure_table

@@ -20,13 +20,14 @@ from platform_assets.config import parse_config
 from platform_assets.definitions import build_definitions
 from platform_assets.lag import LAG_CHECK
 from platform_assets.prostore import delta_step
-from platform_assets.prostore.partitions import partition_key
+from platform_assets.deltas.partitions import partition_key
 from resources.emulator.outgoing import BACKUP, SIGNAL
 from resources.emulator.scenario import EmulatorConfig, build_scenario
 from resources.errors import DeltaportError
 from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
-from resources.lake.prostore import LakeLayout, landed_deltas
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import landed_deltas
 from resources.lake.prostore_history import history_ident
 from resources.lake.read import rows_as_of
 

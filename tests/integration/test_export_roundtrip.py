@@ -28,7 +28,7 @@ from resources.emulator.scenario import EmulatorConfig, build_scenario
 from resources.emulator.stream_oracle import row_diff, same_rows
 from resources.errors import DeltaportError
 from resources.kafka.admin import create_topic
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.read import rows_as_of
 
 pytestmark = pytest.mark.integration

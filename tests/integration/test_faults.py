@@ -58,7 +58,7 @@ def test_a_sync_killed_while_a_streams_tables_merge_together_converges(spark_rem
     from resources.kafka.admin import create_topic
     from resources.kafka.publish import publish
     from resources.lake.cdc import cdc_landed_deltas
-    from resources.lake.prostore import LakeLayout
+    from resources.lake.layout import LakeLayout
     from resources.lake.stream_keys import snapshot_tables
     from resources.spark.iceberg import DELTA_PROPERTY, _quote
     from tests.support.read_engines import every_sealed_delta_equals_the_truth

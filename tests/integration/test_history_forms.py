@@ -35,7 +35,8 @@ from platform_assets.cli import main
 from resources.codecs.backup import ChangelogRecord
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.lake.history_forms import FinishedIn, StartedIn, history_where
-from resources.lake.prostore import LakeLayout, land_changelog, land_increment
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import land_changelog, land_increment
 from resources.lake.prostore_history import history_ident
 from resources.lake.pyiceberg_read import load_table, read_history
 from resources.lake import prostore_snapshot

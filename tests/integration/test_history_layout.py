@@ -25,7 +25,7 @@ from resources.codecs.backup import ChangelogRecord
 from resources.lake import prostore_snapshot
 from resources.lake.history_layout import partition_fields
 from resources.lake.maintenance import MaintenanceSettings, file_stats, maintain_table
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.prostore_history import history_ident
 from resources.lake.prostore_snapshot import apply_snapshots
 from resources.spark.session import CatalogConfig, connect

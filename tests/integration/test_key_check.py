@@ -17,7 +17,8 @@ import pytest
 from platform_assets.prostore.checks import snapshot_checks
 from resources.codecs.backup import ChangelogRecord
 from resources.lake.key_check import KeyCheckInput, key_check_frame
-from resources.lake.prostore import IncrementDelta, LakeLayout, land_changelogs, land_increments
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import IncrementDelta, land_changelogs, land_increments
 from resources.lake.prostore_snapshot import apply_snapshots
 from resources.spark.kafka_reader import output_spark_schema
 from resources.spark.session import CatalogConfig, connect

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from platform_assets.prostore.partitions import partition_key
+from platform_assets.deltas.partitions import partition_key
 from tests.integration.test_delta_step import four_deltas_platform
 
 pytestmark = pytest.mark.integration

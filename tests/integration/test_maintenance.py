@@ -30,7 +30,7 @@ from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
 from resources.lake.maintenance import file_stats, maintain_source
 from resources.lake.maintenance_settings import MaintenanceSettings
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.prostore_history import history_ident
 from resources.lake.read import rows_as_of
 from resources.spark.iceberg_reads import delta_tags

@@ -50,7 +50,8 @@ def test_each_metadata_query_of_a_steady_delta_is_one_round_trip(spark, lake_ns)
 
 def test_a_steady_delta_reads_each_snapshot_tables_schema_once_and_tags_an_unchanged_one_at_once(spark, lake_ns):
     from resources.codecs.backup import ChangelogRecord
-    from resources.lake.prostore import IncrementDelta, LakeLayout, land_changelogs, land_increments
+    from resources.lake.layout import LakeLayout
+    from resources.lake.prostore import IncrementDelta, land_changelogs, land_increments
     from resources.lake.prostore_snapshot import apply_snapshots
     from resources.lake.read import rows_as_of
     from resources.spark.kafka_reader import output_spark_schema

@@ -30,7 +30,7 @@ from resources.errors import DecodeError
 from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
 from resources.lake.cdc import cdc_rows_as_of
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.read import rows_as_of
 from resources.state.store import StateStore
 from tests.support.postgres import PASSWORD_ENV

@@ -36,7 +36,7 @@ import yaml
 from bench.fault_daemon import Daemon, _deployment, runs_finished, watch
 from platform_assets.config import load_config
 from platform_assets.definitions import build_definitions, ledger_resource
-from platform_assets.prostore.partitions import partition_key
+from platform_assets.deltas.partitions import partition_key
 from resources.emulator.outgoing import BACKUP, SIGNAL
 from resources.emulator.qlik import QLIK, QlikConfig, build_qlik_story
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario

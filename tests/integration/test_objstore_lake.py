@@ -5,7 +5,7 @@ servers on loopback started by the fixtures (tests/integration/conftest.py). Spa
 Iceberg's S3FileIO (path-style, an endpoint); PyIceberg reads through the same catalog and store.
 
 Every S3 client (Spark's S3FileIO: data files and manifests; the REST server's: table metadata;
-PyIceberg) reaches the store through a fault proxy (resources/objstore/fault_proxy.py) which,
+PyIceberg) reaches the store through a fault proxy (tests/support/fault_proxy.py) which,
 while `sync` lands the story, fails one request in `EVERY`, cycling 503 SlowDown, a reset before
 the store sees the request, a reset after the store applied it (the client never hears that its
 PUT landed) and a slow answer, `MAX_FAULTS` in all (each costs a retry's backoff; this runs in
@@ -50,9 +50,9 @@ from resources.emulator.outgoing import BACKUP
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.maintenance import MaintenanceSettings, maintain_source, maintain_table, table_location
-from resources.objstore.fault_proxy import FAULT_KINDS, FaultProxy
+from tests.support.fault_proxy import FAULT_KINDS, FaultProxy
 from tests.support.objstore import CREDENTIAL_ENV, SECRET_ENV, list_keys, rest_lake, s3_client
 from tests.support.read_engines import every_delta_equals_the_truth, read_with_both_engines
 

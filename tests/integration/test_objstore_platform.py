@@ -1,7 +1,7 @@
 """The rest of the platform on object storage behind a REST catalog (issue 40, item 2): a change
 stream lands through `sync`, is exported, and its tables are maintained, in a lake whose catalog
 is Iceberg's REST catalog server (started by tests/integration/conftest.py) and whose files are on
-gofakes3 (resources/objstore/disk_s3_server.py) with its clock stood still at `OLD_CLOCK`: every
+gofakes3 (tests/support/disk_s3_server.py) with its clock stood still at `OLD_CLOCK`: every
 object it holds is older than the orphan pass's margin of days, as a crashed writer's files are by
 the time maintenance comes (moto stamps the time of upload, and Iceberg refuses a margin under 24
 hours outside its own tests). A commit fails after its uploads.
@@ -9,7 +9,7 @@ hours outside its own tests). A commit fails after its uploads.
 The story: a Qlik Replicate stream (duplicates, a rolled-back transaction, a column added), its
 first half landed by one `sync`; then the second half's first run fails at its commit: the
 catalog server's write of the new ``*.metadata.json`` is refused (500, by a proxy between the
-server and the store, resources/objstore/fault_proxy.py) after Spark uploaded the run's data
+server and the store, tests/support/fault_proxy.py) after Spark uploaded the run's data
 files and manifests. The writer cannot know whether that commit landed, so it leaves its files
 in the bucket, as a writer killed there does. The next `sync` lands the rest.
 
@@ -48,9 +48,9 @@ from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
 from resources.lake.cdc import cdc_landed_deltas, cdc_rows_as_of
 from resources.lake.maintenance import MaintenanceSettings, maintain_source
-from resources.lake.prostore import LakeLayout
-from resources.objstore.disk_s3_server import DiskS3Server
-from resources.objstore.fault_proxy import FaultProxy
+from resources.lake.layout import LakeLayout
+from tests.support.disk_s3_server import DiskS3Server
+from tests.support.fault_proxy import FaultProxy
 from tests.support.objstore import list_keys, rest_lake, unreferenced_keys
 
 pytestmark = pytest.mark.integration

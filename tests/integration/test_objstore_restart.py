@@ -1,6 +1,6 @@
 """A store killed and restarted in the middle of a run (issue 40, item 4): a datamart lands
 through `sync` in a lake behind Iceberg's REST catalog server whose store is gofakes3 with its
-on-disk (bolt) backend (resources/objstore/disk_s3_server.py; moto keeps objects in memory, so a
+on-disk (bolt) backend (tests/support/disk_s3_server.py; moto keeps objects in memory, so a
 restart of it is an empty store). While the second delta's run writes, the store is SIGKILLed,
 stays down `DOWN_SECONDS`, and comes back on the same port from its file.
 
@@ -33,9 +33,9 @@ from resources.emulator.outgoing import BACKUP
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.read import rows_as_of
-from resources.objstore.disk_s3_server import DiskS3Server
+from tests.support.disk_s3_server import DiskS3Server
 from tests.support.objstore import list_keys, rest_lake
 
 pytestmark = pytest.mark.integration

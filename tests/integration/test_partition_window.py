@@ -41,16 +41,16 @@ from platform_assets.cli import main
 from platform_assets.config import load_config
 from platform_assets.definitions import build_definitions
 from platform_assets.rerun import rerun
-from platform_assets.prostore.partitions import partition_key
+from platform_assets.deltas.partitions import partition_key
 from platform_assets.retirement import BACKFILL_TAG, deltas_of_run
 from platform_assets.run_files import run_id_of
-from platform_assets.prostore.sensors import datamart_tags
+from platform_assets.deltas.requests import source_tags
 from platform_assets.sync import sync
 from resources.emulator.outgoing import BACKUP
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.read import rows_as_of
 from resources.state.cursors import SyncCursors
 from resources.state.delta_marks import DeltaMarks, Marks
@@ -67,7 +67,7 @@ def _held(instance) -> tuple[list[int], list[int], list[list[int]]]:
     """(partitions, materialized snapshot partitions, each run's deltas) the instance holds."""
     parts = sorted(int(k) for k in instance.get_dynamic_partitions(f"{DM}_deltas"))
     done = sorted(int(k) for k in instance.get_materialized_partitions(dg.AssetKey([DM, "snapshot"])))
-    runs = sorted(deltas_of_run(r.tags) for r in instance.get_runs(filters=dg.RunsFilter(tags=datamart_tags(DM))))
+    runs = sorted(deltas_of_run(r.tags) for r in instance.get_runs(filters=dg.RunsFilter(tags=source_tags(DM))))
     return parts, done, runs
 
 

@@ -18,13 +18,13 @@ import pytest
 
 from platform_assets.config import parse_config
 from platform_assets.definitions import build_definitions
-from platform_assets.prostore.partitions import partition_key
-from platform_assets.prostore.sensors import range_request, ranges, request_deltas
+from platform_assets.deltas.partitions import partition_key
+from platform_assets.deltas.requests import range_request, ranges, request_deltas
 from resources.emulator.outgoing import BACKUP, SIGNAL
 from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.read import rows_as_of
 
 pytestmark = pytest.mark.integration

@@ -36,7 +36,7 @@ from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
 from resources.lake.pyiceberg_read import read_current, sqlalchemy_url
 from resources.lake.pyiceberg_rows import datamart_rows, last_landed
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.read import rows_as_of
 from tests.support.postgres import PASSWORD_ENV
 

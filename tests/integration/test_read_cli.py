@@ -41,7 +41,8 @@ from resources.lake.cdc import (
     infer_columns,
     land_cdc_increment,
 )
-from resources.lake.prostore import LakeLayout, land_changelog, land_increment
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import land_changelog, land_increment
 from resources.lake.prostore_snapshot import apply_snapshots
 from resources.lake.read import rows_as_of
 from resources.spark.kafka_reader import output_spark_schema

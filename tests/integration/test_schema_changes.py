@@ -23,7 +23,8 @@ import pytest
 
 from resources.codecs.backup import ChangelogRecord
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
-from resources.lake.prostore import LakeLayout, land_changelog, land_increment
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import land_changelog, land_increment
 from resources.lake.prostore_snapshot import apply_snapshots
 from resources.lake.read import rows_as_of
 from resources.spark.kafka_reader import output_spark_schema

@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient
 
 from platform_assets.config import parse_config
 from platform_assets.definitions import build_definitions
-from platform_assets.prostore.sensors import request_deltas
+from platform_assets.deltas.requests import request_deltas
 from resources.emulator.outgoing import BACKUP, SIGNAL
 from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from resources.codecs.backup import ChangelogRecord
-from resources.lake.prostore import IncrementDelta, LakeLayout, land_changelogs, land_increments
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import IncrementDelta, land_changelogs, land_increments
 from resources.lake.prostore_history import history_ident
 from resources.lake.prostore_snapshot import apply_snapshots
 from resources.lake.read import rows_as_of

@@ -37,7 +37,7 @@ from resources.codecs.ddl import replay_changelog
 from resources.emulator.scenario import build_scenario
 from resources.lake.cdc import CdcDelta, apply_cdc_through, changes_frame, land_cdc_increments
 from resources.lake.history_forms import FinishedIn, StartedIn
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.prostore_dialect import AS_OF_DELTA, AS_OF_TIME, STARTED_IN, parse_query
 from resources.lake.prostore_snapshot import apply_snapshots
 from resources.spark.session import CatalogConfig, connect

@@ -39,7 +39,7 @@ from resources.lake.cdc import CdcDelta, apply_cdc_through, cdc_rows_as_of, chan
     land_cdc_increments, order_key_text
 from resources.lake.cdc_read import cdc_recorded_deltas, cdc_versions_in
 from resources.lake.history_forms import FinishedIn, StartedIn, history_where
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.prostore_history import history_ident, history_start
 from resources.lake.pyiceberg_read import load_table, read_history
 from resources.lake.stream_history import LIVE

@@ -19,7 +19,7 @@ from platform_assets.streams.checks import snapshot_checks
 from resources.codecs.cdc import UPSERT, Change
 from resources.lake.cdc import KEYS_PROPERTY, apply_cdc_through, changes_frame, land_cdc_increment
 from resources.lake.key_check import KeyCheckInput, key_check_frame
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from tests.integration.test_key_check import _shuffled
 
 pytestmark = pytest.mark.integration

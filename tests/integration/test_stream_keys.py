@@ -14,7 +14,7 @@ import pytest
 from resources.codecs.cdc import UPSERT, Change
 from resources.lake.cdc import apply_cdc_through, cdc_rows_as_of, changes_frame, increment_columns, infer_columns, \
     land_cdc_increment
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.stream_changelog import changelog_entries, land_stream_changelogs, table_keys
 from resources.lake.stream_keys import current_keys, recorded_keys
 from resources.spark.iceberg_reads import last_applied_delta

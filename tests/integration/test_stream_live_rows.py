@@ -18,7 +18,7 @@ import pytest
 
 from resources.codecs.cdc import DELETE, UPSERT, Change
 from resources.lake.cdc import apply_cdc_through, changes_frame, land_cdc_increment
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.spark.iceberg_reads import TOMBSTONES_PROPERTY, writer_progress
 from resources.spark.session_properties import own_property
 

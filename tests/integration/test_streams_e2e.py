@@ -22,8 +22,8 @@ import pytest
 
 from platform_assets.config import parse_config
 from platform_assets.definitions import build_definitions, ledger_resource
-from platform_assets.prostore.partitions import partition_key
-from platform_assets.prostore.sensors import request_deltas
+from platform_assets.deltas.partitions import partition_key
+from platform_assets.deltas.requests import request_deltas
 from resources.emulator.datastream import DATASTREAM, DatastreamConfig, build_datastream_story
 from resources.emulator.dataworks import ROLE as DATAWORKS, DataWorksConfig, build_dataworks_story
 from resources.emulator.outgoing import Outgoing
@@ -33,7 +33,7 @@ from resources.emulator.stream_oracle import final_truth, row_diff, same_rows, t
 from resources.errors import DecodeError
 from resources.kafka.admin import create_topic
 from resources.lake.cdc import cdc_rows_as_of
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.changestream.sealing import read_delta
 
 pytestmark = pytest.mark.integration

@@ -32,7 +32,8 @@ from platform_assets.sql_query import answer_sql
 from resources.codecs.backup import ChangelogRecord
 from resources.lake.history_forms import AsOfDelta, FinishedIn, StartedIn
 from resources.lake.prostore_dialect import AS_OF_DELTA, AS_OF_TIME, STARTED_IN
-from resources.lake.prostore import LakeLayout, land_changelog, land_increment
+from resources.lake.layout import LakeLayout
+from resources.lake.prostore import land_changelog, land_increment
 from resources.lake.prostore_snapshot import apply_snapshots
 from resources.lake.versions_view import view_ident
 from resources.spark.kafka_reader import output_spark_schema

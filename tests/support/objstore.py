@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import secrets
 
-from resources.objstore.rest_catalog import S3_FILE_IO, RestCatalogServer
-from resources.objstore.s3_server import S3Server
+from resources.demo_objstore.rest_catalog import S3_FILE_IO, RestCatalogServer
+from resources.demo_objstore.s3_server import S3Server
 
 SECRET_ENV = "DELTAPORT_TEST_S3_SECRET"
 # The catalog's OAuth2 client credential (client_id:client_secret): Iceberg's test server grants a

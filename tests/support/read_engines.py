@@ -12,7 +12,7 @@ from resources.changestream.sealing import read_delta
 from resources.emulator.stream_oracle import row_diff, truth_after
 from resources.errors import DecodeError
 from resources.lake.cdc_read import cdc_rows_as_of
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from resources.lake.pyiceberg_rows import datamart_rows, stream_table
 from resources.lake.read import rows_as_of
 

@@ -27,7 +27,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ui_check  # noqa: E402
 
-from platform_assets.prostore.partitions import partition_key  # noqa: E402
+from platform_assets.deltas.partitions import partition_key  # noqa: E402
 from tests.support.demo_once import DemoOnce  # noqa: E402
 
 DATAMART = "marketing"

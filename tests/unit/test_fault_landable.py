@@ -1,4 +1,4 @@
-"""The fault suite's lake-level check (bench/faults.unlandable): a change-stream message the codec
+"""The fault suite's lake-level check (bench/fault_stories.unlandable): a change-stream message the codec
 accepts but whose values the lake could not land beside the good ones is found and named."""
 
 from __future__ import annotations
@@ -7,11 +7,12 @@ import json
 import random
 from dataclasses import replace
 
-from bench.faults import _story, mix, unlandable
+from bench.fault_stories import fault_story, unlandable
+from bench.faults import mix
 
 
 def test_an_accepted_message_whose_value_fits_no_column_type_is_found():
-    story = _story("datastream", 7)
+    story = fault_story("datastream", 7)
     rng = random.Random(1)
     items = mix(story, 0, rng, duplicates=3)
     assert unlandable("datastream", items, set()) == []  # the story and exact copies land

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from resources.objstore.fault_proxy import FAULT_KINDS, FaultProxy, operation
-from resources.objstore.rest_catalog import catalog_env_name
+from tests.support.fault_proxy import FAULT_KINDS, FaultProxy, operation
+from resources.demo_objstore.rest_catalog import catalog_env_name
 from resources.spark.jars import ICEBERG_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +80,7 @@ def test_refused_puts_are_those_of_the_suffix_armed_or_not_until_lifted():
     assert proxy.refused == 1 and not proxy.faults
 
 
-@pytest.mark.parametrize("pom", ["resources/objstore/pom.xml", "resources/spark/aws-pom.xml",
+@pytest.mark.parametrize("pom", ["resources/demo_objstore/pom.xml", "resources/spark/aws-pom.xml",
                                  "resources/spark/pom.xml"])
 def test_every_pom_names_the_iceberg_version_of_the_spark_runtime(pom):
     text = (ROOT / pom).read_text()

@@ -12,9 +12,9 @@ from dagster._core.remote_origin import RegisteredCodeLocationOrigin, RemoteJobO
 
 from platform_assets.config import parse_config
 from platform_assets.definitions import build_definitions
-from platform_assets.prostore.partitions import delta_partitions
-from platform_assets.prostore.sensors import (RANGE_END_TAG, RANGE_START_TAG, datamart_tags, delta_runs, range_request,
-                                              ranges, request_deltas)
+from platform_assets.deltas.partitions import delta_partitions
+from platform_assets.deltas.requests import (RANGE_END_TAG, RANGE_START_TAG, delta_runs, range_request, ranges,
+                                             request_deltas, source_tags)
 from platform_assets.sync import bad_input
 from resources.errors import DeltaportError, MissingKeyColumnError
 from resources.spark.iceberg import KeyViolationError, _ranges_text
@@ -76,9 +76,9 @@ def _sensor_answer(instance: dg.DagsterInstance, due: list[int], retry_after: fl
 def test_due_deltas_wait_while_a_run_of_their_source_is_in_flight_then_go_in_ranges():
     with dg.instance_for_test() as instance:
         busy = instance.add_run(dg.DagsterRun(job_name="sales_delta_job", run_id="a" * 36,
-                                              status=dg.DagsterRunStatus.STARTED, tags=datamart_tags("sales")))
+                                              status=dg.DagsterRunStatus.STARTED, tags=source_tags("sales")))
         instance.add_run(dg.DagsterRun(job_name="other_delta_job", run_id="b" * 36,
-                                       status=dg.DagsterRunStatus.STARTING, tags=datamart_tags("other")))
+                                       status=dg.DagsterRunStatus.STARTING, tags=source_tags("other")))
         held = _sensor_answer(instance, [3, 4])
         assert held.run_requests == [] and json.loads(held.cursor) == {"next": 3}  # asked again next tick
         assert "deltas 3..4 wait for run aaaaaaaa (STARTED)" in held.skip_reason.skip_message

@@ -12,8 +12,8 @@ import pytest
 from dagster._core.execution.backfill import BulkActionStatus
 
 from platform_assets import retirement
-from platform_assets.prostore.partitions import delta_partitions, partition_key
-from platform_assets.prostore.sensors import RANGE_END_TAG, RANGE_START_TAG, datamart_tags
+from platform_assets.deltas.partitions import delta_partitions, partition_key
+from platform_assets.deltas.requests import RANGE_END_TAG, RANGE_START_TAG, source_tags
 from platform_assets.retirement import deltas_of_run, partitions_to_delete, retire, retire_through
 from resources.state.delta_marks import DeltaMarks, Marks
 from tests.support.backfills import add_ui_backfill
@@ -85,7 +85,7 @@ def _land(instance, first: int, last: int, *, checked: bool = False) -> None:
     """A delta run of first..last as the sensor or `sync` makes it: the partitions, the run's tags
     (`checked`: with a check's evaluation, as the snapshot's checks)."""
     instance.add_dynamic_partitions(PARTS.name, [partition_key(n) for n in range(first, last + 1)])
-    tags = dict(datamart_tags(SRC))
+    tags = dict(source_tags(SRC))
     if first == last:
         result = dg.materialize([snapshot, *([primary_key_unique] if checked else [])], instance=instance,
                                 partition_key=partition_key(first), tags=tags)
@@ -99,7 +99,7 @@ def _held(instance) -> tuple[list[int], list[int], list[list[int]]]:
     """(partitions, materialized partitions, deltas of each run) the instance holds, in order."""
     parts = sorted(int(k) for k in instance.get_dynamic_partitions(PARTS.name))
     done = sorted(int(k) for k in instance.get_materialized_partitions(dg.AssetKey([SRC, "snapshot"])))
-    runs = sorted(deltas_of_run(r.tags) for r in instance.get_runs(filters=dg.RunsFilter(tags=datamart_tags(SRC))))
+    runs = sorted(deltas_of_run(r.tags) for r in instance.get_runs(filters=dg.RunsFilter(tags=source_tags(SRC))))
     return parts, done, runs
 
 

@@ -11,13 +11,13 @@ import sys
 
 import dagster as dg
 
-from platform_assets.prostore.sensors import datamart_tags, run_in_flight
+from platform_assets.deltas.requests import run_in_flight, source_tags
 from platform_assets.sync import SYNC_HOST_TAG, SYNC_RUN_TAG, fail_orphaned_runs
 
 
 def _run(instance: dg.DagsterInstance, run_id: str, source: str, tags: dict) -> dg.DagsterRun:
     return instance.add_run(dg.DagsterRun(job_name=f"{source}_delta_job", run_id=run_id,
-                                          status=dg.DagsterRunStatus.STARTED, tags={**datamart_tags(source), **tags}))
+                                          status=dg.DagsterRunStatus.STARTED, tags={**source_tags(source), **tags}))
 
 
 def test_the_next_sync_fails_a_dead_syncs_run_and_leaves_the_daemons():

@@ -5,7 +5,7 @@ What flows through: a folder (the catalog's SQLite file, the log), a warehouse
 (``s3://bucket/prefix``) and the FileIO's properties (``s3.endpoint``, keys) go in; a REST
 endpoint ``http://127.0.0.1:<port>`` comes out, for ``lake: {type: rest, uri: ...}``.
 
-What this module guarantees (besides `resources.objstore.process`'s):
+What this module guarantees (besides `resources.demo_objstore.process`'s):
 
 * The server is Iceberg's own (``RESTCatalogServer``'s parts from Maven Central, version
   `ICEBERG_VERSION`; `rest_jars`), started by a launcher that binds it to 127.0.0.1 only. Its
@@ -24,9 +24,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from resources.objstore.process import LoopbackProcess
-from resources.objstore.rest_jars import LAUNCHER_CLASS, rest_catalog_classpath
-from resources.kafka.broker import _java
+from resources.demo_objstore.process import LoopbackProcess, ObjectStoreError
+from resources.demo_objstore.rest_jars import LAUNCHER_CLASS, rest_catalog_classpath
+from resources.java import require_java
 
 __all__ = ["S3_FILE_IO", "RestCatalogServer", "catalog_env_name"]
 
@@ -74,7 +74,7 @@ class RestCatalogServer(LoopbackProcess):
             self._classpath = rest_catalog_classpath()
 
     def command(self, port: int) -> list[str]:
-        return [_java(), *JVM_OPTIONS, "-cp", os.pathsep.join(map(str, self._classpath)), LAUNCHER_CLASS]
+        return [require_java(ObjectStoreError, "start the REST catalog"), *JVM_OPTIONS, "-cp", os.pathsep.join(map(str, self._classpath)), LAUNCHER_CLASS]
 
     def env(self, port: int) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CATALOG_")}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from resources.kafka.io_managers import delta_range
+from platform_assets.io_managers.inputs import delta_range
 
 KEY_WIDTH = 8
 

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from platform_assets.io_managers.inputs import INPUT_TAG_PREFIX, input_metadata, run_deltas
 from resources.changestream.ledger import CdcLedger, LedgerError, SealedDelta
 from resources.codecs.cdc import Record
 from resources.errors import DecodeError
 from resources.changestream.resource import CdcLedgerResource
-from resources.kafka.io_managers import INPUT_TAG_PREFIX, input_metadata, run_deltas
 from resources.kafka.resource import KafkaResource
 from resources.kafka.scan import RawMessage
 from resources.changestream.sealing import read_delta

@@ -1,7 +1,7 @@
 """The classpath of Apache Iceberg's REST catalog server: jars from Maven Central, plus deltaport's
 one-class launcher compiled once, both cached outside git.
 
-What flows through: ``resources/objstore/pom.xml`` and ``RestCatalogLoopback.java`` go in; a
+What flows through: ``resources/demo_objstore/pom.xml`` and ``RestCatalogLoopback.java`` go in; a
 classpath (a folder of classes and every jar) comes out.
 
 What this module guarantees:

@@ -6,7 +6,7 @@ out, that speaks the S3 API with path-style addressing (``http://host:port/<buck
 as Iceberg's S3FileIO (``s3.endpoint``, ``s3.path-style-access``) and PyIceberg's pyarrow
 FileIO (``s3.endpoint``) reach it.
 
-What this module guarantees (besides `resources.objstore.process`'s):
+What this module guarantees (besides `resources.demo_objstore.process`'s):
 
 * The store is moto's S3 server, a real HTTP server in its own process, never a mock inside
   the caller. It accepts any access key and secret (it checks no signature), keeps objects in
@@ -26,7 +26,7 @@ import sys
 import urllib.error
 import urllib.request
 
-from resources.objstore.process import LoopbackProcess, ObjectStoreError
+from resources.demo_objstore.process import LoopbackProcess, ObjectStoreError
 
 __all__ = ["S3Server"]
 

@@ -6,7 +6,7 @@ objects in its memory, so a restart of it is a new, empty store: no test of reco
 What flows through: a folder goes in (the store's one bbolt file, ``objects.bolt``, and its log);
 an endpoint ``http://127.0.0.1:<port>`` comes out, path-style, as `S3Server`'s.
 
-What this module guarantees (besides `resources.objstore.process`'s and `S3Server`'s):
+What this module guarantees (besides `resources.demo_objstore.process`'s and `S3Server`'s):
 
 * Every PUT the store answered is in its bbolt file, one committed transaction each (bbolt
   syncs its file on commit), so a SIGKILL loses no object it acknowledged; `restart(crash=True)`
@@ -33,8 +33,8 @@ import subprocess
 from pathlib import Path
 
 from resources.maven import cache_root
-from resources.objstore.process import ObjectStoreError
-from resources.objstore.s3_server import S3Server
+from resources.demo_objstore.process import ObjectStoreError
+from resources.demo_objstore.s3_server import S3Server
 
 __all__ = ["GOFAKES3_VERSION", "DiskS3Server", "gofakes3_binary"]
 

@@ -1,4 +1,4 @@
-"""Kafka IO managers: load a delta's slice of a topic as an asset input.
+"""Prostore's Kafka IO managers: load a delta's slice of a backup or signal topic as an asset input.
 
 The topics are source assets; an asset partitioned by delta takes one as input, and the IO
 manager hands it the slices of the run's deltas, in order (one for a single-delta run, several
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from platform_assets.io_managers.inputs import INPUT_TAG_PREFIX, input_metadata, run_deltas
 from resources.prostore.chunk_check import checked_report
 from resources.prostore.completeness import DeltaReport
 from resources.prostore.delta_index import MessageRef
@@ -63,32 +64,6 @@ class SignalSlice:
     datamart: str
     delta_num: int
     events: tuple[dict, ...]  # as stored by the delta index, arrival order
-
-
-def delta_range(start_key: str, end_key: str) -> list[int]:
-    """The deltas of a partition key range: keys are delta numbers, and a range (from a sensor,
-    `sync` or a UI backfill over partitions added in order) covers consecutive ones."""
-    return list(range(int(start_key), int(end_key) + 1))
-
-
-def run_deltas(context: dg.InputContext) -> list[int]:
-    """The deltas the consuming step's run covers: its partition, or its partition range. The
-    topic is an unpartitioned source asset, so the range comes from the run, not the input."""
-    if context.has_partition_key:
-        return [int(context.partition_key)]
-    keys = context.step_context.partition_key_range
-    return delta_range(keys.start, keys.end)
-
-
-INPUT_TAG_PREFIX = "deltaport/"
-
-
-def input_metadata(context: dg.InputContext) -> dict:
-    """What the consuming op says about this input: its tags `deltaport/<name>`, as {name: value}
-    (the assets are multi-assets whose specs also name the topic as a dependency, and Dagster
-    refuses metadata on such an AssetIn)."""
-    tags = context.op_def.tags or {}
-    return {k[len(INPUT_TAG_PREFIX):]: v for k, v in tags.items() if k.startswith(INPUT_TAG_PREFIX)}
 
 
 def _target(context: dg.InputContext) -> tuple[str, str, list[int]]:
