@@ -17,7 +17,8 @@ and the CLI's imports (`python -X importtime`, the sum of its top-level imports)
 
 Then the warm DuckDB current-state aggregate on a quiet and on a busy machine (issue 56: "<= 1.0 s
 with both cores busy beside it"): `--repeat` runs idle, then as many with `--busy-cores` processes
-spinning on the CPU beside them (bench/busy_cores.py), each reported as its median and, from as
+spinning on the CPU beside them (bench/busy_cores.py), each reported as its median, the median CPU
+of a run (user + system: what the command itself costs, whatever else runs), and, from as
 many runs of the same command under `-X importtime`, the imports (the sum of its top-level imports)
 and the rest (each such run's seconds less its imports: the interpreter's start, the lake's
 metadata, the scan, DuckDB, the output; medians).
@@ -35,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -97,10 +99,13 @@ def idle_and_busy(config: Path, args: list[str], env: dict, opts, verify) -> dic
         times: dict[str, list[float]] = {name: [] for name in trees}
         imports: dict[str, list[float]] = {name: [] for name in trees}
         rest: dict[str, list[float]] = {name: [] for name in trees}
+        cpu: dict[str, list[float]] = {name: [] for name in trees}
         with busy_cores(cores):
             for _ in range(opts.repeat):
                 for name, tree in trees.items():  # alternating: what the machine does weighs on both
+                    before = children_cpu()  # the burners are reaped after the block: not counted
                     seconds, out, _ = cli(config, args, env, tree=tree)
+                    cpu[name].append(children_cpu() - before)
                     verify(out)
                     times[name].append(round(seconds, 3))
             for _ in range(opts.repeat):
@@ -111,13 +116,20 @@ def idle_and_busy(config: Path, args: list[str], env: dict, opts, verify) -> dic
                     rest[name].append(seconds - imports[name][-1])
         for name, tree in trees.items():
             res[f"{load} {name}"] = {"tree": str(tree), "busy_cores": cores, "seconds": times[name],
-                                     "median_s": statistics.median(times[name]),
+                                     "median_s": round(statistics.median(times[name]), 3),
+                                     "cpu_s": round(statistics.median(cpu[name]), 3),
                                      "imports_s": round(statistics.median(imports[name]), 3),
                                      "rest_s": round(statistics.median(rest[name]), 3)}
         if "baseline" in trees:
-            res[f"{load} this / baseline"] = round(res[f"{load} this"]["median_s"]
-                                                   / res[f"{load} baseline"]["median_s"], 3)
+            res[f"{load} this / baseline"] = {
+                key: round(res[f"{load} this"][key] / res[f"{load} baseline"][key], 3) for key in ("median_s", "cpu_s")}
     return res
+
+
+def children_cpu() -> float:
+    """User + system seconds of this process's reaped children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run(args) -> dict:
@@ -178,7 +190,8 @@ def report(res: dict, out: Path) -> int:
         print(f"sql: Spark / JVM-free: {res['ratios_spark_over_jvm_free']}")
     for key, r in res["current aggregate on duckdb, idle and busy"].items():
         print(f"sql: duckdb current aggregate, {key}: " + (str(r) if not isinstance(r, dict) else
-              f"median {r['median_s']} s of {r['seconds']}; imports {r['imports_s']} s, the rest {r['rest_s']} s "
+              f"median {r['median_s']} s of {r['seconds']}, CPU {r['cpu_s']} s; imports {r['imports_s']} s, "
+              f"the rest {r['rest_s']} s "
               f"({r['busy_cores']} cores busy beside it; {r['tree']})"))
     return 0
 
