@@ -189,7 +189,7 @@ def report(res: dict, out: Path) -> int:
     if "ratios_spark_over_jvm_free" in res:
         print(f"sql: Spark / JVM-free: {res['ratios_spark_over_jvm_free']}")
     for key, r in res["current aggregate on duckdb, idle and busy"].items():
-        print(f"sql: duckdb current aggregate, {key}: " + (str(r) if not isinstance(r, dict) else
+        print(f"sql: duckdb current aggregate, {key}: " + (str(r) if "seconds" not in r else
               f"median {r['median_s']} s of {r['seconds']}, CPU {r['cpu_s']} s; imports {r['imports_s']} s, "
               f"the rest {r['rest_s']} s "
               f"({r['busy_cores']} cores busy beside it; {r['tree']})"))
