@@ -5,10 +5,12 @@ the same lake opened without Spark, through PyIceberg (`pyiceberg_tables`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from platform_assets.config import PlatformConfig, resolve_secret
-from resources.spark.engine import EngineSettings
-from resources.spark.session import CatalogConfig
+
+if TYPE_CHECKING:
+    from resources.spark.engine import EngineSettings
 
 
 def _warehouse(cfg: PlatformConfig) -> str:
@@ -19,6 +21,11 @@ def _warehouse(cfg: PlatformConfig) -> str:
 
 
 def engine_for(cfg: PlatformConfig) -> EngineSettings:
+    # The Spark side (server, session, jars) is imported here, not with the module: the JVM-free
+    # `deltaport sql`/`read` import this module for `pyiceberg_tables` and never reach Spark.
+    from resources.spark.engine import EngineSettings
+    from resources.spark.session import CatalogConfig
+
     warehouse = _warehouse(cfg)
     props = cfg.lake.properties
     catalog = CatalogConfig(name=cfg.lake.catalog, type=cfg.lake.type, warehouse=warehouse, uri=cfg.lake.uri,

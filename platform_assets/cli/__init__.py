@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
 
+from platform_assets.cli.common import short_lived_collector
 from resources.errors import DeltaportError
 
 # Command -> the module that registers and runs it. Only the module of the command being run is
@@ -28,6 +30,7 @@ def __getattr__(name: str):
 
 
 def main(argv: list[str] | None = None) -> int:
+    own_process = argv is None  # `deltaport ...`: the process runs this one command, then ends
     argv = sys.argv[1:] if argv is None else argv
     command = next((a for a in argv if not a.startswith("-")), None)
     parser = argparse.ArgumentParser(prog="deltaport", description=__doc__)
@@ -36,8 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     for module in _modules([command] if command in COMMAND_MODULES else COMMAND_MODULES):
         module.register(sub)
     args = parser.parse_args(argv)
+    # A command that sets `short_lived` (one query, one answer) runs without the cyclic collector
+    # when it has the process to itself; a caller's process (tests, notebooks) keeps its own.
+    short = own_process and getattr(args, "short_lived", False)
     try:
-        return args.run(args)
+        with short_lived_collector() if short else contextlib.nullcontext():
+            return args.run(args)
     except DeltaportError as err:
         print(f"deltaport {args.command}: error: {err}", file=sys.stderr)
         return 2

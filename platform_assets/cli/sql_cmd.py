@@ -30,7 +30,7 @@ def register(sub) -> None:
     p.add_argument("--engine", choices=["auto", "duckdb", "spark"], default="auto",
                    help="duckdb (no JVM), spark, or auto (default: spark when configured or running, else duckdb)")
     add_config_option(p)
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, short_lived=True)  # cli.main: no cyclic collector in its own process
 
 
 def run(args) -> int:

@@ -82,5 +82,7 @@ def test_a_jvm_free_read_imports_neither_pyspark_nor_pandas(command, tmp_path):
     assert "dm.t" in done.stderr and "pyiceberg.table" in modules
     never = NEVER + ("pyspark", "pandas")
     assert [m for m in modules if m.split(".")[0] in never or m in never or m.startswith(never)] == []
-    # nor the Spark side of the lake (the config's maintenance settings once brought it: ~0.07 s)
+    # nor the Spark side of the lake (the config's maintenance settings once brought it: ~0.07 s),
+    # nor the Spark engine's settings (server, session, jars: platform_assets.engine once did, 0.02 s)
     assert {"resources.lake.maintenance", "resources.lake.prostore", "resources.codecs.backup"} & set(modules) == set()
+    assert [m for m in modules if m.startswith("resources.spark")] == []
