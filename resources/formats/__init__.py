@@ -13,13 +13,14 @@ source format").
 from __future__ import annotations
 
 from resources.errors import DeltaportError
-from resources.formats import datastream, dataworks, qlik
+from resources.formats import datastream, dataworks, debezium, qlik
 from resources.formats.spec import StreamFormat
 
 REGISTERED: tuple[StreamFormat, ...] = (
     qlik.FORMAT,
     dataworks.FORMAT,
     datastream.FORMAT,
+    debezium.FORMAT,
 )
 STREAM_FORMATS: tuple[str, ...] = tuple(f.name for f in REGISTERED)
 _BY_NAME = {f.name: f for f in REGISTERED}
