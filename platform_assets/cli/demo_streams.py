@@ -1,4 +1,4 @@
-"""The demo's change-stream sources: one per registered format with an emulator (resources/formats/).
+"""The demo's change-stream sources: one per registered format with a demo source (resources/formats/).
 
 Each has its emulated story (scaled by `--deltas`, with each format's quirks: duplicates, split
 updates, heartbeats, out-of-order backfill, a rolled-back transaction, a DDL change), its topic,
@@ -30,7 +30,7 @@ class DemoStream:
 def demo_streams(seed: int, deltas: int) -> list[DemoStream]:
     out = []
     for fmt in REGISTERED:
-        if fmt.emulator is not None:
+        if fmt.emulator is not None and fmt.emulator.demo is not None:
             d = fmt.emulator.demo(seed, deltas)
             out.append(DemoStream(d.name, fmt.name, d.topic, d.story, dict(d.limits)))
     return out

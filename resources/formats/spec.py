@@ -37,11 +37,11 @@ class EmulatorHooks:
     """The format's emulator and oracle, for the demo, `deltaport emulate` and the tests."""
 
     story: Callable[[int, int | None, str], Any]  # (seed, size or None: its default, wire form)
-    demo: Callable[[int, int], DemoSource]  # (seed, deltas the demo wants)
     # The true rows per lake table after a delta (records of every delta so far, its watermark),
     # or None where the truth is not defined (e.g. inside a full load).
     truth_after: Callable[[Any, Sequence[Record], int | None], Rows | None]
     final_truth: Callable[[Any], Rows]
+    demo: Callable[[int, int], DemoSource] | None = None  # (seed, deltas the demo wants); None: not in the demo
     undefined_because: str = "the full load is still arriving"  # why truth_after gave None
     wires: tuple[str, ...] = ("json",)  # wire forms `deltaport emulate --wire` accepts
     size_means: str = "transactions"  # what `deltaport emulate --size` counts
