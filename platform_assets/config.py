@@ -2,8 +2,8 @@
 
 What flows through: a YAML file -> a frozen `PlatformConfig`. Sources are listed under `sources:`,
 each with a `format`: `prostore` (a datamart: backup topic + signal topic, or backup topic alone;
-the older `datamarts:` list means the same) or `qlik`, `dataworks`, `datastream` (one change topic whose deltas the
-platform seals, with the sealing limits). `PlatformConfig.datamarts` holds the Prostore ones,
+the older `datamarts:` list means the same) or a registered change-stream format (`qlik`, `dataworks`,
+`datastream`, ...: resources/formats/; one change topic whose deltas the platform seals, with the sealing limits). `PlatformConfig.datamarts` holds the Prostore ones,
 `PlatformConfig.streams` the others.
 
 Guarantees: every key is checked (unknown keys, wrong types and missing required keys fail with
@@ -24,6 +24,7 @@ import yaml
 
 from platform_assets.config_error import ConfigError as ConfigError  # re-exported: the config's error
 from platform_assets.lake_safety import check_lake
+from resources.formats import STREAM_FORMATS as REGISTERED_FORMATS
 
 CONFIG_ENV = "DELTAPORT_CONFIG"
 DEFAULT_CONFIG = "deltaport.yaml"
@@ -125,14 +126,14 @@ class DatamartConfig:
 
 
 PROSTORE = "prostore"
-STREAM_FORMATS = ("qlik", "dataworks", "datastream")
+STREAM_FORMATS = REGISTERED_FORMATS  # derived from the registry: a new format needs no line here
 FORMATS = (PROSTORE, *STREAM_FORMATS)
 
 
 @dataclass(frozen=True)
 class StreamConfig:
-    """A Qlik Replicate, DataWorks or Datastream change topic; the platform seals its deltas
-    (resources/changestream/sealing.py): a delta ends at a boundary of the format once it holds more than
+    """A change topic of a registered format (Qlik Replicate, DataWorks, Datastream, ...: resources/formats/);
+    the platform seals its deltas (resources/changestream/sealing.py): a delta ends at a boundary of the format once it holds more than
     `max_rows` rows or spans more than `max_seconds` of event time."""
 
     name: str

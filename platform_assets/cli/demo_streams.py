@@ -1,4 +1,4 @@
-"""The demo's change-stream sources: one Qlik Replicate, one DataWorks and one Datastream source.
+"""The demo's change-stream sources: one per registered format with a demo source (resources/formats/).
 
 Each has its emulated story (scaled by `--deltas`, with each format's quirks: duplicates, split
 updates, heartbeats, out-of-order backfill, a rolled-back transaction, a DDL change), its topic,
@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from resources.emulator.datastream import DATASTREAM, DatastreamConfig, build_datastream_story
-from resources.emulator.dataworks import ROLE as DATAWORKS, DataWorksConfig, build_dataworks_story
-from resources.emulator.qlik import QLIK, QlikConfig, build_qlik_story
+from resources.formats import REGISTERED, stream_format
 
 
 @dataclass(frozen=True)
@@ -30,17 +28,12 @@ class DemoStream:
 
 
 def demo_streams(seed: int, deltas: int) -> list[DemoStream]:
-    qlik = build_qlik_story(QlikConfig(seed=seed, transactions=max(6, 3 * deltas),
-                                       ddl_at_transaction=max(3, deltas), rollback_at_transaction=2))
-    dataworks = build_dataworks_story(DataWorksConfig(seed=seed, transactions=max(8, 4 * deltas),
-                                                      alter_at=max(4, 2 * deltas), failover_rate=0.2))
-    datastream = build_datastream_story(DatastreamConfig(seed=seed, steps=max(40, 15 * deltas)))
-    return [
-        DemoStream("sales_qlik", QLIK, "qlik.sales", qlik, {"max_rows": 12, "max_seconds": 3600}),
-        DemoStream("shop_dataworks", DATAWORKS, "dataworks.shop", dataworks, {"max_rows": 15, "max_seconds": 120}),
-        DemoStream("shop_datastream", DATASTREAM, "datastream.shop", datastream,
-                   {"max_rows": 40, "max_seconds": 60, "lateness_seconds": datastream.max_lateness_us / 1e6}),
-    ]
+    out = []
+    for fmt in REGISTERED:
+        if fmt.emulator is not None and fmt.emulator.demo is not None:
+            d = fmt.emulator.demo(seed, deltas)
+            out.append(DemoStream(d.name, fmt.name, d.topic, d.story, dict(d.limits)))
+    return out
 
 
 def compare(streams: list[DemoStream], spark, layout, bootstrap: str, ledger, landed: set[tuple[str, int]],
@@ -88,4 +81,4 @@ def compare(streams: list[DemoStream], spark, layout, bootstrap: str, ledger, la
 
 
 def _why(fmt: str) -> str:
-    return "the backfill is still arriving" if fmt == DATASTREAM else "the full load is still arriving"
+    return stream_format(fmt).emulator.undefined_because

@@ -1,5 +1,5 @@
 """`deltaport emulate`: play a Prostore datamart story into Kafka (signal topic + backups), or with
-`--format qlik|dataworks|datastream --topic T` a change stream of that format.
+`--format F --topic T` a change stream of a registered format F (qlik, dataworks, datastream, ...).
 
 Deterministic from --seed. With --faults it injects what real Prostore traffic has: duplicated
 messages, a lost chunk, a delta exported twice, a backup lagging its DELTA_CLOSE, malformed
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from platform_assets.cli.common import Progress, add_bootstrap_option, resolve_bootstrap
 from resources.emulator.oracle import truth_document
+from resources.formats import REGISTERED, stream_format
 from resources.emulator.outgoing import BACKUP, SIGNAL
 from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario, snapshot_export
@@ -67,25 +68,28 @@ def register(sub) -> None:
     p.add_argument("--format", choices=["prostore", *STREAMS], default="prostore",
                    help="prostore (default), or a change stream written to --topic")
     p.add_argument("--topic", default=None, help="the change stream's topic (default: <format>.demo)")
-    p.add_argument("--size", type=int, default=None,
-                   help="change streams: transactions (qlik, dataworks) or steps (datastream)")
-    p.add_argument("--wire", choices=["json", "avro"], default="json", help="change streams: qlik and datastream wire form")
+    sizes = ", ".join(f"{f.emulator.size_means} ({f.name})" for f in _emulated())
+    p.add_argument("--size", type=int, default=None, help=f"change streams: {sizes}")
+    wires = sorted({w for f in _emulated() for w in f.emulator.wires})
+    p.add_argument("--wire", choices=wires, default="json",
+                   help="change streams: the wire form (" + ", ".join(
+                       f"{f.name}: {'|'.join(f.emulator.wires)}" for f in _emulated()) + ")")
     p.set_defaults(run=run)
 
 
-STREAMS = ("qlik", "dataworks", "datastream")
+def _emulated():
+    """The registered formats that have an emulator (resources/formats/)."""
+    return [f for f in REGISTERED if f.emulator is not None]
+
+
+STREAMS = tuple(f.name for f in _emulated())
 
 
 def stream_story(fmt: str, seed: int, size: int | None, wire: str):
-    from resources.emulator.datastream import DatastreamConfig, build_datastream_story
-    from resources.emulator.dataworks import DataWorksConfig, build_dataworks_story
-    from resources.emulator.qlik import QlikConfig, build_qlik_story
-
-    if fmt == "qlik":
-        return build_qlik_story(QlikConfig(seed=seed, transactions=size or 24, format=wire))
-    if fmt == "dataworks":
-        return build_dataworks_story(DataWorksConfig(seed=seed, transactions=size or 40))
-    return build_datastream_story(DatastreamConfig(seed=seed, steps=size or 200, fmt=wire))
+    hooks = stream_format(fmt).emulator
+    if hooks is None:
+        raise SystemExit(f"format {fmt!r} has no emulator")
+    return hooks.story(seed, size, wire)
 
 
 def run_stream(args, bootstrap: str) -> int:

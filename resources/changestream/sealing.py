@@ -62,13 +62,11 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from resources.changestream.ledger import (
     HARD,
-    NONE,
     SOFT,
     CdcLedger,
     LedgerConflict,
@@ -78,16 +76,15 @@ from resources.changestream.ledger import (
     StoredMessage,
     Tail,
 )
-from resources.codecs.cdc import BEFORE_IMAGE, Change, Heartbeat, Record, TableSchema, TransactionMark
-from resources.codecs.datastream import decode_datastream
-from resources.codecs.dataworks import decode_dataworks
-from resources.codecs.qlik import QlikDecoder
+from resources.changestream.boundaries import latest
+from resources.codecs.cdc import Record, TableSchema
+from resources.formats import STREAM_FORMATS, stream_format
+from resources.formats.spec import Decode
 from resources.errors import BadMessage, DecodeError, DeltaportError, Location
 from resources.prostore.ingest import plan_ranges
 from resources.kafka.scan import RawMessage, scan, topic_ranges
 
-QLIK, DATAWORKS, DATASTREAM = "qlik", "dataworks", "datastream"
-FORMATS = (QLIK, DATAWORKS, DATASTREAM)
+FORMATS = STREAM_FORMATS  # the registered formats (resources/formats/)
 BATCH = 1000  # marks per ledger transaction while scanning
 
 
@@ -106,8 +103,7 @@ class SealPolicy:
     seal_idle_after_seconds: float | None = None  # seal the tail when nothing arrived for this long
 
     def __post_init__(self) -> None:
-        if self.format not in FORMATS:
-            raise ValueError(f"format {self.format!r} is none of {FORMATS}")
+        stream_format(self.format)  # an unknown format: UnknownFormatError (a ValueError)
         if self.max_rows < 1 or self.max_seconds <= 0 or self.lateness_seconds < 0:
             raise ValueError("max_rows and max_seconds must be positive, lateness_seconds not negative")
         if self.seal_idle_after_seconds is not None and self.seal_idle_after_seconds < 0:
@@ -131,27 +127,18 @@ class SealResult:
 # Decoders
 # ---------------------------------------------------------------------------------------------
 
-Decode = Callable[[bytes | None, bytes | None], list[Record]]
-
-
 def make_decoder(format: str, metadata: Iterable[StoredMessage] = ()) -> Decode:
-    """A decode(key, value) function for `format`; for Qlik a decoder that has seen `metadata`
-    (in order) first. A null value (tombstone) gives no record."""
-    if format == QLIK:
-        decoder = QlikDecoder()
-        for m in metadata:
-            decoder.decode(m.key, m.value)
-        return decoder.decode
-    fn = {DATAWORKS: decode_dataworks, DATASTREAM: decode_datastream}.get(format)
-    if fn is None:
-        raise ValueError(f"format {format!r} is none of {FORMATS}")
-    return lambda key, value: [] if value is None else fn(key, value)
+    """A decode(key, value) function for `format`, primed with `metadata` (in order) when the
+    format keeps metadata messages (Qlik). A null value (tombstone) gives what the format says
+    of it (no record for most)."""
+    return stream_format(format).decoder(metadata)
 
 
 def delta_decoder(ledger: CdcLedger, source: str, format: str, delta_num: int) -> Decode:
     """A decoder ready to read delta `delta_num` from its first message (Qlik: primed with the
     metadata messages before it, kept by the ledger even when retention deleted them)."""
-    return make_decoder(format, ledger.metadata_messages(source, upto=delta_num) if format == QLIK else ())
+    keeps = stream_format(format).keeps_metadata
+    return make_decoder(format, ledger.metadata_messages(source, upto=delta_num) if keeps else ())
 
 
 def read_delta(bootstrap: str, ledger: CdcLedger, source: str, delta_num: int, format: str, *,
@@ -171,118 +158,6 @@ def read_delta(bootstrap: str, ledger: CdcLedger, source: str, delta_num: int, f
             yield msg, decode(msg.key, msg.value)
         except DecodeError as err:
             yield msg, err.located(Location(delta.topic, msg.partition, msg.offset))
-
-
-# ---------------------------------------------------------------------------------------------
-# Boundaries: one tracker per format, with a small JSON-able running state per partition
-# ---------------------------------------------------------------------------------------------
-
-
-def _rows(records: list[Record]) -> int:
-    return sum(1 for r in records if isinstance(r, Change) and r.operation != BEFORE_IMAGE)
-
-
-def _event_time(records: list[Record]) -> int | None:
-    times = [r.event_time_us for r in records if getattr(r, "event_time_us", None) is not None]
-    return max(times) if times else None
-
-
-def _max(a: Any, b: Any) -> Any:
-    return b if a is None else a if b is None else max(a, b)
-
-
-def _key(value: Any) -> Any:
-    """An order key back from JSON (lists -> tuples, recursively)."""
-    return tuple(_key(v) for v in value) if isinstance(value, list) else value
-
-
-Observation = tuple[str, int | None, int | None, int]  # kind, event time, watermark, rows
-
-
-def _seen(records: list[Record], st: dict) -> tuple[int | None, int | None, int]:
-    """Event time, watermark (the greatest event time so far, kept in `st`) and rows of a message."""
-    et = _event_time(records)
-    st["max_time"] = _max(st.get("max_time"), et)
-    return et, st["max_time"], _rows(records)
-
-
-def _observe_qlik(records: list[Record] | None, st: dict, policy: SealPolicy) -> Observation:
-    if records is None:
-        return NONE, None, st.get("max_time"), 0
-    et, wm, rows = _seen(records, st)
-    open_txn = st.get("open_txn")
-    changes = [r for r in records if isinstance(r, Change)]
-    if not changes:  # a metadata message (or a tombstone)
-        outside = open_txn is None and any(isinstance(r, TableSchema) for r in records)
-        return (HARD if outside else NONE), et, wm, rows
-    last = changes[-1]
-    if last.is_backfill:  # REFRESH rows belong to no transaction
-        return (HARD if open_txn is None else NONE), et, wm, rows
-    end = _key(st.get("end_key"))
-    if end is not None and last.order_key <= end:
-        return NONE, et, wm, rows  # a copy of a change of a transaction already ended
-    if last.last_in_transaction is True:
-        st["open_txn"], st["end_key"] = None, list(last.order_key)
-        return HARD, et, wm, rows
-    if last.last_in_transaction is False:
-        st["open_txn"] = last.transaction_id or "?"
-        return NONE, et, wm, rows
-    return (HARD if open_txn is None else NONE), et, wm, rows  # no transaction flag: its own
-
-
-def _observe_dataworks(records: list[Record] | None, st: dict, policy: SealPolicy) -> Observation:
-    if records is None:
-        return NONE, None, st.get("max_time"), 0
-    et, wm, rows = _seen(records, st)
-    busy = bool(st.get("in_txn")) or st.get("half") is not None
-    beats = [r for r in records if isinstance(r, Heartbeat)]
-    if beats:
-        t = max(b.event_time_us for b in beats)
-        if busy:  # never cut inside a transaction: the heartbeat waits for its end
-            st["deferred"] = _max(st.get("deferred"), t)
-            return NONE, et, wm, rows
-        if st.get("last_hb") is None or t > st["last_hb"]:
-            st["last_hb"] = t
-            return HARD, et, wm, rows
-        return NONE, et, wm, rows  # a re-sent heartbeat
-    keys = [r.order_key for r in records if getattr(r, "order_key", None) is not None]
-    if keys:
-        top = max(keys)
-        seen = _key(st.get("max_key"))
-        if seen is not None and top <= seen:
-            return NONE, et, wm, rows  # re-sent after a failover: already accounted for
-        st["max_key"] = list(top)
-    kind = NONE
-    for r in records:
-        if isinstance(r, TransactionMark):
-            if r.kind == "begin":
-                st["in_txn"], st["half"] = True, None
-            else:  # "end" (TRANSACTION_END, XACOMMIT) or "rollback" (XAROLLBACK): the transaction is over
-                st["in_txn"], st["half"] = False, None
-                if r.kind == "end":
-                    if st.get("deferred") is not None:
-                        st["last_hb"] = _max(st.get("last_hb"), st.pop("deferred"))
-                        kind = HARD
-                    else:
-                        kind = SOFT
-        elif isinstance(r, Change):
-            ident = list(r.order_key[:2])
-            if r.source_op == "UPDATE_BEFOR":
-                st["half"] = ident
-            elif r.source_op == "UPDATE_AFTER" and st.get("half") == ident:
-                st["half"] = None
-    return kind, et, wm, rows
-
-
-def _observe_datastream(records: list[Record] | None, st: dict, policy: SealPolicy) -> Observation:
-    et = None if records is None else _event_time(records)
-    st["max_time"] = _max(st.get("max_time"), et)
-    seen = st["max_time"]
-    wm = None if seen is None else seen - int(policy.lateness_seconds * 1_000_000)
-    return HARD, et, wm, 0 if records is None else _rows(records)
-
-
-_OBSERVERS = {QLIK: _observe_qlik, DATAWORKS: _observe_dataworks, DATASTREAM: _observe_datastream}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -350,7 +225,7 @@ def _cut(seq: list[Mark], k: int, allowed: tuple[str, ...], reason: str, previou
         if m.kind in allowed:
             ends[m.partition] = max(ends.get(m.partition, 0), m.offset + 1)
     # A source's watermark never goes back (a lagging partition may offer an older one).
-    return Cut(ends, _max(previous_us, seq[k].watermark_us), reason, warning)
+    return Cut(ends, latest(previous_us, seq[k].watermark_us), reason, warning)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,8 +253,9 @@ def seal_topic(bootstrap: str, topic: str, source: str, ledger: CdcLedger, polic
     progress.update(fresh)
     ranges, result.remaining = plan_ranges(marks, {p: pr.next_offset for p, pr in progress.items()}, max_messages)
 
-    observe = _OBSERVERS[policy.format]
-    decode = make_decoder(policy.format, ledger.metadata_messages(source) if policy.format == QLIK else ())
+    fmt = stream_format(policy.format)
+    observe = fmt.observe
+    decode = make_decoder(policy.format, ledger.metadata_messages(source) if fmt.keeps_metadata else ())
     states = {p: dict(pr.state) for p, pr in progress.items()}
     last_ts = {p: pr.last_ts_ms for p, pr in progress.items()}
     batch_marks: list[Mark] = []
@@ -409,7 +285,7 @@ def seal_topic(bootstrap: str, topic: str, source: str, ledger: CdcLedger, polic
                 result.errors.append(str(err))
             records = None
         kind, et, wm, rows = observe(records, states.setdefault(p, {}), policy)
-        if policy.format == QLIK and records and any(isinstance(r, TableSchema) for r in records):
+        if fmt.keeps_metadata and records and any(isinstance(r, TableSchema) for r in records):
             batch_meta.append(StoredMessage(topic, p, msg.offset, msg.key, msg.value or b""))
         batch_marks.append(Mark(p, msg.offset, kind, et, wm, rows, msg.timestamp_ms))
         reached[p] = msg.offset + 1

@@ -24,77 +24,28 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from resources.codecs.cdc import Change, Record, TransactionMark
-from resources.lake.stream_changelog import lake_table
+from resources.codecs.cdc import Record
+from resources.formats import stream_format
 
 Rows = dict[str, list[dict]]
 
 
-def _tables(state: dict, namespace_of) -> Rows:
-    return {lake_table(*namespace_of(t)): list(rows.values()) for t, rows in state.items()}
-
-
-def qlik_truth(story, records: Sequence[Record]) -> Rows | None:
-    keys = [r.order_key for r in records if isinstance(r, Change) and not r.is_backfill]
-    if not keys:
-        return None  # the full load is still arriving
-    return _tables(story.state_after(max(keys)), lambda t: (story.config.schema, t))
-
-
-def dataworks_truth(story, records: Sequence[Record]) -> Rows | None:
-    keys = [r.order_key for r in records if isinstance(r, (Change, TransactionMark)) and r.order_key]
-    if not keys:
-        return None
-    return _tables(story.state_after(max(keys)), lambda t: (story.config.database, t))
-
-
-def datastream_truth(story, records: Sequence[Record], watermark_us: int | None) -> Rows | None:
-    if watermark_us is None or watermark_us < story.backfill_end_us:
-        return None
-    state = story.state_at(watermark_us)
-    newest: dict[tuple[str, tuple], int] = {}
-    for r in records:
-        if isinstance(r, Change) and not r.is_backfill and r.event_time_us > watermark_us:
-            k = (f"{r.namespace}.{r.table}", tuple(r.values[c] for c in r.key_columns))
-            newest[k] = max(newest.get(k, r.event_time_us), r.event_time_us)
-    if newest:
-        history: dict[tuple[str, tuple], list] = {}
-        for ch in story.changes:  # in source-time order
-            history.setdefault((ch.table, ch.key), []).append(ch)
-        for (table, key), t in newest.items():
-            row = story.initial.get(table, {}).get(key)
-            for ch in history.get((table, key), ()):
-                if ch.time_us > t:
-                    break
-                row = ch.row
-            if row is None:
-                state[table].pop(key, None)
-            else:
-                state[table][key] = row
-    return _tables(state, lambda t: tuple(t.split(".", 1)))
-
-
 def truth_after(fmt: str, story, records: Sequence[Record], watermark_us: int | None) -> Rows | None:
     """The true rows per lake table after a delta: `records` are the decoded records of every
-    delta up to it, `watermark_us` its watermark (module docstring)."""
-    if fmt == "qlik":
-        return qlik_truth(story, records)
-    if fmt == "dataworks":
-        return dataworks_truth(story, records)
-    if fmt == "datastream":
-        return datastream_truth(story, records, watermark_us)
-    raise ValueError(f"no oracle for format {fmt!r}")
+    delta up to it, `watermark_us` its watermark (module docstring); the format's own oracle."""
+    return _hooks(fmt).truth_after(story, records, watermark_us)
 
 
 def final_truth(fmt: str, story) -> Rows:
     """The true rows per lake table once every change of the story has landed."""
-    if fmt == "qlik":
-        return _tables(story.final_state(), lambda t: (story.config.schema, t))
-    if fmt == "dataworks":
-        return _tables(story.state_after(max(e[0] for e in story.log)), lambda t: (story.config.database, t))
-    if fmt == "datastream":
-        return _tables(story.state_at(story.last_event_time_us), lambda t: tuple(t.split(".", 1)))
-    raise ValueError(f"no oracle for format {fmt!r}")
+    return _hooks(fmt).final_truth(story)
+
+
+def _hooks(fmt: str):
+    hooks = stream_format(fmt).emulator
+    if hooks is None:
+        raise ValueError(f"no oracle for format {fmt!r}")
+    return hooks
 
 
 def canonical(rows: Iterable[dict], columns: Iterable[str]) -> list[dict]:

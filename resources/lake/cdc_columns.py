@@ -14,6 +14,7 @@ from typing import Any
 
 from resources.codecs.cdc import BEFORE_IMAGE, DELETE, UPSERT, Change
 from resources.errors import DeltaportError
+from resources.formats import STREAM_FORMATS, stream_format
 
 
 class CdcTypeError(DeltaportError):
@@ -137,26 +138,9 @@ def _decimal_shape(d: Decimal) -> tuple[int, int]:
     return max(1, len(digits) + exponent), max(0, -exponent)
 
 
-# Source type names (Change.column_types) -> Spark type names; the values decide when a name is
-# missing or unknown, or when a value does not fit (Qlik JSON keeps BYTES as text, for one).
-_DECLARED = {
-    "qlik": {"INT1": "bigint", "INT2": "bigint", "INT4": "bigint", "INT8": "bigint", "UINT1": "bigint",
-             "UINT2": "bigint", "UINT4": "bigint", "UINT8": "bigint", "REAL4": "double", "REAL8": "double",
-             "BOOLEAN": "boolean", "DATE": "date", "TIME": "bigint", "DATETIME": "timestamp_ntz",
-             "STRING": "string", "WSTRING": "string", "CLOB": "string", "NCLOB": "string",
-             "BYTES": "binary", "BLOB": "binary"},
-    # DataWorks DATE is epoch milliseconds with a time of day (resources/codecs/dataworks.py).
-    "dataworks": {"BOOLEAN": "boolean", "DOUBLE": "double", "DATE": "timestamp_ntz", "BYTES": "binary",
-                  "LONG": "bigint", "STRING": "string"},
-    # Datastream Avro: the payload field's type or logical type.
-    "datastream": {"int": "bigint", "long": "bigint", "float": "double", "double": "double", "boolean": "boolean",
-                   "string": "string", "bytes": "binary", "date": "date", "timestamp-millis": "timestamp_ntz",
-                   "timestamp-micros": "timestamp_ntz", "local-timestamp-millis": "timestamp_ntz",
-                   "local-timestamp-micros": "timestamp_ntz", "time-millis": "bigint", "time-micros": "bigint",
-                   "uuid": "string"},
-}
-
-
+# Source type names (Change.column_types) -> Spark type names: each format's `column_types`
+# (resources/formats/); the values decide when a name is missing or unknown, or when a value
+# does not fit (Qlik JSON keeps BYTES as text, for one).
 def _declared_type(source: str, type_name: str | None):
     from pyspark.sql import types as T
 
@@ -166,7 +150,8 @@ def _declared_type(source: str, type_name: str | None):
     if m:
         precision, scale = int(m.group(1)), int(m.group(2))
         return T.DecimalType(precision, scale) if 0 <= scale <= precision <= 38 else None
-    name = _DECLARED.get(source, {}).get(type_name.split("(", 1)[0].strip())
+    known = stream_format(source).column_types if source in STREAM_FORMATS else {}
+    name = known.get(type_name.split("(", 1)[0].strip())
     if name is None:
         return None
     return {"bigint": T.LongType(), "double": T.DoubleType(), "boolean": T.BooleanType(), "date": T.DateType(),

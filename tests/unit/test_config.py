@@ -22,7 +22,7 @@ def test_the_shipped_config_loads_with_paths_relative_to_the_file(tmp_path):
 @pytest.mark.parametrize("raw, key", [
     ({}, "sources"),
     ({"sources": [{"name": "q", "format": "qlik"}]}, "sources[0].topic"),
-    ({"sources": [{"name": "q", "format": "debezium", "topic": "t"}]}, "sources[0].format"),
+    ({"sources": [{"name": "q", "format": "maxwell", "topic": "t"}]}, "sources[0].format"),
     ({"sources": [{"name": "q", "format": "qlik", "topic": "t", "max_rows": 0}]}, "sources[0].max_rows"),
     ({"sources": [{"name": "q", "format": "datastream", "topic": "t", "lateness_seconds": -1}]},
      "sources[0].lateness_seconds"),
