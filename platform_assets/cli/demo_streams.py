@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from resources.formats import REGISTERED, stream_format
+from resources.emulator.formats import EMULATED
 
 
 @dataclass(frozen=True)
@@ -29,10 +29,10 @@ class DemoStream:
 
 def demo_streams(seed: int, deltas: int) -> list[DemoStream]:
     out = []
-    for fmt in REGISTERED:
-        if fmt.emulator is not None and fmt.emulator.demo is not None:
-            d = fmt.emulator.demo(seed, deltas)
-            out.append(DemoStream(d.name, fmt.name, d.topic, d.story, dict(d.limits)))
+    for name, hooks in EMULATED.items():
+        if hooks.demo is not None:
+            d = hooks.demo(seed, deltas)
+            out.append(DemoStream(d.name, name, d.topic, d.story, dict(d.limits)))
     return out
 
 
@@ -81,4 +81,4 @@ def compare(streams: list[DemoStream], spark, layout, bootstrap: str, ledger, la
 
 
 def _why(fmt: str) -> str:
-    return stream_format(fmt).emulator.undefined_because
+    return EMULATED[fmt].undefined_because

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from platform_assets.cli.common import Progress, add_bootstrap_option, resolve_bootstrap
 from resources.emulator.oracle import truth_document
-from resources.formats import REGISTERED, stream_format
+from resources.emulator.formats import EMULATED
 from resources.emulator.outgoing import BACKUP, SIGNAL
 from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario, snapshot_export
@@ -68,25 +68,20 @@ def register(sub) -> None:
     p.add_argument("--format", choices=["prostore", *STREAMS], default="prostore",
                    help="prostore (default), or a change stream written to --topic")
     p.add_argument("--topic", default=None, help="the change stream's topic (default: <format>.demo)")
-    sizes = ", ".join(f"{f.emulator.size_means} ({f.name})" for f in _emulated())
+    sizes = ", ".join(f"{h.size_means} ({name})" for name, h in EMULATED.items())
     p.add_argument("--size", type=int, default=None, help=f"change streams: {sizes}")
-    wires = sorted({w for f in _emulated() for w in f.emulator.wires})
+    wires = sorted({w for h in EMULATED.values() for w in h.wires})
     p.add_argument("--wire", choices=wires, default="json",
                    help="change streams: the wire form (" + ", ".join(
-                       f"{f.name}: {'|'.join(f.emulator.wires)}" for f in _emulated()) + ")")
+                       f"{name}: {'|'.join(h.wires)}" for name, h in EMULATED.items()) + ")")
     p.set_defaults(run=run)
 
 
-def _emulated():
-    """The registered formats that have an emulator (resources/formats/)."""
-    return [f for f in REGISTERED if f.emulator is not None]
-
-
-STREAMS = tuple(f.name for f in _emulated())
+STREAMS = tuple(EMULATED)  # the change-stream formats that have an emulator (resources/emulator/formats.py)
 
 
 def stream_story(fmt: str, seed: int, size: int | None, wire: str):
-    hooks = stream_format(fmt).emulator
+    hooks = EMULATED.get(fmt)
     if hooks is None:
         raise SystemExit(f"format {fmt!r} has no emulator")
     return hooks.story(seed, size, wire)

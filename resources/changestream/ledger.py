@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from resources.errors import BadMessage, DeltaportError
+# Kinds of marks (what a cut right after a message may be used for): the boundary rules' words.
+from resources.formats.boundaries import HARD, KINDS, NONE, SOFT  # re-exported
 from resources.state.store import Connection, StoreTables
 
 _SCHEMA = """
@@ -69,11 +71,6 @@ CREATE TABLE IF NOT EXISTS cdc_quarantine (
 # Version i+1 of the tables is _MIGRATIONS[i] applied to version i (never edit a shipped one).
 _MIGRATIONS = (_SCHEMA,)
 
-# Kinds of marks: what a cut right after this message may be used for.
-HARD = "hard"  # any cut (a watermark: Qlik transaction end, DataWorks heartbeat, Datastream message)
-SOFT = "soft"  # a row-limit cut only (DataWorks TRANSACTION_END with no heartbeat to carry)
-NONE = "none"  # never a cut (inside a transaction, half an update, a stale duplicate)
-KINDS = (HARD, SOFT, NONE)
 
 
 class LedgerError(DeltaportError):

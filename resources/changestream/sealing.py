@@ -76,7 +76,7 @@ from resources.changestream.ledger import (
     StoredMessage,
     Tail,
 )
-from resources.changestream.boundaries import latest
+from resources.formats.boundaries import latest
 from resources.codecs.cdc import Record, TableSchema
 from resources.formats import STREAM_FORMATS, stream_format
 from resources.formats.spec import Decode

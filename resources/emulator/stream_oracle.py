@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from resources.codecs.cdc import Record
-from resources.formats import stream_format
+from resources.emulator.formats import emulator_hooks
 
 Rows = dict[str, list[dict]]
 
@@ -42,7 +42,7 @@ def final_truth(fmt: str, story) -> Rows:
 
 
 def _hooks(fmt: str):
-    hooks = stream_format(fmt).emulator
+    hooks = emulator_hooks(fmt)
     if hooks is None:
         raise ValueError(f"no oracle for format {fmt!r}")
     return hooks

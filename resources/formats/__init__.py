@@ -2,7 +2,7 @@
 
 Every source that is not Prostore is a change topic of one of these formats. A format is a
 `StreamFormat` (resources/formats/spec.py): a decoder into the normalized records
-(resources/codecs/cdc.py), a boundary rule for sealing (resources/changestream/boundaries.py), a
+(resources/codecs/cdc.py), a boundary rule for sealing (resources/formats/boundaries.py), a
 map of its source type names to Spark types, and optionally its emulator and oracle. The sealer,
 the lake's column typing, the config, `deltaport emulate` and the demo look a format up here by
 name; none of them lists formats. Adding a format: a module or folder under resources/formats/

@@ -1,16 +1,13 @@
 """Qlik Replicate's Kafka target as a registered format: its codec (resources/codecs/qlik.py) primed
-with the metadata messages the ledger keeps, its transaction-end boundaries, its type names, and
-its emulator (resources/emulator/qlik.py) with the oracle of resources/emulator/stream_truths.py."""
+with the metadata messages the ledger keeps, its transaction-end boundaries, its type names. Its emulator: resources/emulator/formats.py."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from resources.changestream.boundaries import observe_qlik
+from resources.formats.boundaries import observe_qlik
 from resources.codecs.qlik import QlikDecoder
-from resources.emulator.qlik import QLIK, QlikConfig, build_qlik_story
-from resources.emulator.stream_truths import qlik_final, qlik_truth
-from resources.formats.spec import Decode, DemoSource, EmulatorHooks, StreamFormat
+from resources.formats.spec import Decode, StreamFormat
 
 COLUMN_TYPES = {
     "INT1": "bigint", "INT2": "bigint", "INT4": "bigint", "INT8": "bigint", "UINT1": "bigint", "UINT2": "bigint",
@@ -28,16 +25,6 @@ def decoder(metadata: Iterable) -> Decode:
     return qlik.decode
 
 
-def demo(seed: int, deltas: int) -> DemoSource:
-    story = build_qlik_story(QlikConfig(seed=seed, transactions=max(6, 3 * deltas),
-                                        ddl_at_transaction=max(3, deltas), rollback_at_transaction=2))
-    return DemoSource("sales_qlik", "qlik.sales", story, {"max_rows": 12, "max_seconds": 3600})
-
-
 FORMAT = StreamFormat(
-    name=QLIK, decoder=decoder, observe=observe_qlik, column_types=COLUMN_TYPES, keeps_metadata=True,
-    emulator=EmulatorHooks(
-        story=lambda seed, size, wire: build_qlik_story(QlikConfig(seed=seed, transactions=size or 24, format=wire)),
-        demo=demo, truth_after=lambda story, records, _wm: qlik_truth(story, records), final_truth=qlik_final,
-        wires=("json", "avro")),
+    name="qlik", decoder=decoder, observe=observe_qlik, column_types=COLUMN_TYPES, keeps_metadata=True,
 )

@@ -23,6 +23,9 @@ TREES = ("platform_assets", "resources", "bench")
 LAYERS: list[tuple[str, tuple[str, ...], bool]] = [
     ("base", ("resources", "resources.errors", "resources.net", "resources.java", "resources.javac",
               "resources.maven", "resources.class_archive", "resources.failpoints", "resources.codecs"), False),
+    # A change-stream format's wire side (codec glue, boundary rule, type names); its emulator side
+    # (`EMULATOR_PARTS` in a format's folder) sits with the emulator.
+    ("stream formats", ("resources.formats",), False),
     ("state", ("resources.state",), False),
     ("kafka client", ("resources.kafka",), False),
     ("source kinds", ("resources.prostore", "resources.changestream"), True),
@@ -119,8 +122,16 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+# The modules of a format's own folder (resources/formats/<name>/) that are its emulator's: they
+# belong to the emulator layer, above the wire side the platform imports.
+EMULATOR_PARTS = ("emulator", "oracle", "emulated")
+
+
 def place(module: str) -> tuple[int, str]:
     """(layer number, the layer's prefix) of `module`: the longest prefix that names it."""
+    parts = module.split(".")
+    if parts[:2] == ["resources", "formats"] and len(parts) == 4 and parts[3] in EMULATOR_PARTS:
+        return next(n for n, (name, _, _) in enumerate(LAYERS) if name == "emulator"), "resources.emulator"
     best = (-1, "", "")
     for number, (_, prefixes, _) in enumerate(LAYERS):
         for prefix in prefixes:

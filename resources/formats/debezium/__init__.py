@@ -2,7 +2,8 @@
 
 What it provides (resources/formats/spec.py): the codec (codec.py, values.py) into the normalized
 records, the boundary rule (boundaries.py: transaction END, or a change outside transactions),
-the Connect type names' Spark types, and the emulator (emulator.py) with its oracle (oracle.py).
+the Connect type names' Spark types; its emulator (emulator.py) and oracle (oracle.py), registered
+by emulated.py in resources/emulator/formats.py.
 Everything Debezium-specific lives in this folder; resources/formats/__init__.py registers it.
 """
 
@@ -12,9 +13,7 @@ from collections.abc import Iterable
 
 from resources.formats.debezium.boundaries import observe_debezium
 from resources.formats.debezium.codec import SOURCE, decode_debezium
-from resources.formats.debezium.emulator import DebeziumConfig, build_debezium_story
-from resources.formats.debezium.oracle import debezium_final, debezium_truth
-from resources.formats.spec import Decode, EmulatorHooks, StreamFormat
+from resources.formats.spec import Decode, StreamFormat
 
 # Connect types and logical names -> Spark types; a decimal with its precision arrives as
 # decimal(p,s) (values.type_name) and is typed by that.
@@ -32,14 +31,6 @@ def decoder(_metadata: Iterable) -> Decode:
     return decode_debezium  # every message stands alone: the schema travels in each envelope
 
 
-# Not in `deltaport demo` yet (demo=None): a fifth demo source lengthens the demo and its tests.
-
-
 FORMAT = StreamFormat(
     name=SOURCE, decoder=decoder, observe=observe_debezium, column_types=COLUMN_TYPES,
-    emulator=EmulatorHooks(
-        story=lambda seed, size, wire: build_debezium_story(
-            DebeziumConfig(seed=seed, transactions=size or 30, wire="json" if wire == "json" else "schemaless")),
-        truth_after=debezium_truth, final_truth=debezium_final,
-        undefined_because="the initial snapshot is still arriving", wires=("json", "schemaless")),
 )

@@ -14,8 +14,7 @@ Watermark: the greatest `source.ts_ms` seen. A bad message or a tombstone is nev
 
 from __future__ import annotations
 
-from resources.changestream.boundaries import Limits, Observation, key_from_json, times_of
-from resources.changestream.ledger import HARD, NONE
+from resources.formats.boundaries import HARD, NONE, Limits, Observation, key_from_json, times_of
 from resources.codecs.cdc import Record, TransactionMark
 
 REMEMBERED = 64  # ended transaction ids kept per partition: a restart re-sends only the last few

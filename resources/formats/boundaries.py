@@ -14,8 +14,13 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from resources.changestream.ledger import HARD, NONE, SOFT
 from resources.codecs.cdc import BEFORE_IMAGE, Change, Heartbeat, Record, TableSchema, TransactionMark
+
+# Kinds of marks: what a cut right after this message may be used for (the ledger stores them).
+HARD = "hard"  # any cut (a watermark: Qlik transaction end, DataWorks heartbeat, Datastream message)
+SOFT = "soft"  # a row-limit cut only (DataWorks TRANSACTION_END with no heartbeat to carry)
+NONE = "none"  # never a cut (inside a transaction, half an update, a stale duplicate)
+KINDS = (HARD, SOFT, NONE)
 
 
 class Limits(Protocol):
