@@ -25,7 +25,8 @@ from platform_assets.engine import engine_for
 from platform_assets.io_managers.prostore import BackupTopicIOManager, SignalTopicIOManager
 from platform_assets.io_managers.streams import StreamTopicIOManager
 from platform_assets.lag_check import build_lag_check
-from platform_assets.prostore.assets import BACKUP_IO, SIGNAL_IO, build_datamart_assets, topic_key
+from platform_assets.deltas.topics import topic_key
+from platform_assets.prostore.assets import BACKUP_IO, SIGNAL_IO, build_datamart_assets
 from platform_assets.deltas.requests import source_tags
 from platform_assets.prostore.sensors import build_delta_sensor
 from platform_assets.streams.assets import STREAM_IO, build_stream_assets

@@ -28,6 +28,7 @@ order, never one twice, or fails naming the deltas whose increments have not lan
 import dagster as dg
 
 from platform_assets.config import DatamartConfig
+from platform_assets.deltas.topics import topic_key
 from platform_assets.history_asset import history_spec
 from platform_assets.prostore import checks
 from platform_assets.maintenance_step import maintain_after_landing, maintenance_due
@@ -44,10 +45,6 @@ from resources.state.delta_marks import DeltaMarks
 from resources.spark.resource import SparkResource
 
 SIGNAL_IO, BACKUP_IO = "signal_topic_io", "backup_topic_io"
-
-
-def topic_key(topic: str) -> dg.AssetKey:
-    return dg.AssetKey(["kafka", topic])
 
 
 def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_deltas_per_run: int = 1,

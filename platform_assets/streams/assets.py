@@ -35,7 +35,7 @@ import dagster as dg
 
 from platform_assets.config import StreamConfig
 from platform_assets.history_asset import history_spec
-from platform_assets.prostore.assets import topic_key
+from platform_assets.deltas.topics import topic_key
 from platform_assets.deltas.partitions import delta_partitions, run_deltas
 from platform_assets.retirement import record_landed, retire_after_landing
 from platform_assets.streams import checks

@@ -81,7 +81,7 @@ from resources.codecs.cdc import Record, TableSchema
 from resources.formats import STREAM_FORMATS, stream_format
 from resources.formats.spec import Decode
 from resources.errors import BadMessage, DecodeError, DeltaportError, Location
-from resources.prostore.ingest import plan_ranges
+from resources.kafka.read_plan import plan_ranges
 from resources.kafka.scan import RawMessage, scan, topic_ranges
 
 FORMATS = STREAM_FORMATS  # the registered formats (resources/formats/)

@@ -24,6 +24,7 @@ from resources.codecs.signal import decode_signal
 from resources.prostore.delta_index import BackupEntry, DeltaIndex, SignalEntry, changelog_body
 from resources.errors import BadContainerFileError, BadMessage, DecodeError, DeltaportError, Location
 from resources.failpoints import failpoint
+from resources.kafka.read_plan import plan_ranges
 from resources.kafka.scan import RawMessage, scan, topic_ranges
 
 BACKUP, SIGNAL = "backup", "signal"
@@ -43,31 +44,6 @@ class IngestResult:
     quarantined: Counter = field(default_factory=Counter)
     remaining: int = 0  # messages left after this call's budget
     errors: list[str] = field(default_factory=list)  # the first few, rendered with location
-
-
-def plan_ranges(watermarks: Mapping[int, tuple[int, int]], progress: Mapping[int, int],
-                budget: int) -> tuple[dict[int, tuple[int, int]], int]:
-    """Per partition, the next range to read: from the index's progress (or the low watermark,
-    if retention removed it) to the high watermark, at most `budget` messages in all, shared
-    fairly. Returns the ranges and the messages left beyond them."""
-    pending = {p: (max(progress.get(p, lo), lo), hi) for p, (lo, hi) in watermarks.items()}
-    pending = {p: r for p, r in pending.items() if r[1] > r[0]}
-    ranges: dict[int, tuple[int, int]] = {}
-    left = budget
-    while pending and left > 0:
-        share = max(1, left // len(pending))
-        for p in sorted(pending):
-            start, hi = pending[p]
-            take = min(share, hi - start, left)
-            if take <= 0:
-                continue
-            lo0 = ranges.get(p, (start, start))[0]
-            ranges[p] = (lo0, start + take)
-            left -= take
-            pending[p] = (start + take, hi)
-        pending = {p: r for p, r in pending.items() if r[1] > r[0]}
-    remaining = sum(hi - lo for lo, hi in pending.values())
-    return ranges, remaining
 
 
 def ingest_topic(bootstrap: str, topic: str, index: DeltaIndex, kind: str, *, max_messages: int = 5000,

@@ -24,7 +24,7 @@ from resources.emulator.outgoing import BACKUP, SIGNAL
 from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, build_scenario, snapshot_export
 from resources.kafka.admin import create_topic
-from platform_assets.prostore.assets import topic_key
+from platform_assets.deltas.topics import topic_key
 from resources.lake.layout import LakeLayout
 from resources.lake.prostore import landed_deltas
 from resources.lake.read import rows_as_of

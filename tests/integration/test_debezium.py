@@ -18,7 +18,7 @@ import dagster as dg
 import pytest
 
 from platform_assets.definitions import ledger_resource
-from platform_assets.prostore.sensors import request_deltas
+from platform_assets.deltas.requests import request_deltas
 from resources.emulator.stream_oracle import final_truth, same_rows
 from resources.formats.debezium.emulator import DEBEZIUM, DebeziumConfig, build_debezium_story
 from resources.kafka.admin import create_topic

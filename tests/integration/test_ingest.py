@@ -8,7 +8,8 @@ from resources.prostore.delta_index import CLOSED, DeltaIndex
 from resources.emulator.outgoing import BACKUP, SIGNAL
 from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
-from resources.prostore.ingest import IngestError, ingest_topic, plan_ranges
+from resources.kafka.read_plan import plan_ranges
+from resources.prostore.ingest import IngestError, ingest_topic
 from resources.kafka.admin import create_topic
 
 pytestmark = pytest.mark.integration

@@ -39,10 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...], bool]] = [
     ("bench", ("bench",), False),
 ]
 
-KNOWN_CLIMBS: set[tuple[str, str]] = {
-    ("resources.changestream.sealing", "resources.prostore.ingest"),
-    ("platform_assets.streams.assets", "platform_assets.prostore.assets"),
-}
+KNOWN_CLIMBS: set[tuple[str, str]] = set()
 
 
 def module_name(path: Path) -> str:
