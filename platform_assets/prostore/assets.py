@@ -69,14 +69,14 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
                                  f"schemas, in {layout.meta(dm, 'changelog')}."),
         dg.AssetSpec(keys.increment, deps=[keys.changelog, backup_topic, *boot_deps], kinds=read_kinds,
                      description=f"Raw changes of each delta of {dm}, one Iceberg table per logical table "
-                                 f"({layout.increment(dm, '<table>')}), with sys_op, delta_num and delta_date."),
+                                 f"(`{layout.increment(dm, '<table>')}`), with sys_op, delta_num and delta_date."),
         dg.AssetSpec(keys.snapshot, deps=[keys.increment, keys.changelog], kinds=lake_kinds,
-                     description=f"State of every table of {dm} as of each delta ({layout.snapshot(dm, '<table>')}): "
-                                 "upsert on sys_op 0, delete on 1, by the DDL's primary key; tagged delta_<N>."),
+                     description=f"State of every table of {dm} as of each delta (`{layout.snapshot(dm, '<table>')}`): "
+                                 "upsert on sys_op 0, delete on 1, by the DDL's primary key; tagged `delta_<N>`."),
     ]
     if datamart.history:
         specs.append(history_spec(dm, key=keys.history, deps=[keys.increment, keys.changelog],
-                                  tables=history_ident(layout, dm, "<table>")))
+                                  tables=f"`{history_ident(layout, dm, '<table>')}`"))
     if not datamart.backup_only:
         signal_topic = topic_key(datamart.signal_topic)
         ins["signal"] = dg.AssetIn(key=signal_topic)
