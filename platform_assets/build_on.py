@@ -36,6 +36,7 @@ from typing import Callable
 import dagster as dg
 
 from platform_assets.config import ConfigError, PlatformConfig
+from platform_assets.delta_metadata import per_delta_metadata
 from platform_assets.prostore.partitions import delta_partitions, run_deltas
 from resources.spark.resource import SparkResource
 
@@ -93,7 +94,7 @@ def load_user_code(cfg: PlatformConfig) -> tuple[list[DeltaAsset], list[dg.Defin
 
 def build_delta_asset(asset: DeltaAsset, *, cfg: PlatformConfig) -> dg.AssetsDefinition:
     """The Dagster asset of a `DeltaAsset`: partitioned, pooled and ranged as its source's assets."""
-    from platform_assets.build_on_view import DeltaView, write_mart
+    from platform_assets.build_on_view import DeltaView, mart_rows_by_delta, write_mart
 
     source = asset.source
     ident = mart_table(cfg.lake.catalog, asset)
@@ -116,8 +117,12 @@ def build_delta_asset(asset: DeltaAsset, *, cfg: PlatformConfig) -> dg.AssetsDef
             frames.append((view.delta, frame))
         rows = write_mart(session, ident, frames)
         context.log.info(f"{ident}: {rows} rows for deltas {deltas[0]}-{deltas[-1]}")
-        return dg.MaterializeResult(metadata={"table": ident, "rows": dg.IntMetadataValue(rows),
-                                              "deltas": f"{deltas[0]}-{deltas[-1]}" if len(deltas) > 1
-                                              else str(deltas[0])})
+        # Each partition says its own delta's rows; a range's total only under `range_rows`.
+        by_delta = mart_rows_by_delta(session, ident, deltas) if len(deltas) > 1 else {deltas[0]: rows}
+        per_delta_metadata(context, asset.key(), {n: {"rows": dg.IntMetadataValue(c)} for n, c in by_delta.items()})
+        whole = {"table": ident, "deltas": f"{deltas[0]}-{deltas[-1]}" if len(deltas) > 1 else str(deltas[0])}
+        if len(deltas) > 1:
+            whole["range_rows"] = dg.IntMetadataValue(rows)
+        return dg.MaterializeResult(metadata=whole)
 
     return _user_asset

@@ -1,0 +1,31 @@
+"""Each delta's own metadata on its own partition, in a run that lands a range of deltas.
+
+What flows through: a step's metadata per delta ({delta: {key: value}}), set on the
+materialization of that delta's partition with Dagster's partition-scoped asset metadata
+(`context.add_asset_metadata(..., partition_key=...)`, Dagster 1.13). Dagster writes one
+materialization per partition of a range run, each with the step's `MaterializeResult` metadata
+and then its own partition's keys over it.
+
+Guarantees: partition N of a range run says what delta N alone did (its rows, upserts, deletes,
+offsets, date), the same as a run of N alone would, so plots, freshness and row-count logic
+built on the partitions are right whatever the run's size; what belongs to the run as a whole
+(seconds, the span of deltas) stays on the result. A key a delta has no value for is absent from
+its partition, not a copy of the range's total: the range's totals go under `range_*` keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import dagster as dg
+
+from platform_assets.prostore.partitions import partition_key
+
+
+def per_delta_metadata(context: dg.AssetExecutionContext, key: dg.AssetKey,
+                       by_delta: Mapping[int, Mapping[str, object]]) -> None:
+    """Put `by_delta[N]` on the materialization of `key`'s partition N; call before yielding the
+    `MaterializeResult` of `key`."""
+    for delta, metadata in by_delta.items():
+        context.add_asset_metadata(dict(metadata), asset_key=key, partition_key=partition_key(delta))
+
