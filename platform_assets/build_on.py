@@ -36,7 +36,7 @@ from typing import Callable
 import dagster as dg
 
 from platform_assets.config import ConfigError, PlatformConfig
-from platform_assets.delta_metadata import per_delta_metadata
+from platform_assets.delta_metadata import per_delta_metadata, table_metadata
 from platform_assets.prostore.partitions import delta_partitions, run_deltas
 from resources.spark.resource import SparkResource
 
@@ -103,6 +103,7 @@ def build_delta_asset(asset: DeltaAsset, *, cfg: PlatformConfig) -> dg.AssetsDef
     @dg.asset(key=asset.key(), deps=[dg.AssetKey([source, SNAPSHOT])], group_name=source,
               partitions_def=delta_partitions(source), pool=f"deltaport_{source}", kinds={"spark", "iceberg"},
               backfill_policy=dg.BackfillPolicy.multi_run(cfg.sensor.max_deltas_per_run),
+              metadata=table_metadata(ident),
               description=asset.description or f"{asset.name}, built on {source}'s snapshots, in {ident}.")
     def _user_asset(context: dg.AssetExecutionContext, spark: SparkResource) -> dg.MaterializeResult:
         session = spark.get_session()
@@ -119,8 +120,12 @@ def build_delta_asset(asset: DeltaAsset, *, cfg: PlatformConfig) -> dg.AssetsDef
         context.log.info(f"{ident}: {rows} rows for deltas {deltas[0]}-{deltas[-1]}")
         # Each partition says its own delta's rows; a range's total only under `range_rows`.
         by_delta = mart_rows_by_delta(session, ident, deltas) if len(deltas) > 1 else {deltas[0]: rows}
-        per_delta_metadata(context, asset.key(), {n: {"rows": dg.IntMetadataValue(c)} for n, c in by_delta.items()})
-        whole = {"table": ident, "deltas": f"{deltas[0]}-{deltas[-1]}" if len(deltas) > 1 else str(deltas[0])}
+        per_delta_metadata(context, asset.key(), {n: {"rows": dg.IntMetadataValue(c), "dagster/partition_row_count": c}
+                                                  for n, c in by_delta.items()})
+        # The columns as written (the asset's frame and delta_num): one schema request per run.
+        columns = [(f.name, f.dataType.simpleString()) for f in frames[-1][1].schema.fields] + [("delta_num", "int")]
+        whole = {"table": ident, **table_metadata(ident, columns),
+                 "deltas": f"{deltas[0]}-{deltas[-1]}" if len(deltas) > 1 else str(deltas[0])}
         if len(deltas) > 1:
             whole["range_rows"] = dg.IntMetadataValue(rows)
         return dg.MaterializeResult(metadata=whole)

@@ -11,6 +11,11 @@ offsets, date), the same as a run of N alone would, so plots, freshness and row-
 built on the partitions are right whatever the run's size; what belongs to the run as a whole
 (seconds, the span of deltas) stays on the result. A key a delta has no value for is absent from
 its partition, not a copy of the range's total: the range's totals go under `range_*` keys.
+
+Single-table assets (signal_events, changelog, a mart) also carry Dagster's table metadata:
+`dagster/table_name` on their definition (the catalog finds them by the Iceberg table's name),
+`dagster/column_schema` where the columns are known, and `dagster/partition_row_count` on each
+partition's materialization.
 """
 
 from __future__ import annotations
@@ -29,3 +34,12 @@ def per_delta_metadata(context: dg.AssetExecutionContext, key: dg.AssetKey,
     for delta, metadata in by_delta.items():
         context.add_asset_metadata(dict(metadata), asset_key=key, partition_key=partition_key(delta))
 
+
+
+def table_metadata(table_name: str, columns: list[tuple[str, str]] | None = None) -> dict[str, object]:
+    """Dagster's table metadata of a single-table asset: its Iceberg table's name and, when
+    known, its columns ((name, type) pairs)."""
+    out: dict[str, object] = {"dagster/table_name": table_name}
+    if columns:
+        out["dagster/column_schema"] = dg.TableSchema(columns=[dg.TableColumn(n, t) for n, t in columns])
+    return out

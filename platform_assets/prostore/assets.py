@@ -28,12 +28,14 @@ order, never one twice, or fails naming the deltas whose increments have not lan
 import dagster as dg
 
 from platform_assets.config import DatamartConfig
+from platform_assets.delta_metadata import table_metadata
 from platform_assets.history_asset import history_spec
 from platform_assets.prostore import checks
 from platform_assets.maintenance_step import maintain_after_landing, maintenance_due
 from platform_assets.prostore.delta_step import DatamartKeys, land_delta_step
 from resources.lake.maintenance_settings import MaintenanceSettings
 from platform_assets.prostore.partitions import delta_partitions, run_deltas
+from platform_assets.prostore.signal_rows import COLUMNS as SIGNAL_COLUMNS
 from platform_assets.retirement import record_landed, retire_after_landing
 from resources.kafka.io_managers import INPUT_TAG_PREFIX, BackupSlice, SignalSlice
 from resources.lake.prostore import LakeLayout
@@ -65,6 +67,7 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
     read_kinds, lake_kinds = {"kafka", "spark", "iceberg"}, {"spark", "iceberg"}
     specs = [
         dg.AssetSpec(keys.changelog, deps=[backup_topic, *boot_deps], kinds=read_kinds,
+                     metadata=table_metadata(layout.meta(dm, "changelog")),
                      description=f"The schema changelog shipped with each increment of {dm}, parsed into entity "
                                  f"schemas, in {layout.meta(dm, 'changelog')}."),
         dg.AssetSpec(keys.increment, deps=[keys.changelog, backup_topic, *boot_deps], kinds=read_kinds,
@@ -82,6 +85,7 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
         ins["signal"] = dg.AssetIn(key=signal_topic)
         specs.insert(0, dg.AssetSpec(
             keys.signal_events, deps=[signal_topic], kinds=read_kinds,
+            metadata=table_metadata(layout.meta(dm, "signal_events"), SIGNAL_COLUMNS),
             description=f"Signal events of each delta of {dm} (DELTA_OPEN .. DELTA_CLOSE, WRITE_*, DDL), "
                         f"de-duplicated by eventLogId, in {layout.meta(dm, 'signal_events')}."))
     decorate = dg.multi_asset(

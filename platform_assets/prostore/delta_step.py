@@ -350,7 +350,8 @@ def _summary_rows(layout: LakeLayout, datamart: str, target: int, inputs: _Snaps
 def _signal_materialized(context, key: dg.AssetKey, outcome: Outcome,
                          signal: list[SignalSlice]) -> dg.MaterializeResult:
     per_delta_metadata(context, key, {s.delta_num: {
-        "events": len(s.events), "by_code": dict(Counter(e["code"] for e in s.events)),
+        "events": len(s.events), "dagster/partition_row_count": len(s.events),
+        "by_code": dict(Counter(e["code"] for e in s.events)),
         "attempts": max((e["attempt"] or 0 for e in s.events), default=0)} for s in signal})
     whole = {k: v for k, v in outcome.result.items() if k in ("table", "deltas")}
     return dg.MaterializeResult(asset_key=key, metadata={**whole, "seconds": round(outcome.seconds, 3)})

@@ -83,7 +83,8 @@ def test_each_partition_of_a_range_run_carries_its_own_deltas_counts(spark_remot
                 len(sc.increments[DM][m]) for m in ranged)
             assert got["offsets"] and all(lo <= hi for lo, hi in got["offsets"].values()), n
             assert _metadata(instance, "changelog", n)["increment_id"] == got["increment_id"]
-            assert _metadata(instance, "signal_events", n)["by_code"].get("DELTA_CLOSE") == 1, n
+            signal = _metadata(instance, "signal_events", n)
+            assert signal["by_code"].get("DELTA_CLOSE") == 1 and signal["dagster/partition_row_count"] == signal["events"]
         offsets = [_metadata(instance, "increment", n)["offsets"] for n in ranged]
         assert len({str(o) for o in offsets}) == len(ranged), "each delta has its own offsets"
 
@@ -97,4 +98,7 @@ def test_each_partition_of_a_range_run_carries_its_own_deltas_counts(spark_remot
 
         for n in ranged:  # the mart: units sold per store as of each delta, one row per store
             stores = {r["store_id"] for r in sc.truth[DM][n].get("sales", {}).values()}
-            assert _metadata(instance, "sales_by_store", n)["rows"] == len(stores), n
+            mart = _metadata(instance, "sales_by_store", n)
+            assert mart["rows"] == mart["dagster/partition_row_count"] == len(stores), n
+            assert mart["dagster/table_name"] == "rangemeta.marketing_marts.sales_by_store"
+            assert [c.name for c in mart["dagster/column_schema"].columns] == ["store_id", "product_amount", "delta_num"]

@@ -55,3 +55,13 @@ def test_no_description_of_the_definitions_loses_a_word(history):
     assert any(k.startswith("check ") for k in descriptions)
     lost = {k: tags_outside_code(v) for k, v in descriptions.items() if tags_outside_code(v)}
     assert lost == {}
+
+
+def test_single_table_assets_name_their_iceberg_table_for_the_catalog():
+    cfg = parse_config({"sources": [{"name": "dm", "signal_topic": "s", "backup_topic": "b"},
+                                    {"name": "q", "format": "qlik", "topic": "t"}]})
+    nodes = {n.key.to_user_string(): n.metadata for n in build_definitions(cfg).resolve_asset_graph().asset_nodes}
+    assert nodes["dm/signal_events"]["dagster/table_name"] == "lake.dm_meta.signal_events"
+    assert "code" in [c.name for c in nodes["dm/signal_events"]["dagster/column_schema"].columns]
+    assert nodes["dm/changelog"]["dagster/table_name"] == "lake.dm_meta.changelog"
+    assert nodes["q/changelog"]["dagster/table_name"] == "lake.q_meta.changelog"
