@@ -12,6 +12,10 @@ built on the partitions are right whatever the run's size; what belongs to the r
 (seconds, the span of deltas) stays on the result. A key a delta has no value for is absent from
 its partition, not a copy of the range's total: the range's totals go under `range_*` keys.
 
+The layer assets (increment, snapshot: one Iceberg table per logical table) carry a `tables`
+entry, a table of the tables the delta changed (name, rows, upserts, deletes, columns): the
+tables a delta leaves alone are not in it, so its size follows the delta, not the lake's width.
+
 Single-table assets (signal_events, changelog, a mart) also carry Dagster's table metadata:
 `dagster/table_name` on their definition (the catalog finds them by the Iceberg table's name),
 `dagster/column_schema` where the columns are known, and `dagster/partition_row_count` on each
@@ -43,3 +47,17 @@ def table_metadata(table_name: str, columns: list[tuple[str, str]] | None = None
     if columns:
         out["dagster/column_schema"] = dg.TableSchema(columns=[dg.TableColumn(n, t) for n, t in columns])
     return out
+
+
+TABLES_SCHEMA = dg.TableSchema(columns=[
+    dg.TableColumn("table", "string", description="the Iceberg table"),
+    dg.TableColumn("rows", "int", description="rows the delta changed (increment) or live rows (snapshot)"),
+    dg.TableColumn("upserts", "int"), dg.TableColumn("deletes", "int"),
+    dg.TableColumn("columns", "string", description="its data columns, in order")])
+
+
+def tables_entry(changed: list[dict]) -> dg.TableMetadataValue:
+    """The `tables` entry: one record per table the delta changed ({table, rows, upserts,
+    deletes, columns}), sorted by table."""
+    return dg.MetadataValue.table(records=[dg.TableRecord(dict(r)) for r in sorted(changed, key=lambda r: r["table"])],
+                                  schema=TABLES_SCHEMA)

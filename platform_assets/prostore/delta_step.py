@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 
 import dagster as dg
 
-from platform_assets.delta_metadata import per_delta_metadata
+from platform_assets.delta_metadata import per_delta_metadata, tables_entry
 from platform_assets.history_asset import history_reported, refuse_history_alone
 from platform_assets.key_check_skipped import key_check_not_due
 from platform_assets.prostore import checks
@@ -172,7 +172,7 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
                                   (keys.changelog, lambda k, o: _changelog_materialized(context, k, o, backup,
                                                                                         records)),
                                   (keys.increment, lambda k, o: _increment_materialized(context, said, k, o,
-                                                                                        backup))):
+                                                                                        backup, layout, datamart))):
             if key in done:
                 outcomes.append(done[key])
                 if done[key].error is None:
@@ -192,7 +192,8 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
         elif o.key == keys.increment:
             yield from o.result
         else:
-            yield _snapshot_materialized(context, keys.snapshot, o, before.seconds, target, len(backup))
+            yield _snapshot_materialized(context, keys.snapshot, o, before.seconds, target, len(backup), layout,
+                                         datamart, _columns(snapshot_inputs.history.get(target, [])))
             applied = o.result[0]
             yield from history_reported(
                 context, key=history_key, applied_deltas=sorted({a.delta_num for a in applied}), deltas=span,
@@ -370,16 +371,20 @@ def _changelog_materialized(context, key: dg.AssetKey, outcome: Outcome, backup:
                                                          "seconds": round(outcome.seconds, 3)})
 
 
-def _increment_materialized(context, said: list[str], key: dg.AssetKey, outcome: Outcome,
-                            backup: list[BackupSlice]) -> dg.MaterializeResult:
+def _increment_materialized(context, said: list[str], key: dg.AssetKey, outcome: Outcome, backup: list[BackupSlice],
+                            layout: LakeLayout, datamart: str) -> dg.MaterializeResult:
     """The increment's materialization, each delta's counts on its own partition; each delta's
     rows per table go to the step's log line (`said`)."""
-    _, stats = outcome.result
+    todo, stats = outcome.result
     by_delta = {}
-    for b in backup:
+    for b, landed in zip(backup, todo):
         mine = stats[b.delta_num]
         said.append(f"delta {b.delta_num}: " + ", ".join(f"{s.table} {s.rows}" for s in mine))
+        columns = _columns_of(landed.entities)
         by_delta[b.delta_num] = {
+            "tables": tables_entry([
+                {"table": layout.increment(datamart, s.table), "rows": s.rows, "upserts": s.upserts,
+                 "deletes": s.deletes, "columns": columns.get(s.table, "")} for s in mine if s.rows]),
             "rows": sum(s.rows for s in mine), "upserts": sum(s.upserts for s in mine),
             "deletes": sum(s.deletes for s in mine), **{f"rows/{s.table}": s.rows for s in sorted(mine, key=_table)},
             "delta_date": dg.TimestampMetadataValue(b.report.delta_date / 1e6), "increment_id": b.report.chosen,
@@ -392,18 +397,35 @@ def _increment_materialized(context, said: list[str], key: dg.AssetKey, outcome:
     return dg.MaterializeResult(asset_key=key, metadata=whole)
 
 
+def _columns_of(entities) -> dict[str, str]:
+    """{table: its data columns, comma-separated} of a changelog's entities."""
+    return {name: ", ".join(c.name for c in e.columns) for name, e in data_tables(entities).items()}
+
+
+def _columns(records: list) -> dict[str, str]:
+    return _columns_of(replay_changelog(records))
+
+
 def _table(stats: TableStats) -> str:
     return stats.table
 
 
 def _snapshot_materialized(context, key: dg.AssetKey, outcome: Outcome, read_seconds: float, target: int,
-                           deltas: int) -> dg.MaterializeResult:
+                           deltas: int, layout: LakeLayout, datamart: str,
+                           columns: dict[str, str]) -> dg.MaterializeResult:
     """The snapshot's rows go on the run's last delta, as of which they were counted: a range is
     folded into one MERGE per table, so the state as of a delta inside it is not counted (that
     would cost a read per delta); its other partitions say the range's end instead."""
     applied, counts, results = outcome.result
     rows = {**{f"rows/{t}": c for t, c in counts.items()}, "rows": sum(counts.values())}
-    per_delta_metadata(context, key, {target: rows})
+    changed: dict[str, dict] = {}  # the tables the run's commits changed, with their rows after it
+    for a in applied:
+        if (a.upserts or a.deletes) and a.table in counts:
+            have = changed.setdefault(a.table, {"table": layout.snapshot(datamart, a.table), "rows": counts[a.table],
+                                                "upserts": 0, "deletes": 0, "columns": columns.get(a.table, "")})
+            have["upserts"] += a.upserts
+            have["deletes"] += a.deletes
+    per_delta_metadata(context, key, {target: {**rows, "tables": tables_entry(list(changed.values()))}})
     whole = {"applied_deltas": sorted({a.delta_num for a in applied}), "seconds": round(read_seconds + outcome.seconds, 3)}
     if deltas > 1:
         whole.update({"range_end_delta": target, "range_end_rows": rows["rows"]})

@@ -82,6 +82,11 @@ def test_each_partition_of_a_range_run_carries_its_own_deltas_counts(spark_remot
             assert got["deltas"] == f"{FIRST}-{LAST}" and got["range_rows"] == sum(
                 len(sc.increments[DM][m]) for m in ranged)
             assert got["offsets"] and all(lo <= hi for lo, hi in got["offsets"].values()), n
+            # the `tables` entry: the tables this delta changed, and no other
+            listed = {r.data["table"]: r.data for r in got["tables"].records}
+            assert {t: r["rows"] for t, r in listed.items()} == {
+                f"rangemeta.{DM}_increment.{t}": c for t, c in want_tables.items()}, n
+            assert all(r["columns"] for r in listed.values()), n
             assert _metadata(instance, "changelog", n)["increment_id"] == got["increment_id"]
             signal = _metadata(instance, "signal_events", n)
             assert signal["by_code"].get("DELTA_CLOSE") == 1 and signal["dagster/partition_row_count"] == signal["events"]
@@ -91,6 +96,9 @@ def test_each_partition_of_a_range_run_carries_its_own_deltas_counts(spark_remot
         truth_rows = {t: len(rows) for t, rows in sc.truth[DM][LAST].items()}
         snapshot = _metadata(instance, "snapshot", LAST)
         assert snapshot["rows"] == sum(truth_rows.values()) and snapshot["rows/sales"] == truth_rows["sales"]
+        changed = {r.data["table"]: r.data["rows"] for r in snapshot["tables"].records}
+        touched = {t for m in ranged for t in Counter(c.table for c in sc.increments[DM][m])}
+        assert changed == {f"rangemeta.{DM}.{t}": truth_rows[t] for t in touched}
         for n in ranged[:-1]:
             earlier = _metadata(instance, "snapshot", n)
             assert "rows" not in earlier and "rows/sales" not in earlier, n
