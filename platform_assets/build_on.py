@@ -37,6 +37,7 @@ import dagster as dg
 
 from platform_assets.config import ConfigError, PlatformConfig
 from platform_assets.deltas.partitions import delta_partitions, run_deltas
+from platform_assets.delta_metadata import per_delta_metadata, table_metadata
 from resources.spark.resource import SparkResource
 
 SNAPSHOT = "snapshot"
@@ -93,7 +94,7 @@ def load_user_code(cfg: PlatformConfig) -> tuple[list[DeltaAsset], list[dg.Defin
 
 def build_delta_asset(asset: DeltaAsset, *, cfg: PlatformConfig) -> dg.AssetsDefinition:
     """The Dagster asset of a `DeltaAsset`: partitioned, pooled and ranged as its source's assets."""
-    from platform_assets.build_on_view import DeltaView, write_mart
+    from platform_assets.build_on_view import DeltaView, mart_rows_by_delta, write_mart
 
     source = asset.source
     ident = mart_table(cfg.lake.catalog, asset)
@@ -102,6 +103,7 @@ def build_delta_asset(asset: DeltaAsset, *, cfg: PlatformConfig) -> dg.AssetsDef
     @dg.asset(key=asset.key(), deps=[dg.AssetKey([source, SNAPSHOT])], group_name=source,
               partitions_def=delta_partitions(source), pool=f"deltaport_{source}", kinds={"spark", "iceberg"},
               backfill_policy=dg.BackfillPolicy.multi_run(cfg.sensor.max_deltas_per_run),
+              metadata=table_metadata(ident),
               description=asset.description or f"{asset.name}, built on {source}'s snapshots, in {ident}.")
     def _user_asset(context: dg.AssetExecutionContext, spark: SparkResource) -> dg.MaterializeResult:
         session = spark.get_session()
@@ -116,8 +118,16 @@ def build_delta_asset(asset: DeltaAsset, *, cfg: PlatformConfig) -> dg.AssetsDef
             frames.append((view.delta, frame))
         rows = write_mart(session, ident, frames)
         context.log.info(f"{ident}: {rows} rows for deltas {deltas[0]}-{deltas[-1]}")
-        return dg.MaterializeResult(metadata={"table": ident, "rows": dg.IntMetadataValue(rows),
-                                              "deltas": f"{deltas[0]}-{deltas[-1]}" if len(deltas) > 1
-                                              else str(deltas[0])})
+        # Each partition says its own delta's rows; a range's total only under `range_rows`.
+        by_delta = mart_rows_by_delta(session, ident, deltas) if len(deltas) > 1 else {deltas[0]: rows}
+        per_delta_metadata(context, asset.key(), {n: {"rows": dg.IntMetadataValue(c), "dagster/partition_row_count": c}
+                                                  for n, c in by_delta.items()})
+        # The columns as written (the asset's frame and delta_num): one schema request per run.
+        columns = [(f.name, f.dataType.simpleString()) for f in frames[-1][1].schema.fields] + [("delta_num", "int")]
+        whole = {"table": ident, **table_metadata(ident, columns),
+                 "deltas": f"{deltas[0]}-{deltas[-1]}" if len(deltas) > 1 else str(deltas[0])}
+        if len(deltas) > 1:
+            whole["range_rows"] = dg.IntMetadataValue(rows)
+        return dg.MaterializeResult(metadata=whole)
 
     return _user_asset

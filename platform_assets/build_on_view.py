@@ -83,3 +83,13 @@ def write_mart(spark, ident: str, frames: Sequence[tuple[int, Any]]) -> int:
     ensure_table(spark, ident, rows.schema, partition_by=["delta_num"])
     commit = replace_deltas(spark, ident, rows, [n for n, _ in frames])
     return committed_records(spark, {ident: commit}).get(ident, 0)
+
+
+def mart_rows_by_delta(spark, ident: str, deltas: Sequence[int]) -> dict[int, int]:
+    """{delta: its rows in `ident`} of a range just written: one grouped count of those deltas'
+    partitions (the table is partitioned by delta_num), so it reads what the run wrote, no more."""
+    listed = ", ".join(str(int(n)) for n in deltas)
+    counted = spark.sql(f"SELECT delta_num, count(*) AS n FROM {ident} WHERE delta_num IN ({listed}) "
+                        "GROUP BY delta_num").collect()
+    found = {int(r["delta_num"]): int(r["n"]) for r in counted}
+    return {n: found.get(n, 0) for n in deltas}

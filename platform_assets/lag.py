@@ -6,9 +6,12 @@ times, and the last delta whose snapshot landed: resources/state/delta_marks.py)
 - `deltas`: the deltas that are ready at the source and not landed yet;
 - `seconds`: now minus the time of the oldest of them, 0 when there are none.
 
-What "the time" is, per kind of source:
-- a signal-driven datamart: the delta's close time (DELTA_CLOSE's deltaDate);
-- a backup-only datamart: the delta's date in its backup keys;
+What "the time" is: when the delta became available to deltaport, never its business date.
+A replayed topic, a backfill of last year's deltas or the demo's emulated February 2024 carry old
+dates; their deltas are not late for that, only for waiting once they are in Kafka. Per kind:
+- a signal-driven datamart: the Kafka time of the delta's DELTA_CLOSE message (the index keeps
+  it; a close indexed before it did counts from its deltaDate);
+- a backup-only datamart: the Kafka time of the delta's first message in the backup topic;
 - a change stream: when the oldest sealed, unlanded delta was sealed, or the Kafka time of the
   oldest message read but not yet sealed, whichever is older.
 
@@ -75,6 +78,11 @@ def utc(value: str | int | dt.datetime) -> dt.datetime:
     return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
 
 
+def kafka_time(ms: int) -> dt.datetime:
+    """A Kafka message's timestamp (epoch milliseconds) as a UTC time."""
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+
+
 def landed_through(marks, instance: dg.DagsterInstance, source: str) -> int | None:
     """The last delta whose snapshot landed: the source's mark in the state store (`marks`: a
     DeltaMarks). A deployment older than the mark has none until its next run lands: then the
@@ -101,11 +109,12 @@ def prostore_lag(datamart, index, landed: int | None, now: dt.datetime, unread=N
     """`datamart`: a DatamartConfig; `index`: its DeltaIndex; `unread`: what its topic holds past
     the index's progress (`resources.kafka.unread.Unread`), None for the index's view alone."""
     if datamart.backup_only:
-        dates = index.backup_delta_dates(datamart.backup_topic, datamart.name, after=landed)
-        times = {n: utc(d) for n, d in dates.items() if d is not None}
+        arrivals = index.backup_delta_arrivals(datamart.backup_topic, datamart.name, after=landed)
+        times = {n: kafka_time(ms) for n, ms in arrivals.items() if ms is not None}
     else:
         closed = index.deltas(datamart.name, "closed", start=0 if landed is None else landed + 1)
-        times = {n: utc(d["delta_date"]) for n, d in closed.items() if d["delta_date"]}
+        times = {n: kafka_time(d["closed_ms"]) if d.get("closed_ms") is not None else utc(d["delta_date"])
+                 for n, d in closed.items() if d.get("closed_ms") is not None or d["delta_date"]}
     for n, when in (unread.closes.items() if unread is not None else ()):
         if landed is None or n > landed:
             times[n] = min(times.get(n, when), when)

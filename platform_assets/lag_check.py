@@ -22,7 +22,8 @@ def build_lag_check(*, source, kind: str, max_lag_seconds: float) -> dg.AssetChe
     the delta runs: a lagging source has no run to evaluate it); executing it computes it now."""
     key = dg.AssetKey([source.name, "snapshot"])
     about = (f"Fails when the lake is more than {max_lag_seconds:.0f} s behind {source.name} "
-             "(sensor.max_lag_seconds): now minus the time of the oldest delta ready at the source and not landed.")
+             "(sensor.max_lag_seconds): now minus when the oldest delta ready and not landed became available "
+             "(its close or first backup message in Kafka, or its sealing), not its business date.")
 
     def result(lag: Lag) -> dg.AssetCheckResult:
         evaluation = lag_evaluation(lag, max_lag_seconds)

@@ -74,9 +74,10 @@ def range_request(source: str, first: int, last: int) -> dg.RunRequest:
     The run key names the whole range: a range never hides a delta it does not cover."""
     if first == last:
         return dg.RunRequest(partition_key=partition_key(first), run_key=f"{source}:{first}", tags=run_tags(source, first))
+    # The runs list shows a range run's tags, not its range tags: "deltaport/deltas" names them there.
     return dg.RunRequest(run_key=f"{source}:{first}-{last}",
                          tags={**run_tags(source, first), RANGE_START_TAG: partition_key(first),
-                               RANGE_END_TAG: partition_key(last)})
+                               RANGE_END_TAG: partition_key(last), "deltaport/deltas": f"{first}-{last}"})
 
 
 def deltas_of_run(tags: Mapping[str, str]) -> list[int] | None:

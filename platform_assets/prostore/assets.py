@@ -29,12 +29,14 @@ import dagster as dg
 
 from platform_assets.config import DatamartConfig
 from platform_assets.deltas.topics import topic_key
+from platform_assets.delta_metadata import table_metadata
 from platform_assets.history_asset import history_spec
 from platform_assets.prostore import checks
 from platform_assets.maintenance_step import maintain_after_landing, maintenance_due
 from platform_assets.prostore.delta_step import DatamartKeys, land_delta_step
 from resources.lake.maintenance_settings import MaintenanceSettings
 from platform_assets.deltas.partitions import delta_partitions, run_deltas
+from platform_assets.prostore.signal_rows import COLUMNS as SIGNAL_COLUMNS
 from platform_assets.retirement import record_landed, retire_after_landing
 from platform_assets.io_managers.inputs import INPUT_TAG_PREFIX
 from platform_assets.io_managers.prostore import BackupSlice, SignalSlice
@@ -63,23 +65,25 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
     read_kinds, lake_kinds = {"kafka", "spark", "iceberg"}, {"spark", "iceberg"}
     specs = [
         dg.AssetSpec(keys.changelog, deps=[backup_topic, *boot_deps], kinds=read_kinds,
+                     metadata=table_metadata(layout.meta(dm, "changelog")),
                      description=f"The schema changelog shipped with each increment of {dm}, parsed into entity "
                                  f"schemas, in {layout.meta(dm, 'changelog')}."),
         dg.AssetSpec(keys.increment, deps=[keys.changelog, backup_topic, *boot_deps], kinds=read_kinds,
                      description=f"Raw changes of each delta of {dm}, one Iceberg table per logical table "
-                                 f"({layout.increment(dm, '<table>')}), with sys_op, delta_num and delta_date."),
+                                 f"(`{layout.increment(dm, '<table>')}`), with sys_op, delta_num and delta_date."),
         dg.AssetSpec(keys.snapshot, deps=[keys.increment, keys.changelog], kinds=lake_kinds,
-                     description=f"State of every table of {dm} as of each delta ({layout.snapshot(dm, '<table>')}): "
-                                 "upsert on sys_op 0, delete on 1, by the DDL's primary key; tagged delta_<N>."),
+                     description=f"State of every table of {dm} as of each delta (`{layout.snapshot(dm, '<table>')}`): "
+                                 "upsert on sys_op 0, delete on 1, by the DDL's primary key; tagged `delta_<N>`."),
     ]
     if datamart.history:
         specs.append(history_spec(dm, key=keys.history, deps=[keys.increment, keys.changelog],
-                                  tables=history_ident(layout, dm, "<table>")))
+                                  tables=f"`{history_ident(layout, dm, '<table>')}`"))
     if not datamart.backup_only:
         signal_topic = topic_key(datamart.signal_topic)
         ins["signal"] = dg.AssetIn(key=signal_topic)
         specs.insert(0, dg.AssetSpec(
             keys.signal_events, deps=[signal_topic], kinds=read_kinds,
+            metadata=table_metadata(layout.meta(dm, "signal_events"), SIGNAL_COLUMNS),
             description=f"Signal events of each delta of {dm} (DELTA_OPEN .. DELTA_CLOSE, WRITE_*, DDL), "
                         f"de-duplicated by eventLogId, in {layout.meta(dm, 'signal_events')}."))
     decorate = dg.multi_asset(

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 
 import dagster as dg
 
+from platform_assets.delta_metadata import per_delta_metadata, tables_entry
 from platform_assets.history_asset import history_reported, refuse_history_alone
 from platform_assets.key_check_skipped import key_check_not_due
 from platform_assets.prostore import checks
@@ -159,9 +160,11 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="deltaport-asset")
     try:
         running = [pool.submit(timed, key, fn) for key, fn in phase2]
-        for key, materialized in ((keys.signal_events, _signal_materialized),
-                                  (keys.changelog, lambda k, o: _changelog_materialized(k, o, backup, records)),
-                                  (keys.increment, lambda k, o: _increment_materialized(said, k, o, backup))):
+        for key, materialized in ((keys.signal_events, lambda k, o: _signal_materialized(context, k, o, signal)),
+                                  (keys.changelog, lambda k, o: _changelog_materialized(context, k, o, backup,
+                                                                                        records)),
+                                  (keys.increment, lambda k, o: _increment_materialized(context, said, k, o,
+                                                                                        backup, layout, datamart))):
             if key in done:
                 outcomes.append(done[key])
                 if done[key].error is None:
@@ -181,7 +184,8 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
         elif o.key == keys.increment:
             yield from o.result
         else:
-            yield _snapshot_materialized(keys.snapshot, o, before.seconds)
+            yield _snapshot_materialized(context, keys.snapshot, o, before.seconds, target, len(backup), layout,
+                                         datamart, _columns(snapshot_inputs.history.get(target, [])))
             applied = o.result[0]
             yield from history_reported(
                 context, key=history_key, applied_deltas=sorted({a.delta_num for a in applied}), deltas=span,
@@ -336,43 +340,88 @@ def _summary_rows(layout: LakeLayout, datamart: str, target: int, inputs: _Snaps
     return {t: after[t] if t in after else inputs.rows.get(layout.snapshot(datamart, t), 0) for t in sorted(tables)}
 
 
-def _signal_materialized(key: dg.AssetKey, outcome: Outcome) -> dg.MaterializeResult:
-    return dg.MaterializeResult(asset_key=key, metadata={**outcome.result, "seconds": round(outcome.seconds, 3)})
+def _signal_materialized(context, key: dg.AssetKey, outcome: Outcome,
+                         signal: list[SignalSlice]) -> dg.MaterializeResult:
+    per_delta_metadata(context, key, {s.delta_num: {
+        "events": len(s.events), "dagster/partition_row_count": len(s.events),
+        "by_code": dict(Counter(e["code"] for e in s.events)),
+        "attempts": max((e["attempt"] or 0 for e in s.events), default=0)} for s in signal})
+    whole = {k: v for k, v in outcome.result.items() if k in ("table", "deltas")}
+    return dg.MaterializeResult(asset_key=key, metadata={**whole, "seconds": round(outcome.seconds, 3)})
 
 
-def _changelog_materialized(key: dg.AssetKey, outcome: Outcome, backup: list[BackupSlice],
+def _changelog_materialized(context, key: dg.AssetKey, outcome: Outcome, backup: list[BackupSlice],
                             records: dict[int, list]) -> dg.MaterializeResult:
-    entities = outcome.result[backup[-1].delta_num]  # {delta: the schema its changelog describes}
-    return dg.MaterializeResult(asset_key=key, metadata={
-        "records": sum(len(r) for r in records.values()), "tables": sorted(data_tables(entities)),
-        "views": sorted(n for n, e in entities.items() if e.kind != "table"), "deltas": delta_span(backup),
-        "increment_id": backup[-1].report.chosen, "seconds": round(outcome.seconds, 3)})
-
-
-def _increment_materialized(said: list[str], key: dg.AssetKey, outcome: Outcome,
-                            backup: list[BackupSlice]) -> dg.MaterializeResult:
-    """The increment's materialization; each delta's rows per table go to the step's log line (`said`)."""
-    _, stats = outcome.result
-    rows: Counter = Counter()
+    by_delta = {}
     for b in backup:
-        rows.update({s.table: s.rows for s in stats[b.delta_num]})
-        said.append(f"delta {b.delta_num}: " + ", ".join(f"{s.table} {s.rows}" for s in stats[b.delta_num]))
-    every = [s for b in backup for s in stats[b.delta_num]]
-    last = backup[-1]
-    return dg.MaterializeResult(asset_key=key, metadata={
-        "rows": sum(s.rows for s in every), "upserts": sum(s.upserts for s in every),
-        "deletes": sum(s.deletes for s in every), **{f"rows/{t}": c for t, c in sorted(rows.items())},
-        "delta_date": dg.TimestampMetadataValue(last.report.delta_date / 1e6), "deltas": delta_span(backup),
-        "increment_id": last.report.chosen, "offsets": _offsets(backup),
-        "bytes": sum(b.value_bytes for b in backup), "seconds": round(outcome.seconds, 3),
-        "messages": sum(len(b.refs) for b in backup)})
+        entities = outcome.result[b.delta_num]  # {delta: the schema its changelog describes}
+        by_delta[b.delta_num] = {
+            "records": len(records[b.delta_num]), "tables": sorted(data_tables(entities)),
+            "views": sorted(n for n, e in entities.items() if e.kind != "table"), "increment_id": b.report.chosen}
+    per_delta_metadata(context, key, by_delta)
+    return dg.MaterializeResult(asset_key=key, metadata={"deltas": delta_span(backup),
+                                                         "seconds": round(outcome.seconds, 3)})
 
 
-def _snapshot_materialized(key: dg.AssetKey, outcome: Outcome, read_seconds: float) -> dg.MaterializeResult:
+def _increment_materialized(context, said: list[str], key: dg.AssetKey, outcome: Outcome, backup: list[BackupSlice],
+                            layout: LakeLayout, datamart: str) -> dg.MaterializeResult:
+    """The increment's materialization, each delta's counts on its own partition; each delta's
+    rows per table go to the step's log line (`said`)."""
+    todo, stats = outcome.result
+    by_delta = {}
+    for b, landed in zip(backup, todo):
+        mine = stats[b.delta_num]
+        said.append(f"delta {b.delta_num}: " + ", ".join(f"{s.table} {s.rows}" for s in mine))
+        columns = _columns_of(landed.entities)
+        by_delta[b.delta_num] = {
+            "tables": tables_entry([
+                {"table": layout.increment(datamart, s.table), "rows": s.rows, "upserts": s.upserts,
+                 "deletes": s.deletes, "columns": columns.get(s.table, "")} for s in mine if s.rows]),
+            "rows": sum(s.rows for s in mine), "upserts": sum(s.upserts for s in mine),
+            "deletes": sum(s.deletes for s in mine), **{f"rows/{s.table}": s.rows for s in sorted(mine, key=_table)},
+            "delta_date": dg.TimestampMetadataValue(b.report.delta_date / 1e6), "increment_id": b.report.chosen,
+            "offsets": b.offsets(), "bytes": b.value_bytes, "messages": len(b.refs)}
+    per_delta_metadata(context, key, by_delta)
+    whole = {"deltas": delta_span(backup), "seconds": round(outcome.seconds, 3)}
+    if len(backup) > 1:  # the run's totals, under names no partition's own counts share
+        whole.update({"range_rows": sum(m["rows"] for m in by_delta.values()), "range_offsets": _offsets(backup),
+                      "range_bytes": sum(b.value_bytes for b in backup)})
+    return dg.MaterializeResult(asset_key=key, metadata=whole)
+
+
+def _columns_of(entities) -> dict[str, str]:
+    """{table: its data columns, comma-separated} of a changelog's entities."""
+    return {name: ", ".join(c.name for c in e.columns) for name, e in data_tables(entities).items()}
+
+
+def _columns(records: list) -> dict[str, str]:
+    return _columns_of(replay_changelog(records))
+
+
+def _table(stats: TableStats) -> str:
+    return stats.table
+
+
+def _snapshot_materialized(context, key: dg.AssetKey, outcome: Outcome, read_seconds: float, target: int,
+                           deltas: int, layout: LakeLayout, datamart: str,
+                           columns: dict[str, str]) -> dg.MaterializeResult:
+    """The snapshot's rows go on the run's last delta, as of which they were counted: a range is
+    folded into one MERGE per table, so the state as of a delta inside it is not counted (that
+    would cost a read per delta); its other partitions say the range's end instead."""
     applied, counts, results = outcome.result
-    return dg.MaterializeResult(asset_key=key, check_results=results, metadata={
-        "applied_deltas": sorted({a.delta_num for a in applied}), **{f"rows/{t}": c for t, c in counts.items()},
-        "rows": sum(counts.values()), "seconds": round(read_seconds + outcome.seconds, 3)})
+    rows = {**{f"rows/{t}": c for t, c in counts.items()}, "rows": sum(counts.values())}
+    changed: dict[str, dict] = {}  # the tables the run's commits changed, with their rows after it
+    for a in applied:
+        if (a.upserts or a.deletes) and a.table in counts:
+            have = changed.setdefault(a.table, {"table": layout.snapshot(datamart, a.table), "rows": counts[a.table],
+                                                "upserts": 0, "deletes": 0, "columns": columns.get(a.table, "")})
+            have["upserts"] += a.upserts
+            have["deletes"] += a.deletes
+    per_delta_metadata(context, key, {target: {**rows, "tables": tables_entry(list(changed.values()))}})
+    whole = {"applied_deltas": sorted({a.delta_num for a in applied}), "seconds": round(read_seconds + outcome.seconds, 3)}
+    if deltas > 1:
+        whole.update({"range_end_delta": target, "range_end_rows": rows["rows"]})
+    return dg.MaterializeResult(asset_key=key, check_results=results, metadata=whole)
 
 
 def _offsets(backups: list[BackupSlice]) -> dict[int, list[int]]:

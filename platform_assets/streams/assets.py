@@ -34,6 +34,7 @@ makes N the same offsets forever); a snapshot already at N or later is left as i
 import dagster as dg
 
 from platform_assets.config import StreamConfig
+from platform_assets.delta_metadata import table_metadata
 from platform_assets.history_asset import history_spec
 from platform_assets.deltas.topics import topic_key
 from platform_assets.deltas.partitions import delta_partitions, run_deltas
@@ -61,21 +62,21 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_
     topic = topic_key(stream.topic)
     read_kinds = {"kafka", "spark", "iceberg"}
     specs = [
-        dg.AssetSpec(keys.changelog, deps=[topic], kinds=read_kinds,
+        dg.AssetSpec(keys.changelog, deps=[topic], kinds=read_kinds, metadata=table_metadata(layout.meta(src, "changelog")),
                      description=f"Table structures, DDL events and key columns of each delta of {src} "
                                  f"({stream.format}), in {layout.meta(src, 'changelog')}."),
         dg.AssetSpec(keys.increment, deps=[keys.changelog, topic], kinds=read_kinds,
                      description=f"Raw changes of each delta of {src} ({stream.format}), one Iceberg table per "
-                                 f"source table ({layout.increment(src, '<namespace>_<table>')}), with the "
+                                 f"source table (`{layout.increment(src, '<namespace>_<table>')}`), with the "
                                  "format's order key."),
         dg.AssetSpec(keys.snapshot, deps=[keys.increment, keys.changelog], kinds={"spark", "iceberg"},
-                     description=f"State of every table of {src} as of each delta ({layout.snapshot(src, '<table>')}): "
+                     description=f"State of every table of {src} as of each delta (`{layout.snapshot(src, '<table>')}`): "
                                  f"changes applied by {stream.format}'s own order, duplicates and late changes "
-                                 "dropped, deletes kept as tombstones; tagged delta_<N>."),
+                                 "dropped, deletes kept as tombstones; tagged `delta_<N>`."),
     ]
     if stream.history:
         specs.append(history_spec(src, key=keys.history, deps=[keys.increment, keys.changelog],
-                                  tables=history_ident(layout, src, "<table>")))
+                                  tables=f"`{history_ident(layout, src, '<table>')}`"))
 
     # The stream IO manager reads `source` and `format` from the op's tags.
     @dg.multi_asset(

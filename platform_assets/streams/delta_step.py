@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from platform_assets.delta_metadata import per_delta_metadata
 from platform_assets.history_asset import history_reported, refuse_history_alone
 from platform_assets.key_check_skipped import key_check_not_due
 from platform_assets.deltas.partitions import delta_span
@@ -120,7 +121,7 @@ def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: 
                     if keys.snapshot in chosen and all(o.error is None for o in landing) else None)
         for o in landing:
             if o.error is None:
-                yield (_changelog_materialized(o, topic, reads) if o.key == keys.changelog
+                yield (_changelog_materialized(context, o, topic, reads) if o.key == keys.changelog
                        else _increment_materialized(context, o, topic, reads))
             if o.key == keys.increment and o.error is None:
                 yield from checks.increment_checks([(r.delta, r.messages, decoded, o.result[1][r.delta.delta_num])
@@ -132,7 +133,7 @@ def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: 
         context.log.info(f"deltas {span}: snapshot {snap.seconds:.2f} s{'' if snap.error is None else ' (failed)'}")
         outcomes.append(snap)
         if snap.error is None:
-            yield _snapshot_materialized(snap)
+            yield _snapshot_materialized(context, snap, target, len(topic))
             applied = [a for a in snap.result[0] if not a.skipped]
             yield from history_reported(
                 context, key=history_key, applied_deltas=sorted({a.delta_num for a in applied}), deltas=span,
@@ -227,42 +228,53 @@ def _summary_rows(layout: LakeLayout, source: str, target: int, keys, progress, 
     return dict(sorted(out.items()))
 
 
-def _changelog_materialized(outcome: Outcome, topic: list[StreamSlice], reads: list[_Read]) -> dg.MaterializeResult:
+def _changelog_materialized(context, outcome: Outcome, topic: list[StreamSlice],
+                            reads: list[_Read]) -> dg.MaterializeResult:
     entries, ident = outcome.result
-    every = [e for es in entries.values() for e in es]
+    bad = {r.delta.delta_num: len(r.bad) for r in reads}
+    per_delta_metadata(context, outcome.key, {d.delta_num: {
+        "entries": dict(Counter(e.kind for e in entries.get(d.delta_num, []))),
+        "tables": sorted({e.table for e in entries.get(d.delta_num, []) if e.table}),
+        "bad_messages": bad.get(d.delta_num, 0)} for d in topic})
     return dg.MaterializeResult(asset_key=outcome.key, metadata={
-        "entries": dict(Counter(e.kind for e in every)), "table": ident, "deltas": delta_span(topic),
-        "tables": sorted({e.table for e in every if e.table}), "bad_messages": sum(len(r.bad) for r in reads),
-        "seconds": round(outcome.seconds, 3)})
+        "table": ident, "deltas": delta_span(topic), "seconds": round(outcome.seconds, 3)})
 
 
 def _increment_materialized(context, outcome: Outcome, topic: list[StreamSlice],
                             reads: list[_Read]) -> dg.MaterializeResult:
+    """The increment's materialization, each delta's counts on its own partition."""
     _, stats = outcome.result
-    every = [s for d in topic for s in stats[d.delta_num]]
-    rows: Counter = Counter()
+    read = {r.delta.delta_num: r for r in reads}
+    by_delta = {}
     for d in topic:
-        rows.update({s.table: s.upserts + s.deletes for s in stats[d.delta_num]})
-        context.log.info(f"delta {d.delta_num}: " + (", ".join(f"{s.table} {s.rows}" for s in stats[d.delta_num])
+        mine, r = stats[d.delta_num], read.get(d.delta_num)
+        context.log.info(f"delta {d.delta_num}: " + (", ".join(f"{s.table} {s.rows}" for s in mine)
                                                       or "no row change"))
-    bad = [b for r in reads for b in r.bad]
-    last = topic[-1]
-    meta = {
-        "rows": sum(s.upserts + s.deletes for s in every), "upserts": sum(s.upserts for s in every),
-        "deletes": sum(s.deletes for s in every), "before_images": sum(s.before_images for s in every),
-        **{f"rows/{t}": c for t, c in sorted(rows.items())}, "deltas": delta_span(topic),
-        "offsets": last.offsets() if len(topic) == 1 else {}, "messages": sum(r.messages for r in reads),
-        "bad_messages": len(bad), "bad_examples": bad[:MAX_ERRORS_SHOWN],
-        "sealed_because": last.delta.reason or "", "seconds": round(outcome.seconds, 3),
-    }
-    if last.delta.watermark_us is not None:
-        meta["watermark"] = dg.TimestampMetadataValue(last.delta.watermark_us / 1e6)
-    return dg.MaterializeResult(asset_key=outcome.key, metadata=meta)
+        meta = {
+            "rows": sum(s.upserts + s.deletes for s in mine), "upserts": sum(s.upserts for s in mine),
+            "deletes": sum(s.deletes for s in mine), "before_images": sum(s.before_images for s in mine),
+            **{f"rows/{s.table}": s.upserts + s.deletes for s in sorted(mine, key=lambda s: s.table)},
+            "offsets": d.offsets(), "messages": r.messages if r else 0, "bad_messages": len(r.bad) if r else 0,
+            "bad_examples": (r.bad if r else [])[:MAX_ERRORS_SHOWN], "sealed_because": d.delta.reason or ""}
+        if d.delta.watermark_us is not None:
+            meta["watermark"] = dg.TimestampMetadataValue(d.delta.watermark_us / 1e6)
+        by_delta[d.delta_num] = meta
+    per_delta_metadata(context, outcome.key, by_delta)
+    whole = {"deltas": delta_span(topic), "seconds": round(outcome.seconds, 3)}
+    if len(topic) > 1:  # the run's totals, under names no partition's own counts share
+        whole.update({"range_rows": sum(m["rows"] for m in by_delta.values()),
+                      "range_messages": sum(m["messages"] for m in by_delta.values())})
+    return dg.MaterializeResult(asset_key=outcome.key, metadata=whole)
 
 
-def _snapshot_materialized(outcome: Outcome) -> dg.MaterializeResult:
+def _snapshot_materialized(context, outcome: Outcome, target: int, deltas: int) -> dg.MaterializeResult:
+    """The rows go on the run's last delta, as of which they were counted (a range is folded into
+    one MERGE per table: the state inside it is not counted); other partitions say the range's end."""
     applied, counts, results = outcome.result
-    return dg.MaterializeResult(asset_key=outcome.key, check_results=results, metadata={
-        "applied_deltas": sorted({a.delta_num for a in applied if not a.skipped}),
-        "events_applied": sum(a.events for a in applied), **{f"rows/{t}": c for t, c in counts.items()},
-        "rows": sum(counts.values()), "seconds": round(outcome.seconds, 3)})
+    rows = {**{f"rows/{t}": c for t, c in counts.items()}, "rows": sum(counts.values())}
+    per_delta_metadata(context, outcome.key, {target: rows})
+    whole = {"applied_deltas": sorted({a.delta_num for a in applied if not a.skipped}),
+             "events_applied": sum(a.events for a in applied), "seconds": round(outcome.seconds, 3)}
+    if deltas > 1:
+        whole.update({"range_end_delta": target, "range_end_rows": rows["rows"]})
+    return dg.MaterializeResult(asset_key=outcome.key, check_results=results, metadata=whole)

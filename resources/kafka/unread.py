@@ -4,8 +4,8 @@ between ticks).
 
 In: the topic, the store's progress per partition ({partition: next offset}), a budget of
 messages. Out: `Unread`, the messages past the progress, and what the first `budget` of them say:
-- a signal topic: the DELTA_CLOSE events of a datamart (`closes`, delta -> close time);
-- a backup topic: the deltas its keys name (`closes`, delta -> the key's delta date);
+- a signal topic: the DELTA_CLOSE events of a datamart (`closes`, delta -> the close's Kafka time);
+- a backup topic: the deltas its keys name (`closes`, delta -> the Kafka time of its first message);
 - a change stream's topic: only the Kafka time of the oldest unread message per partition
   (`oldest`), one message read per partition.
 
@@ -70,13 +70,14 @@ def unread_closes(bootstrap: str, topic: str, progress: Mapping[int, int], *, da
         try:
             if kind == "signal":
                 event = decode_signal(msg.key or b"", msg.value)
+                # The Kafka time, not the delta's date: lag counts from when a delta became
+                # available (platform_assets/lag.py), the same times the index keeps.
                 if event.datamart == datamart and isinstance(event.value, DeltaClose):
-                    out.closes[event.value.delta_num] = event.value.delta_date.astimezone(dt.timezone.utc)
+                    out.closes[event.value.delta_num] = min(out.closes.get(event.value.delta_num, when), when)
             else:
                 key = decode_backup_key(msg.key or b"")
                 if key.datamart == datamart:
-                    date = dt.datetime.fromtimestamp(key.delta_date / 1e6, dt.timezone.utc)
-                    out.closes[key.delta_num] = min(out.closes.get(key.delta_num, date), date)
+                    out.closes[key.delta_num] = min(out.closes.get(key.delta_num, when), when)
         except DecodeError:
             out.undecodable += 1
     return out

@@ -69,8 +69,12 @@ _SCHEMAS = """
 ALTER TABLE backup_messages ADD COLUMN schema_hash TEXT;
 CREATE TABLE IF NOT EXISTS value_schemas (hash TEXT PRIMARY KEY, body TEXT NOT NULL);
 """
+# Version 3: when a delta's DELTA_CLOSE arrived in Kafka (its message's timestamp, epoch ms), so
+# lag is measured from when the delta became available, not from its business date
+# (platform_assets/lag.py). Deltas closed before it have none: their lag counts from deltaDate.
+_CLOSE_TIMES = "ALTER TABLE deltas ADD COLUMN closed_ms INTEGER;"
 # Version i+1 of the tables is _MIGRATIONS[i] applied to version i (never edit a shipped one).
-_MIGRATIONS = (_SCHEMA, _SCHEMAS)
+_MIGRATIONS = (_SCHEMA, _SCHEMAS, _CLOSE_TIMES)
 
 OPEN, CLOSED, CANCELLED = "open", "closed", "cancelled"
 
@@ -103,6 +107,7 @@ class SignalEntry:
     event: SignalEvent
     key: bytes
     value: bytes | None
+    timestamp_ms: int | None = None  # the message's Kafka time: when a DELTA_CLOSE made its delta available
 
 
 @dataclass(frozen=True)
@@ -196,9 +201,11 @@ class DeltaIndex(StoreTables):
             db.execute("INSERT INTO open_delta VALUES (?, ?) ON CONFLICT (datamart) DO UPDATE "
                        "SET delta_num = excluded.delta_num", (dm, delta))
         elif isinstance(v, DeltaClose):
-            db.execute("INSERT INTO deltas (datamart, delta_num, status, delta_date, attempts) VALUES (?,?,?,?,1) "
-                       "ON CONFLICT (datamart, delta_num) DO UPDATE SET status = 'closed', delta_date = excluded.delta_date",
-                       (dm, delta, CLOSED, v.delta_date.isoformat()))
+            # The first close's Kafka time is kept: a close sent again does not make the delta younger.
+            db.execute("INSERT INTO deltas (datamart, delta_num, status, delta_date, attempts, closed_ms) "
+                       "VALUES (?,?,?,?,1,?) ON CONFLICT (datamart, delta_num) DO UPDATE SET status = 'closed', "
+                       "delta_date = excluded.delta_date, closed_ms = coalesce(deltas.closed_ms, excluded.closed_ms)",
+                       (dm, delta, CLOSED, v.delta_date.isoformat(), e.timestamp_ms))
             db.execute("DELETE FROM open_delta WHERE datamart = ?", (dm,))
         elif isinstance(v, DeltaCancel):
             db.execute("INSERT INTO deltas (datamart, delta_num, status, attempts) VALUES (?,?,?,1) "
@@ -223,13 +230,15 @@ class DeltaIndex(StoreTables):
 
     # --- queries --------------------------------------------------------------------------
     def deltas(self, datamart: str, status: str | None = None, start: int = 0) -> dict[int, dict]:
-        """{delta: {"status", "delta_date", "attempts"}} as the signal topic tells it, of the deltas
-        from `start` on (a sensor tick asks from its cursor: O(deltas waiting), not O(lake age))."""
+        """{delta: {"status", "delta_date", "attempts", "closed_ms"}} as the signal topic tells it, of
+        the deltas from `start` on (a sensor tick asks from its cursor: O(deltas waiting), not
+        O(lake age)). `closed_ms`: the Kafka time of its DELTA_CLOSE, None if not closed or indexed
+        before the index kept it."""
         with self._connect() as db:
-            rows = db.execute("SELECT delta_num, status, delta_date, attempts FROM deltas WHERE datamart = ? "
+            rows = db.execute("SELECT delta_num, status, delta_date, attempts, closed_ms FROM deltas WHERE datamart = ? "
                               "AND status = coalesce(?, status) AND delta_num >= ? ORDER BY delta_num",
                               (datamart, status, start))
-            return {n: {"status": s, "delta_date": d, "attempts": a} for n, s, d, a in rows}
+            return {n: {"status": s, "delta_date": d, "attempts": a, "closed_ms": c} for n, s, d, a, c in rows}
 
     def delta_report(self, topic: str, datamart: str, delta_num: int) -> DeltaReport | None:
         """Completeness of `delta_num`'s increments in the backup topic (None: nothing seen)."""
@@ -245,10 +254,11 @@ class DeltaIndex(StoreTables):
                               "AND delta_num >= ? ORDER BY delta_num", (topic, datamart, start))
             return [r[0] for r in rows]
 
-    def backup_delta_dates(self, topic: str, datamart: str, after: int | None = None) -> dict[int, int | None]:
-        """{delta: its date in the backup keys (epoch microseconds)} of the deltas after `after`."""
+    def backup_delta_arrivals(self, topic: str, datamart: str, after: int | None = None) -> dict[int, int | None]:
+        """{delta: the Kafka time of its first message in the backup topic (epoch ms)} of the
+        deltas after `after`: when a backup-only datamart's delta began to be available."""
         with self._connect() as db:
-            rows = db.execute("SELECT delta_num, MIN(delta_date) FROM backup_messages WHERE topic = ? AND datamart = ? "
+            rows = db.execute("SELECT delta_num, MIN(timestamp_ms) FROM backup_messages WHERE topic = ? AND datamart = ? "
                               "AND delta_num > ? GROUP BY delta_num ORDER BY delta_num",
                               (topic, datamart, -1 if after is None else after))
             return {n: d for n, d in rows}

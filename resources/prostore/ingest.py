@@ -124,4 +124,4 @@ def _text(schema: bytes) -> str:
 
 def _signal_entry(msg: RawMessage) -> SignalEntry:
     event = decode_signal(msg.key or b"", msg.value)
-    return SignalEntry(msg.partition, msg.offset, event, msg.key or b"", msg.value)
+    return SignalEntry(msg.partition, msg.offset, event, msg.key or b"", msg.value, msg.timestamp_ms)

@@ -100,6 +100,7 @@ class UICheckResult:
     lineage: dict[str, list[str]]  # asset key -> its dependency keys ("a/b" strings)
     partition_keys: list[str]
     materialized_partitions: dict[str, list[str]]  # partitioned asset of the datamart -> its materialized keys
+    check_statuses: dict[str, str]  # "asset/key:check" -> its latest execution's status
     pages: list[Page]
     out_dir: str
     seconds: float
@@ -112,6 +113,10 @@ class UICheckResult:
                 lines.append(f"  {key} <- {', '.join(self.lineage[key])}")
         for asset, keys in sorted(self.materialized_partitions.items()):
             lines.append(f"  {asset}: {len(keys)} materialized partitions")
+        by_status: dict[str, int] = {}
+        for status in self.check_statuses.values():
+            by_status[status] = by_status.get(status, 0) + 1
+        lines.append(f"  asset checks: {by_status}")
         for p in self.pages:
             lines.append(f"  {p.screenshot}  <- {p.url}  ({p.png_bytes} bytes, {p.colours} colours, "
                          f"{p.non_background:.0%} non-background)")
@@ -360,6 +365,35 @@ def check_lineage(ws: Webserver, datamart: str, signal_topic: str, backup_topic:
     return lineage
 
 
+CHECKS_QUERY = """
+{ assetNodes { assetKey { path } assetChecksOrError { __typename ... on AssetChecks { checks { name } } } } }"""
+LATEST_EXECUTION_QUERY = """
+query Latest($path: [String!]!, $name: String!) {
+  assetCheckExecutions(assetKey: {path: $path}, checkName: $name, limit: 1) { status runId partition }
+}"""
+
+
+def check_asset_checks(ws: Webserver) -> dict[str, str]:
+    """Every asset check the UI lists and the status of its latest execution ("NOT_EVALUATED" when
+    it has none); raises unless each evaluated one passed and every source's lag check was
+    evaluated: a healthy demo shows no red."""
+    statuses, problems = {}, []
+    for node in ws.graphql(CHECKS_QUERY)["assetNodes"]:
+        found = node["assetChecksOrError"]
+        for check in (found.get("checks") or []) if found["__typename"] == "AssetChecks" else []:
+            latest = ws.graphql(LATEST_EXECUTION_QUERY, {"path": node["assetKey"]["path"], "name": check["name"]})
+            runs = latest["assetCheckExecutions"]
+            name = f"{_key(node['assetKey']['path'])}:{check['name']}"
+            statuses[name] = runs[0]["status"] if runs else "NOT_EVALUATED"
+            if runs and runs[0]["status"] != "SUCCEEDED":
+                problems.append(f"{name}: {runs[0]}")
+    if not [n for n in statuses if n.endswith(":lag_within_bound") and statuses[n] == "SUCCEEDED"]:
+        problems.append("no source's lag_within_bound has passed")
+    if problems:
+        raise UICheckError("asset checks the UI shows have not passed:\n  " + "\n  ".join(problems))
+    return statuses
+
+
 PARTITIONS_QUERY = """
 query Partitions($path: [String!]!) {
   assetNodeOrError(assetKey: {path: $path}) {
@@ -478,6 +512,7 @@ def run_ui_check(*, dagster_home: str | os.PathLike, workspace: str | os.PathLik
         users = user_lineage(config)  # the demo's marketing/sales_by_store: topic -> delta -> snapshot -> mart
         lineage = check_lineage(ws, datamart, signal_topic, backup_topic, {**stream_lineage(config), **users})
         keys, materialized = check_partitions(ws, datamart, expected_partitions)
+        checks = check_asset_checks(ws)
         dismiss_community_dialog(ws)
         base = ws.base_url
         group_assets = ["signal_events", "changelog", "increment", "snapshot", "history",
@@ -501,7 +536,8 @@ def run_ui_check(*, dagster_home: str | os.PathLike, workspace: str | os.PathLik
     finally:
         ws.stop()
     result = UICheckResult(base_url=ws.base_url, location=location, datamart=datamart, lineage=lineage,
-                           partition_keys=keys, materialized_partitions=materialized, pages=pages,
+                           partition_keys=keys, materialized_partitions=materialized, check_statuses=checks,
+                           pages=pages,
                            out_dir=str(out), seconds=time.monotonic() - started)
     (out / "ui_check.json").write_text(json.dumps(asdict(result), indent=2) + "\n", encoding="utf-8")
     return result

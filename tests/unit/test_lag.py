@@ -9,30 +9,48 @@ from platform_assets.lag import prostore_lag, stream_lag, utc
 NOW = dt.datetime(2026, 11, 25, 12, 0, 0, tzinfo=dt.timezone.utc)
 
 
+def ms(when: str) -> int:
+    return int(utc(when).timestamp() * 1000)
+
+
 class Index:  # the two DeltaIndex queries lag reads
-    def __init__(self, closed: dict[int, str], backup: dict[int, int]):
-        self.closed, self.backup = closed, backup
+    def __init__(self, closed: dict[int, str], backup: dict[int, int], closed_ms: dict[int, int] | None = None):
+        self.closed, self.backup, self.closed_ms = closed, backup, closed_ms or {}
 
     def deltas(self, datamart, status, start=0):
-        return {n: {"delta_date": d} for n, d in self.closed.items() if n >= start}
+        return {n: {"delta_date": d, "closed_ms": self.closed_ms.get(n)} for n, d in self.closed.items() if n >= start}
 
-    def backup_delta_dates(self, topic, datamart, after=None):
+    def backup_delta_arrivals(self, topic, datamart, after=None):
         return {n: d for n, d in self.backup.items() if after is None or n > after}
 
 
-def test_signal_lag_counts_closed_deltas_after_the_landed_one_from_the_oldest_close():
-    index = Index({3: "2026-11-25T11:00:00", 4: "2026-11-25T11:30:00", 5: "2026-11-25T11:50:00"}, {})
+def test_signal_lag_counts_closed_deltas_after_the_landed_one_from_the_oldest_close_in_kafka():
+    february = {3: "2024-02-28T09:00:00", 4: "2024-02-28T09:30:00", 5: "2024-02-28T09:50:00"}
+    arrived = {3: ms("2026-11-25T11:00:00"), 4: ms("2026-11-25T11:30:00"), 5: ms("2026-11-25T11:50:00")}
+    index = Index(february, {}, arrived)
     dm = SimpleNamespace(name="m", backup_only=False, backup_topic="b")
     lag = prostore_lag(dm, index, landed=3, now=NOW)
-    assert (lag.deltas, lag.oldest, lag.seconds) == (2, 4, 1800.0)
+    assert (lag.deltas, lag.oldest, lag.seconds) == (2, 4, 1800.0)  # not the 1000 days since their dates
     assert prostore_lag(dm, index, landed=5, now=NOW).seconds == 0.0
     assert prostore_lag(dm, index, landed=None, now=NOW).deltas == 3
 
 
-def test_backup_only_lag_reads_the_backup_keys_dates():
-    us = int(dt.datetime(2026, 11, 25, 11, 59, 0, tzinfo=dt.timezone.utc).timestamp() * 1e6)
+def test_a_replayed_delta_is_late_only_for_its_wait_since_it_arrived():
+    index = Index({4: "2019-01-01T00:00:00"}, {}, {4: ms("2026-11-25T11:59:30")})
+    lag = prostore_lag(SimpleNamespace(name="m", backup_only=False, backup_topic="b"), index, landed=3, now=NOW)
+    assert (lag.deltas, lag.seconds) == (1, 30.0)
+
+
+def test_a_close_indexed_before_its_kafka_time_was_kept_counts_from_its_date():
+    index = Index({4: "2026-11-25T11:30:00", 5: "2024-02-28T09:00:00"}, {}, {5: ms("2026-11-25T11:50:00")})
+    lag = prostore_lag(SimpleNamespace(name="m", backup_only=False, backup_topic="b"), index, landed=3, now=NOW)
+    assert (lag.deltas, lag.oldest, lag.seconds) == (2, 4, 1800.0)
+
+
+def test_backup_only_lag_counts_from_each_deltas_first_backup_message_in_kafka():
+    first = ms("2026-11-25T11:59:00")
     dm = SimpleNamespace(name="m", backup_only=True, backup_topic="b")
-    lag = prostore_lag(dm, Index({}, {7: us, 8: us + 30_000_000}), landed=6, now=NOW)
+    lag = prostore_lag(dm, Index({}, {7: first, 8: first + 30_000}), landed=6, now=NOW)
     assert (lag.deltas, lag.oldest, lag.seconds) == (2, 7, 60.0)
 
 
@@ -65,7 +83,7 @@ def test_the_check_passes_up_to_the_bound_and_fails_past_it():
 def test_closes_no_tick_has_read_add_to_the_index_view_from_the_oldest_of_either():
     from resources.kafka.unread import Unread
 
-    index = Index({4: "2026-11-25T11:30:00"}, {})
+    index = Index({4: "2024-02-28T09:00:00"}, {}, {4: ms("2026-11-25T11:30:00")})
     dm = SimpleNamespace(name="m", backup_only=False, backup_topic="b")
     unread = Unread("signal", messages=9, unread_beyond_budget=4,
                     closes={3: dt.datetime(2026, 11, 25, 10, 0, tzinfo=dt.timezone.utc),  # landed: not counted

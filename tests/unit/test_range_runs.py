@@ -40,6 +40,7 @@ def test_a_single_delta_is_a_partition_run_and_several_a_range_run():
     assert many.partition_key is None and many.run_key == "sales:4-9"
     assert (many.tags[RANGE_START_TAG], many.tags[RANGE_END_TAG]) == ("00000004", "00000009")
     assert many.tags["deltaport/datamart"] == "sales"  # one run at a time per source still holds
+    assert many.tags["deltaport/deltas"] == "4-9"  # what the runs list shows of the range
     assert request_deltas(many) == [4, 5, 6, 7, 8, 9]
 
 

@@ -36,7 +36,7 @@ class CountingIndex:
     def backup_deltas(self, topic, datamart, start=0):
         return self._from(start)
 
-    def backup_delta_dates(self, topic, datamart, after=None):
+    def backup_delta_arrivals(self, topic, datamart, after=None):
         return {n: 0 for n in self._from(-1 if after is None else after + 1)}
 
 

@@ -1,0 +1,63 @@
+"""Each delta's own metadata on its own partition, in a run that lands a range of deltas.
+
+What flows through: a step's metadata per delta ({delta: {key: value}}), set on the
+materialization of that delta's partition with Dagster's partition-scoped asset metadata
+(`context.add_asset_metadata(..., partition_key=...)`, Dagster 1.13). Dagster writes one
+materialization per partition of a range run, each with the step's `MaterializeResult` metadata
+and then its own partition's keys over it.
+
+Guarantees: partition N of a range run says what delta N alone did (its rows, upserts, deletes,
+offsets, date), the same as a run of N alone would, so plots, freshness and row-count logic
+built on the partitions are right whatever the run's size; what belongs to the run as a whole
+(seconds, the span of deltas) stays on the result. A key a delta has no value for is absent from
+its partition, not a copy of the range's total: the range's totals go under `range_*` keys.
+
+The layer assets (increment, snapshot: one Iceberg table per logical table) carry a `tables`
+entry, a table of the tables the delta changed (name, rows, upserts, deletes, columns): the
+tables a delta leaves alone are not in it, so its size follows the delta, not the lake's width.
+
+Single-table assets (signal_events, changelog, a mart) also carry Dagster's table metadata:
+`dagster/table_name` on their definition (the catalog finds them by the Iceberg table's name),
+`dagster/column_schema` where the columns are known, and `dagster/partition_row_count` on each
+partition's materialization.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import dagster as dg
+
+from platform_assets.prostore.partitions import partition_key
+
+
+def per_delta_metadata(context: dg.AssetExecutionContext, key: dg.AssetKey,
+                       by_delta: Mapping[int, Mapping[str, object]]) -> None:
+    """Put `by_delta[N]` on the materialization of `key`'s partition N; call before yielding the
+    `MaterializeResult` of `key`."""
+    for delta, metadata in by_delta.items():
+        context.add_asset_metadata(dict(metadata), asset_key=key, partition_key=partition_key(delta))
+
+
+
+def table_metadata(table_name: str, columns: list[tuple[str, str]] | None = None) -> dict[str, object]:
+    """Dagster's table metadata of a single-table asset: its Iceberg table's name and, when
+    known, its columns ((name, type) pairs)."""
+    out: dict[str, object] = {"dagster/table_name": table_name}
+    if columns:
+        out["dagster/column_schema"] = dg.TableSchema(columns=[dg.TableColumn(n, t) for n, t in columns])
+    return out
+
+
+TABLES_SCHEMA = dg.TableSchema(columns=[
+    dg.TableColumn("table", "string", description="the Iceberg table"),
+    dg.TableColumn("rows", "int", description="rows the delta changed (increment) or live rows (snapshot)"),
+    dg.TableColumn("upserts", "int"), dg.TableColumn("deletes", "int"),
+    dg.TableColumn("columns", "string", description="its data columns, in order")])
+
+
+def tables_entry(changed: list[dict]) -> dg.TableMetadataValue:
+    """The `tables` entry: one record per table the delta changed ({table, rows, upserts,
+    deletes, columns}), sorted by table."""
+    return dg.MetadataValue.table(records=[dg.TableRecord(dict(r)) for r in sorted(changed, key=lambda r: r["table"])],
+                                  schema=TABLES_SCHEMA)
