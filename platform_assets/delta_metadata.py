@@ -28,7 +28,7 @@ from collections.abc import Mapping
 
 import dagster as dg
 
-from platform_assets.prostore.partitions import partition_key
+from platform_assets.deltas.partitions import partition_key
 
 
 def per_delta_metadata(context: dg.AssetExecutionContext, key: dg.AssetKey,

@@ -24,7 +24,7 @@ from resources.formats.debezium.emulator import DEBEZIUM, DebeziumConfig, build_
 from resources.kafka.admin import create_topic
 from resources.kafka.publish import publish
 from resources.lake.cdc import cdc_rows_as_of
-from resources.lake.prostore import LakeLayout
+from resources.lake.layout import LakeLayout
 from tests.integration.test_streams_e2e import SOURCE, platform, tick, with_bad_messages
 from tests.support.read_engines import every_sealed_delta_equals_the_truth
 

@@ -19,8 +19,8 @@ import pytest
 
 from platform_assets.config import parse_config
 from platform_assets.definitions import build_definitions
-from platform_assets.prostore.partitions import partition_key
-from platform_assets.prostore.sensors import range_request
+from platform_assets.deltas.partitions import partition_key
+from platform_assets.deltas.requests import range_request
 from resources.emulator.outgoing import BACKUP, SIGNAL
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
