@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["forget", "is_missing", "namespace_exists", "refreshed", "schema_or_none", "table_exists"]
+__all__ = ["forget", "is_missing", "namespace_exists", "refreshed", "remember", "remembered", "schema_or_none",
+           "table_exists"]
 
 _known: dict[str, set[str]] = {}  # session id -> tables and namespaces seen to exist
 _lock = threading.Lock()
@@ -48,6 +49,16 @@ def is_missing(exc) -> bool:
 def forget(spark: SparkSession, name: str) -> None:
     """Drop a remembered "exists" (a query found the table gone)."""
     _seen(spark).discard(name)
+
+
+def remember(spark: SparkSession, name: str) -> None:
+    """Remember that `name` exists (the caller has just made it)."""
+    _seen(spark).add(name)
+
+
+def remembered(spark: SparkSession, name: str) -> bool:
+    """Whether `name` is remembered to exist (no round trip; a "no" may just be not known)."""
+    return name in _seen(spark)
 
 
 def _remembered(spark: SparkSession, name: str, ask) -> bool:

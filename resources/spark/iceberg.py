@@ -270,6 +270,20 @@ def _table_schema(spark: SparkSession, ident: str) -> StructType:
     return schema
 
 
+def _ensure_namespace(spark: SparkSession, namespace: str) -> None:
+    """CREATE NAMESPACE `namespace` once per session: a datamart's tables share one, so its first
+    delta asked it once per table (312 CreateNamespace statements in a 100-table datamart's first
+    delta: issue 57). Remembered as `existence` remembers tables (deltaport never drops one)."""
+    if existence.remembered(spark, namespace):
+        return
+    # Tables created side by side share a namespace: IF NOT EXISTS is check-then-insert in
+    # a JDBC catalog, so two threads creating it at once collide on its unique key.
+    with _namespace_lock:
+        if not existence.remembered(spark, namespace):
+            spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+            existence.remember(spark, namespace)
+
+
 def ensure_table(
     spark: SparkSession,
     ident: str,
@@ -296,10 +310,7 @@ def ensure_table(
     current = _schema_or_none(spark, ident) if current is None else current
     if current is None:
         namespace = ".".join(quoted.split(".")[:-1])
-        # Tables created side by side share a namespace: IF NOT EXISTS is check-then-insert in
-        # a JDBC catalog, so two threads creating it at once collide on its unique key.
-        with _namespace_lock:
-            spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+        _ensure_namespace(spark, namespace)
         parts = [p if "(" in p else _col(p) for p in (partition_by or [])]
         columns = ", ".join(_field_ddl(f) for f in wanted.fields)
         ddl = f"CREATE TABLE IF NOT EXISTS {quoted} ({columns}) USING iceberg"
@@ -308,7 +319,17 @@ def ensure_table(
         props = ", ".join(f"{_sql_str(k)}={_sql_str(str(v))}"
                           for k, v in {**TABLE_PROPERTIES, **(properties or {})}.items())
         ddl += f" TBLPROPERTIES ({props})"
-        spark.sql(ddl)
+        from pyspark.errors import AnalysisException
+
+        try:
+            spark.sql(ddl)
+        except AnalysisException as exc:
+            if not existence.is_missing(exc):
+                raise
+            # The namespace was remembered but is gone (dropped under this process): make it again.
+            existence.forget(spark, namespace)
+            _ensure_namespace(spark, namespace)
+            spark.sql(ddl)
         return EnsuredTable(created=True)
 
     have = {f.name.lower(): f for f in current.fields}
