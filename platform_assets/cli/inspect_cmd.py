@@ -1,7 +1,11 @@
 """`deltaport inspect --topic T`: what RESTORE_FROM_KAFKA's read-only check answers, for a backup
 topic (datamarts, deltas present, complete or not and why, deltas missing) and for a signal
-topic (deltas opened, closed, cancelled). Bad messages are listed with topic, partition and
-offset. Exit status 0 whenever the topic could be read, whatever was found in it."""
+topic (deltas opened, closed, cancelled). `--format qlik|dataworks|datastream|debezium|...`: a
+change stream's topic instead (per table its upserts and deletes, transactions, heartbeats,
+schema changes, tombstones), read by the format's own decoder as the sealer reads it
+(resources/changestream/inspect.py). Bad messages are listed with topic, partition and offset.
+Nothing is written and no offset committed. Exit status 0 whenever the topic could be read,
+whatever was found in it."""
 
 from __future__ import annotations
 
@@ -9,15 +13,18 @@ import json
 import time
 
 from platform_assets.cli.common import Progress, add_bootstrap_option, resolve_bootstrap
+from resources.formats import STREAM_FORMATS
 from resources.prostore.inspect import InspectReport, TopicInspector
 from resources.prostore.ranges import render as render_ranges
 from resources.kafka.scan import scan, topic_ranges
 
 
 def register(sub) -> None:
-    p = sub.add_parser("inspect", help="report the deltas in a Prostore topic", description=__doc__)
+    p = sub.add_parser("inspect", help="report what a Prostore or change-stream topic holds", description=__doc__)
     add_bootstrap_option(p)
     p.add_argument("--topic", required=True)
+    p.add_argument("--format", choices=["prostore", *STREAM_FORMATS], default="prostore",
+                   help="the topic's format: prostore (a backup or signal topic, the default) or a change stream's")
     p.add_argument("--datamart", default=None, help="report only this datamart")
     p.add_argument("--json", action="store_true", help="print the full report as JSON")
     p.add_argument("--keys-only", action="store_true", help="do not read values (faster; finds no value errors)")
@@ -28,7 +35,12 @@ def register(sub) -> None:
 def run(args) -> int:
     bootstrap = resolve_bootstrap(args)
     ranges = topic_ranges(bootstrap, args.topic, timeout=args.timeout)
-    inspector = TopicInspector(args.topic, check_values=not args.keys_only)
+    if args.format == "prostore":
+        inspector = TopicInspector(args.topic, check_values=not args.keys_only)
+    else:
+        from resources.changestream.inspect import StreamInspector
+
+        inspector = StreamInspector(args.topic, args.format)
     bar = Progress(f"scanning {args.topic}")
     began = time.monotonic()
     try:
@@ -36,18 +48,21 @@ def run(args) -> int:
             inspector.add(msg)
     finally:
         bar.close()
-    report = inspector.report()
-    seconds = time.monotonic() - began
+    report, seconds = inspector.report(), time.monotonic() - began
     if args.json:
         doc = report.to_dict()
         doc["partitions"] = {str(p): list(r) for p, r in ranges.items()}
         doc["seconds"] = round(seconds, 3)
-        if args.datamart:
+        if args.datamart and args.format == "prostore":
             doc["backup"]["datamarts"] = [d for d in doc["backup"]["datamarts"] if d["datamart"] == args.datamart]
             doc["signal"] = {k: v for k, v in doc["signal"].items() if k == args.datamart}
         print(json.dumps(doc, ensure_ascii=False, indent=1))
-    else:
+    elif args.format == "prostore":
         print(render(report, ranges, seconds, args.datamart))
+    else:
+        from resources.changestream.inspect import render as render_stream
+
+        print(render_stream(report, len(ranges), seconds))
     return 0
 
 
