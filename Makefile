@@ -87,10 +87,12 @@ dev: jars
 # (AGE_BENCH_ARGS="--age 5000"); then a warm `deltaport read` of a 100k-row table, current and as of
 # an older delta, each format, split into start, imports and the read's phases (READ_BENCH_ARGS="--rows 20000");
 # then `deltaport sql` of an aggregate (current and as of delta 0) and `deltaport read` of the same 100k-row
-# table, JVM-free (DuckDB, PyIceberg) against Spark, process start included (SQL_BENCH_ARGS="--rows 20000");
+# table, JVM-free (DuckDB, PyIceberg) against Spark, process start included, the DuckDB aggregate also
+# with both cores kept busy beside it, imports reported apart (SQL_BENCH_ARGS="--rows 20000");
 # then a Dagster instance aged to 1k and 20k deltas, without and with the partition window
 # (PARTITIONS_BENCH_ARGS="--sizes 1000,100000,300000 --window 10000"; "--postgres" for a PostgreSQL
-# instance on a throwaway server), and the UI's own queries through dagster-webserver on instances of
+# instance on a throwaway server), what a retirement pass's sweep of retired runs' files costs, caught up
+# and on a backlog (RUN_FILES_BENCH_ARGS="--orphans 20000"), and the UI's own queries through dagster-webserver on instances of
 # 1k, 100k and 300k deltas held to the default window (PARTITIONS_UI_BENCH_ARGS="--without-window --window 10000");
 # last, the same deltas on the local lake and on a REST catalog over
 # an S3 store, with the S3 requests and the files per delta (OBJSTORE_BENCH_ARGS="--rows 2000").
@@ -113,6 +115,7 @@ bench: jars
 	$(PY) bench/read_bench.py $(READ_BENCH_ARGS)
 	$(PY) bench/sql_bench.py $(SQL_BENCH_ARGS)
 	$(PY) bench/partitions_bench.py $(PARTITIONS_BENCH_ARGS)
+	$(PY) bench/run_files_bench.py $(RUN_FILES_BENCH_ARGS)
 	$(PY) bench/partitions_ui_bench.py $(PARTITIONS_UI_BENCH_ARGS)
 	$(PY) bench/objstore_bench.py $(OBJSTORE_BENCH_ARGS)
 
