@@ -68,7 +68,7 @@ from bench.fault_soak import print_soak_row, run_soak  # noqa: E402
 from bench.fault_spark_start import SPARK_START_CASES, run_spark_start_case  # noqa: E402
 from bench.fault_bad_chunk import BAD_CHUNK_CASES, print_bad_chunk_row, run_bad_chunk_case  # noqa: E402
 from bench.fault_numbers import print_numbers_row, run_numbers_case  # noqa: E402
-from bench.fault_stories import fault_story  # noqa: E402
+from bench.fault_stories import fault_story, unlandable  # noqa: E402
 from bench.fault_stream_numbers import STREAM_FORMATS, run_stream_numbers_case  # noqa: E402
 
 FORMATS = ("backup", "signal", "qlik", "dataworks", "datastream")
