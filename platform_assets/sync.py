@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import dagster as dg
@@ -101,13 +102,26 @@ def _rows(result, key: dg.AssetKey) -> dict[str, int]:
     return {}
 
 
-def sync(cfg: PlatformConfig, instance: dg.DagsterInstance, *, max_ticks: int = 100, echo=print) -> SyncResult:
+class UnknownSourceError(DeltaportError):
+    """`sync --source NAME` of a name the config does not have."""
+
+
+def sync(cfg: PlatformConfig, instance: dg.DagsterInstance, *, max_ticks: int = 100, echo=print,
+         sources: Sequence[str] | None = None) -> SyncResult:
+    """One pass over every source of `cfg`, or over `sources` only (names the config has: an
+    operator of many sources lands the one that matters now; the others wait for their pass)."""
+    unknown = sorted(set(sources or ()) - set(cfg.source_names))
+    if unknown:
+        raise UnknownSourceError(f"unknown source(s) {', '.join(map(repr, unknown))}; "
+                                 f"the config's sources: {', '.join(cfg.source_names)}")
     defs = build_definitions(cfg)
     cursors = SyncCursors(state_store(cfg.state_url("index"), cfg.state_password_env),
                           legacy_file=cfg.resolve_path(cfg.state_dir) / "sync-cursors.json")
     out = SyncResult()
     sensors = [(d.name, f"{d.name}_delta_close_sensor") for d in cfg.datamarts]
     sensors += [(s.name, f"{s.name}_seal_sensor") for s in cfg.streams]
+    if sources is not None:
+        sensors = [(name, sensor) for name, sensor in sensors if name in sources]
     for name, sensor_name in sensors:
         with cursors.hold(name) as held:
             if not held:
@@ -270,8 +284,7 @@ def render(o: DeltaOutcome) -> str:
     which = f"delta {o.deltas[0]}" if len(o.deltas) == 1 else f"deltas {o.deltas[0]}-{o.deltas[-1]}"
     if o.cut:
         return f"{o.datamart} {which}: FAILED: {o.error}; cut in two, to land the deltas before the bad one"
-    tables = sorted(set(o.rows) | set(o.snapshot_rows))
-    detail = ", ".join(f"{t} +{o.rows.get(t, 0)} -> {o.snapshot_rows.get(t, '?')}" for t in tables)
+    detail = tables_detail(o)
     if o.success:
         return f"{o.datamart} {which}: landed ({detail})"
     if not o.snapshot_landed:
@@ -281,6 +294,19 @@ def render(o: DeltaOutcome) -> str:
     landed = ", ".join(["snapshot", *(a for a in o.landed_assets if a not in own)])
     failed = "; ".join(f"{a} FAILED: {why}" for a, why in sorted(o.failed_assets.items())) or f"FAILED: {o.error}"
     return f"{o.datamart} {which}: {landed} landed ({detail}); {failed}; the next sync runs {which} again"
+
+
+def tables_detail(o: DeltaOutcome) -> str:
+    """The tables the run changed, each with its increment's rows and the snapshot's after it,
+    then a count of the others: a line grows with what changed, not with the source's width."""
+    tables = sorted(set(o.rows) | set(o.snapshot_rows))
+    # Without the increment's rows (a run of the snapshot alone), the snapshot's tables are named.
+    changed = [t for t in tables if o.rows.get(t)] if o.rows else tables
+    said = [f"{t} +{o.rows.get(t, 0)} -> {o.snapshot_rows.get(t, '?')}" for t in changed]
+    others = len(tables) - len(changed)
+    if others:
+        said.append(f"{others} other table{'s' if others > 1 else ''} unchanged")
+    return ", ".join(said) or "no table"
 
 
 # A source's own assets (platform_assets/prostore/assets.py, streams/assets.py): the rest of a

@@ -51,11 +51,13 @@ from resources.lake.prostore import (IncrementDelta, TableStats, changelog_histo
                                      land_increment_tables, landed_deltas, record_increments)
 from resources.lake.key_check import KeyCheckPlan
 from resources.lake.prostore_history import history_ident
+from resources.lake.prostore_progress import tables_to_read
 from resources.lake.prostore_snapshot import apply_snapshots, snapshot_progress
 from resources.lake.side_by_side import side_by_side
 from resources.prostore.delta_index import DeltaIndex
 from resources.spark.iceberg import ensure_table, replace_deltas
 from resources.spark.kafka_reader import table_changes, task_errors
+from resources.state.delta_marks import DeltaMarks
 
 
 @dataclass(frozen=True)
@@ -121,8 +123,11 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
                                                                       changelog_job, tables_landed))
         # The target's tables, as the snapshot will see them: from this run's changelog if it lands it.
         tables = list(data_tables(replay_changelog(records[target]))) if changelog_job is not None else None
-        before_job = start(keys.snapshot, lambda: _lake_before_run(session, layout, datamart, target, tables,
-                                                                   backup[0].delta_num))
+        before_job = start(keys.snapshot, lambda: _lake_before_run(
+            session, layout, datamart, target, tables, backup[0].delta_num,
+            mark=DeltaMarks(index.store).get(datamart).landed_through if tables else None,
+            run_changes=frozenset(t for b in backup for t in (tables or ()) if b.table_refs(t)),
+            run_schemas=tuple(data_tables(replay_changelog(records[b.delta_num])) for b in backup) if tables else ()))
         early_job = pool.submit(timed, keys.snapshot, lambda: _early_history(
             session, layout, datamart, target, records[target], before_job, tables_landed)) if early else None
     done = {f.result().key: f.result() for f in (signal_job, changelog_job, increment_job, before_job) if f}
@@ -264,10 +269,13 @@ class _SnapshotInputs:
     progress: dict[str, int | None]
     known_from: int | None = None  # landed and history hold the deltas from this one on only
     rows: dict[str, int] = field(default_factory=dict)  # {ident: live rows before the run}, from summaries
+    # The tables whose progress the source's mark gave (not read: neither refreshed nor counted).
+    unread: frozenset[str] = frozenset()
 
 
 def _lake_before_run(session, layout: LakeLayout, datamart: str, target: int,
-                     tables: list[str] | None, first: int | None = None) -> _SnapshotInputs:
+                     tables: list[str] | None, first: int | None = None, *, mark: int | None = None,
+                     run_changes: frozenset[str] = frozenset(), run_schemas: tuple = ()) -> _SnapshotInputs:
     """What the snapshot needs of the lake as it was before this run: the last applied delta of
     the target's tables (`tables`, or as the lake's changelog of the target says) and their
     rows, and the manifest and changelog history from the lowest of those deltas on (the meta
@@ -277,23 +285,37 @@ def _lake_before_run(session, layout: LakeLayout, datamart: str, target: int,
     With `tables` known, the three reads go side by side, the meta tables' read from the delta
     before the run's `first` (the lowest last applied delta of a lake that is up to date, as it
     is in steady running: a delta that leaves a table as it was still tags it); a lake behind
-    that reads them again from where it is."""
+    that reads them again from where it is. When the source's `landed_through` `mark` is that
+    delta, only the tables the run changes (`run_changes`: rows in its increments; then any
+    with rows or a DDL change after the mark, `run_schemas` being the run's deltas' tables) are
+    read; the others are at the mark (resources/lake/prostore_progress.py says why that is exact)."""
     rows: dict[str, int] = {}
     if tables:
         guess = (target if first is None else first) - 1
+        trusted = mark is not None and mark == guess
+        asked = [t for t in tables if t in run_changes] if trusted else tables
         progress, landed, history = side_by_side(lambda read: read(), [
-            (lambda: snapshot_progress(session, layout, datamart, tables, rows=rows),),
+            (lambda: snapshot_progress(session, layout, datamart, asked, rows=rows) if asked else {},),
             (lambda: landed_deltas(session, layout, datamart, since=guess),),
             (lambda: changelog_history(session, layout, datamart, since=guess),)])
-        low = None if None in progress.values() else min(progress.values())
+        unread: frozenset[str] = frozenset()
+        if trusted:
+            read = tables_to_read(tables, mark=mark, first=guess + 1, landed=landed, history=history,
+                                  run_changes=run_changes, run_schemas=run_schemas)
+            rest = [t for t in tables if t not in asked and (read is None or t in read)]
+            if rest:
+                progress |= snapshot_progress(session, layout, datamart, rest, rows=rows)
+            unread = frozenset(layout.snapshot(datamart, t) for t in tables if t not in asked and t not in rest)
+            progress |= dict.fromkeys(unread, mark)
+        low = None if None in progress.values() else min(progress.values(), default=None)
         if low is not None and low < guess:
             landed, history = side_by_side(lambda read: read(), [
                 (lambda: landed_deltas(session, layout, datamart, since=low),),
                 (lambda: changelog_history(session, layout, datamart, since=low),)])
         if low is not None and low in landed:
-            return _SnapshotInputs(landed, history, progress, low, rows)
+            return _SnapshotInputs(landed, history, progress, low, rows, unread)
         return _SnapshotInputs(landed_deltas(session, layout, datamart),
-                               changelog_history(session, layout, datamart), progress, rows=rows)
+                               changelog_history(session, layout, datamart), progress, rows=rows, unread=unread)
     landed = landed_deltas(session, layout, datamart)
     history = changelog_history(session, layout, datamart)
     tables = list(data_tables(replay_changelog(history.get(target, []))))
@@ -319,7 +341,7 @@ def _apply_snapshot(session, layout: LakeLayout, datamart: str, target: int, inp
                     key_check: KeyCheckPlan = KeyCheckPlan()):
     applied = apply_snapshots(session, layout, datamart, target, history=inputs.history, landed=inputs.landed,
                               progress=inputs.progress, known_from=inputs.known_from, keep_history=keep_history,
-                              history_written=history_written, rows=inputs.rows)
+                              history_written=history_written, rows=inputs.rows, unread=inputs.unread)
     if key_check.deltas is None and not key_check.every_key:  # not due: the rows as the commits count them
         return applied, _summary_rows(layout, datamart, target, inputs, applied), [
             key_check_not_due(key, applied, key_check.next_due, check_name=checks.PK_UNIQUE)]
@@ -333,11 +355,14 @@ def _apply_snapshot(session, layout: LakeLayout, datamart: str, target: int, inp
 def _summary_rows(layout: LakeLayout, datamart: str, target: int, inputs: _SnapshotInputs,
                   applied: list) -> dict[str, int]:
     """{table: rows} of the target's tables after the run, with no scan: a table the run
-    committed to, as its last commit's summary counts them; any other, as its summary did before
-    the run (`LIVE_ROWS_SQL` says when that is exact)."""
+    committed to, as its last commit's summary counts them; any other whose progress was read,
+    as its summary did before the run (`LIVE_ROWS_SQL` says when that is exact). A table the
+    source's mark answered for (`unread`: the run left it alone) is not counted: that would
+    cost the per-table read the mark saves."""
     after = {a.table: a.live_rows for a in applied if a.live_rows is not None}
     tables = data_tables(replay_changelog(inputs.history.get(target, [])))
-    return {t: after[t] if t in after else inputs.rows.get(layout.snapshot(datamart, t), 0) for t in sorted(tables)}
+    return {t: after[t] if t in after else inputs.rows.get(layout.snapshot(datamart, t), 0) for t in sorted(tables)
+            if t in after or layout.snapshot(datamart, t) not in inputs.unread}
 
 
 def _signal_materialized(context, key: dg.AssetKey, outcome: Outcome,

@@ -20,6 +20,7 @@ from resources.lake.prostore_history import (all_closed, mark_history_start, sna
                                              stamped, version_fields, write_closed_versions, write_history)
 from resources.lake.side_by_side import side_by_side
 from resources.lake.versions_view import follow_columns
+from resources.spark import existence
 from resources.spark.iceberg import ensure_table, table_exists, without_session_properties
 from resources.spark.iceberg import DeltaCommit
 from resources.spark.iceberg_reads import InsideFold, live_rows, record_unchanged, writer_progress
@@ -52,7 +53,7 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
                     progress: Mapping[str, int | None] | None = None,
                     known_from: int | None = None, keep_history: bool = True,
                     history_written: Mapping[tuple[str, int], KeyFilter | None] | None = None,
-                    rows: Mapping[str, int] | None = None) -> list[Applied]:
+                    rows: Mapping[str, int] | None = None, unread: frozenset[str] = frozenset()) -> list[Applied]:
     """Bring every snapshot table of the datamart to delta `target`, delta by delta, in order.
 
     Each table starts after its own last applied delta (from its commit summaries), so a crash
@@ -73,7 +74,9 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
     history the caller has written already, from the table as it is now
     (platform_assets/prostore/early_history.py), for a plain one-delta step.
     `rows`: {ident: live rows} of the tables as `snapshot_progress` read them (the MERGEs weigh
-    their key filter with them instead of asking).
+    their key filter with them instead of asking). `unread`: idents in `progress` whose progress
+    came from the source's mark, not from a read (resources/lake/prostore_progress.py): their
+    cached metadata is refreshed before their first tag, as that read would have.
     """
     landed = landed_deltas(spark, layout, datamart) if landed is None else landed
     written = history_written or {}
@@ -119,6 +122,7 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
                          column_transition(before, entity) if before is not None else None))
             last[name] = n
     prepared = _prepare_ranges(spark, layout, datamart, plan)
+    unrefreshed = set(unread)
 
     def step_done(step, commit_id: str) -> list[Applied]:
         deltas, entity = [n for n, *_ in step], step[-1][1]
@@ -128,9 +132,12 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
                                  commit_id, keep_history, sum(stats.rows for _, _, stats, _ in step), size)
         else:
             n, entity, stats, transition = step[0]
+            ident = layout.snapshot(datamart, entity.name)
             commit = _apply_delta(spark, layout, datamart, n, entity, stats, transition, prepared.get(entity.name),
                                   commit_id, keep_history, history_written=(entity.name, n) in written,
-                                  target_size=size, key_filter=written.get((entity.name, n)))
+                                  target_size=size, key_filter=written.get((entity.name, n)),
+                                  refreshed=ident not in unrefreshed)
+            unrefreshed.discard(ident)  # a table's steps run one after another
         failpoint("snapshot.table_done")
         after = live_rows(commit.summary) if commit is not None else None
         return [Applied(n, e.name, stats.upserts, stats.deletes, after) for n, e, stats, _ in step]
@@ -270,17 +277,22 @@ def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_n
 def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: EntitySchema, stats: TableStats,
                  transition: ColumnTransition | None, prepared=None, commit_id: str | None = None,
                  keep_history: bool = True, history_written: bool = False,
-                 target_size: int | None = None, key_filter: KeyFilter | None = None) -> DeltaCommit | None:
+                 target_size: int | None = None, key_filter: KeyFilter | None = None,
+                 refreshed: bool = True) -> DeltaCommit | None:
     """One commit taking one snapshot table from its state after the previous delta to delta n
     (returned; None when the delta left the table as it was: a tag records it).
 
     `transition`: how the table's columns changed since the delta last applied (None: not
     known, nothing to carry over). `prepared`: the table's checked changes of a range
     (`_prepare_ranges`), used when the delta's columns did not change. `history_written`: the
-    versions the delta closes are in the history already (written from the same pre-state)."""
+    versions the delta closes are in the history already (written from the same pre-state).
+    `refreshed`: the session's cached metadata of the table was refreshed by this run's
+    progress read (False: refreshed here, before anything reads it)."""
     from pyspark.sql import functions as F
 
     ident = layout.snapshot(datamart, entity.name)
+    if not refreshed:
+        existence.refreshed(spark, ident)
     existed = table_exists(spark, ident)
     before = spark.table(ident).schema if existed else None  # read once: each read is a round trip
     had = {f.name.lower() for f in before.fields} if before is not None else set()
@@ -305,7 +317,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
     schema = table.schema if before is None or ensured.changed else before
     if stats.rows == 0 and not carry:
         # Nothing changed: the tag alone records delta n, cheaply. The table was refreshed when
-        # this run read its progress (`snapshot_progress`), and the run holds the datamart.
+        # this run read its progress (`snapshot_progress`) or above, and the run holds the datamart.
         record_unchanged(spark, ident, schema, n, new=not existed, refresh=False)
         return None
     keys = list(entity.primary_key)

@@ -1,0 +1,235 @@
+"""Does a delta cost what it changes, whatever the datamart's width? (issue 57)
+
+Two Prostore datamarts on one lake, one Dagster instance and one warm Spark Connect server: one
+of 2 tables and one of `--wide` tables (same columns). Delta 0 loads `--initial` rows into every
+table (the first delta: every table created); each later delta changes the same 2 tables only
+(`--rows` inserts, half as many updates, a quarter as many deletes each), so both datamarts
+land the same change and differ only by the tables it leaves alone. Every delta goes the
+platform's real path: its signal events and BACKUP_TO_KAFKA increment published to Kafka, then
+one `sync` (the sensor's code, then the delta's run, in process) of that datamart alone.
+
+Per delta and width: `sync`'s seconds, the files the lake gained (data files, and metadata:
+`*.metadata.json`, i.e. catalog commits, manifests and manifest lists), and with `--sql` the
+Spark SQL executions the server ran. The first delta is reported apart (it creates the tables);
+the steady figure is the median of the others, and the ratio wide/narrow is the figure of
+merit (goal: <= 1.2x seconds, <= 1.1x files). The two widths alternate delta by delta, so a
+busy machine weighs on both alike. Every changed table as of the last delta, and an untouched
+one, are compared with the bench's own truth (a benchmark of wrong results is void).
+
+    python bench/width_bench.py [--wide 50] [--deltas 4] [--rows 200] [--initial 100] [--sql]
+
+Results: bench-results/width.json and lines on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import dagster as dg  # noqa: E402
+
+from bench.engine import bench_engine  # noqa: E402
+from bench.sql_log import SqlLog, free_port, ui_conf  # noqa: E402
+from platform_assets.config import parse_config  # noqa: E402
+from platform_assets.definitions import resources_for  # noqa: E402
+from platform_assets.sync import sync  # noqa: E402
+from resources.codecs.backup import ChangelogRecord  # noqa: E402
+from resources.codecs.backup_writer import BackupWriteOptions, TableChanges, encode_increment  # noqa: E402
+from resources.codecs.ddl import replay_changelog  # noqa: E402
+from resources.codecs.signal import DeltaClose, DeltaOpen, SignalEvent, SignalKey, WriteOk, encode_signal  # noqa: E402
+from resources.emulator.outgoing import BACKUP, SIGNAL, Outgoing  # noqa: E402
+from resources.kafka.admin import create_topic  # noqa: E402
+from resources.kafka.broker import kafka_bootstrap  # noqa: E402
+from resources.kafka.publish import publish  # noqa: E402
+from resources.lake.layout import LakeLayout  # noqa: E402
+from resources.lake.read import rows_as_of  # noqa: E402
+
+START = dt.datetime(2024, 2, 28, 8, 0, 0, tzinfo=dt.timezone.utc)
+CHANGED = 2  # tables every steady delta changes, in both datamarts
+
+
+class Datamart:
+    """One datamart of `width` tables t000.. (id, name, amount): its changelog, the truth of
+    every table after each delta, and each delta's messages."""
+
+    def __init__(self, name: str, width: int):
+        self.name, self.width = name, width
+        self.tables = [f"t{i:03d}" for i in range(width)]
+        self.changelog = [ChangelogRecord(i + 1, name, f"CREATE TABLE {name}.{t} (id BIGINT NOT NULL, "
+                                                        f"name VARCHAR(100), amount BIGINT, PRIMARY KEY (id)) "
+                                                        f"DISTRIBUTED BY (id)")
+                          for i, t in enumerate(self.tables)]
+        self.columns = {t: e.columns for t, e in replay_changelog(self.changelog).items()}
+        self.truth: dict[str, dict[int, dict]] = {t: {} for t in self.tables}
+        self.next_key = 1
+        self.cn = 0
+
+    def _row(self, key: int, version: int) -> dict:
+        return {"id": key, "name": f"row {key} v{version}", "amount": key * 7 + version}
+
+    def delta(self, n: int, *, initial: int, rows: int) -> list[Outgoing]:
+        """Delta n's signal events and increment: every table loaded at n = 0, else the first
+        `CHANGED` tables changed (inserts, updates, deletes of distinct keys)."""
+        changes: dict[str, list[dict]] = {}
+        for t in (self.tables if n == 0 else self.tables[:CHANGED]):
+            state, out = self.truth[t], []
+            alive = sorted(state)
+            updated, deleted = alive[:rows // 2], alive[rows // 2:rows // 2 + rows // 4]
+            for k in updated:
+                state[k] = self._row(k, n)
+                out.append({**state[k], "sys_op": 0})
+            for k in deleted:
+                out.append({**state.pop(k), "sys_op": 1})
+            for k in range(self.next_key, self.next_key + (initial if n == 0 else rows)):
+                state[k] = self._row(k, n)
+                out.append({**state[k], "sys_op": 0})
+            self.next_key += initial if n == 0 else rows
+            changes[t] = out
+        when = START + dt.timedelta(minutes=n)
+        signals = [DeltaOpen(n)]
+        for t, out in changes.items():
+            self.cn += 1
+            signals.append(WriteOk(t, self.cn, int(when.timestamp() * 1_000_000), len(out)))
+        signals.append(DeltaClose(n, when + dt.timedelta(seconds=30)))
+        msgs = []
+        for i, value in enumerate(signals):
+            code = {DeltaOpen: "DELTA_OPEN", WriteOk: "WRITE_OK", DeltaClose: "DELTA_CLOSE"}[type(value)]
+            k, v = encode_signal(SignalEvent(SignalKey(self.name, when + dt.timedelta(seconds=i), code,
+                                                       str(uuid.uuid4())), value))
+            msgs.append(Outgoing(SIGNAL, 0, k, v, f"{self.name}:{code}"))
+        date_us = int((when + dt.timedelta(seconds=30)).timestamp() * 1_000_000)
+        tables = {t: TableChanges(self.columns[t], out) for t, out in changes.items()}
+        for m in encode_increment(self.name, n, date_us, str(uuid.uuid4()), self.changelog, tables,
+                                  BackupWriteOptions(chunk_size=1000, streams=1, partitions=1)):
+            msgs.append(Outgoing(BACKUP, m.partition, m.key, m.value, m.note))
+        return msgs
+
+    def expected(self, table: str) -> list[dict]:
+        return [self.truth[table][k] for k in sorted(self.truth[table])]
+
+
+def lake_files(lake: Path, namespace: str) -> dict[str, int]:
+    """{kind: files} under the datamart's namespaces of the lake folder (Hadoop catalog)."""
+    counts = {"data": 0, "metadata_json": 0, "manifests": 0, "other": 0}
+    for root, _, files in os.walk(lake):
+        if f"{os.sep}{namespace}" not in root:
+            continue
+        for f in files:
+            if f.endswith(".crc") or f == "version-hint.text":
+                continue
+            kind = ("data" if f.endswith(".parquet") else "metadata_json" if f.endswith(".metadata.json")
+                    else "manifests" if f.endswith(".avro") else "other")
+            counts[kind] += 1
+    return counts
+
+
+def run(args) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="deltaport-width-bench-"))
+    os.environ["DAGSTER_HOME"] = str(work / "dagster")
+    (work / "dagster").mkdir()
+    marts = {w: Datamart(f"width{w}", w) for w in (CHANGED, args.wide)}
+    res: dict = {"config": vars(args) | {"out": str(args.out)}, "deltas": {w: [] for w in marts}}
+    ui_port = free_port() if args.sql else None
+    try:
+        with kafka_bootstrap() as bootstrap, bench_engine(work, conf=ui_conf(ui_port) if ui_port else None) as engine:
+            sql = SqlLog(ui_port) if ui_port else None
+            cfgs, topics = {}, {}
+            for w, dm in marts.items():
+                topics[w] = {SIGNAL: f"width.signal.{dm.name}.{os.getpid()}",
+                             BACKUP: f"width.backup.{dm.name}.{os.getpid()}"}
+                for t in topics[w].values():
+                    create_topic(bootstrap, t)
+                cfgs[w] = parse_config({"datamarts": [{"name": dm.name, "signal_topic": topics[w][SIGNAL],
+                                                       "backup_topic": topics[w][BACKUP]}],
+                                        "kafka": {"bootstrap_servers": bootstrap},
+                                        "spark": {"remote": engine.url},
+                                        "lake": {"catalog": "lake", "warehouse": str(work / "lake")},
+                                        "state_dir": str(work / "state")})
+            layout = LakeLayout("lake")
+            with dg.DagsterInstance.get() as instance:
+                for n in range(args.deltas):
+                    for w, dm in marts.items():
+                        before = lake_files(work / "lake", dm.name)
+                        publish(dm.delta(n, initial=args.initial, rows=args.rows), bootstrap, topics[w])
+                        if sql:
+                            sql.mark()
+                        t0 = time.perf_counter()
+                        out = sync(cfgs[w], instance, echo=lambda line: None)
+                        seconds = time.perf_counter() - t0
+                        after = lake_files(work / "lake", dm.name)
+                        entry = {"delta": n, "seconds": round(seconds, 2), "landed": [d for _, d in out.landed()],
+                                 "files": {k: after[k] - before[k] for k in after}}
+                        if sql:
+                            entry["sql_executions"] = len(sql.since())
+                        res["deltas"][w].append(entry)
+                        print(f"{dm.name} delta {n}: {seconds:.2f} s, files {entry['files']}"
+                              + (f", {entry['sql_executions']} SQL executions" if sql else ""), flush=True)
+                spark = resources_for(cfgs[CHANGED])["spark"].get_session()
+                last = args.deltas - 1
+                res["equal"] = all(
+                    rows_as_of(spark, layout, dm.name, t, last) == dm.expected(t)
+                    and res["deltas"][w][-1]["landed"] == [last]
+                    for w, dm in marts.items() for t in dm.tables[:CHANGED] + dm.tables[-1:])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    res["summary"] = summarize(res["deltas"], args.wide)
+    return res
+
+
+def summarize(deltas: dict[int, list[dict]], wide: int) -> dict:
+    def steady(w: int, key) -> float:
+        return statistics.median(key(e) for e in deltas[w][1:])
+
+    out: dict = {}
+    for w in (CHANGED, wide):
+        out[f"first_delta_s_{w}"] = deltas[w][0]["seconds"]
+        out[f"steady_s_{w}"] = steady(w, lambda e: e["seconds"])
+        out[f"steady_files_{w}"] = steady(w, lambda e: sum(e["files"].values()))
+        out[f"steady_commits_{w}"] = steady(w, lambda e: e["files"]["metadata_json"])
+        if "sql_executions" in deltas[w][0]:
+            out[f"steady_sql_executions_{w}"] = steady(w, lambda e: e["sql_executions"])
+    for what in ("s", "files", "commits"):
+        out[f"steady_{what}_ratio"] = round(out[f"steady_{what}_{wide}"] / max(out[f"steady_{what}_{CHANGED}"], 1e-9), 2)
+    out["first_delta_ratio"] = round(out[f"first_delta_s_{wide}"] / out[f"first_delta_s_{CHANGED}"], 2)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--wide", type=int, default=50, help="tables of the wide datamart (the narrow one has 2)")
+    ap.add_argument("--deltas", type=int, default=4, help="deltas per datamart; the first creates the tables")
+    ap.add_argument("--rows", type=int, default=200, help="inserts per changed table per steady delta")
+    ap.add_argument("--initial", type=int, default=100, help="rows of every table at delta 0")
+    ap.add_argument("--sql", action="store_true", help="count the Spark SQL executions of each delta")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench-results" / "width.json")
+    args = ap.parse_args(argv)
+    if args.deltas < 2:
+        ap.error("--deltas must be at least 2 (the first one creates the tables)")
+    logging.basicConfig(level=logging.WARNING)
+    res = run(args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(res, indent=2, default=str) + "\n")
+    sm = res["summary"]
+    print(json.dumps(sm))
+    print(f"steady delta, {args.wide} tables against 2: {sm['steady_s_ratio']}x seconds, "
+          f"{sm['steady_files_ratio']}x files, {sm['steady_commits_ratio']}x commits; first delta "
+          f"{sm['first_delta_ratio']}x; equal {res['equal']}")
+    print(f"wrote {args.out}")
+    return 0 if res["equal"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
