@@ -98,6 +98,9 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
     history_key = keys.history if keep_history else None
     refuse_history_alone(chosen, history=history_key, snapshot=keys.snapshot)
     span, target = delta_span(backup), backup[-1].delta_num
+    # The run's quarantined backup messages by delta: counted on each increment partition, named by a check.
+    bad = index.delta_quarantine(backup[0].topic, datamart, backup[0].delta_num, target) \
+        if keys.increment in chosen else {}
     outcomes: list[Outcome] = []
     records: dict[int, list] = {}
     if chosen & {keys.changelog, keys.increment}:
@@ -149,7 +152,7 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
         todo, stats = done[keys.increment].result
         phase2.append((keys.increment, lambda: checks.increment_checks(
             session, layout, datamart, [(b, t.entities, stats[b.delta_num]) for b, t in zip(backup, todo)],
-            index, key=keys.increment)))
+            index, key=keys.increment) + [checks.quarantine_check(backup[0].topic, bad, key=keys.increment)]))
     before = done.get(keys.snapshot)
     if before is not None and before.error is None and all(o.error is None for o in landing):
         snapshot_inputs = _merged(before.result, done.get(keys.changelog), done.get(keys.increment), records)
@@ -164,7 +167,7 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
                                   (keys.changelog, lambda k, o: _changelog_materialized(context, k, o, backup,
                                                                                         records)),
                                   (keys.increment, lambda k, o: _increment_materialized(context, said, k, o,
-                                                                                        backup, layout, datamart))):
+                                                                                        backup, layout, datamart, bad))):
             if key in done:
                 outcomes.append(done[key])
                 if done[key].error is None:
@@ -364,9 +367,9 @@ def _changelog_materialized(context, key: dg.AssetKey, outcome: Outcome, backup:
 
 
 def _increment_materialized(context, said: list[str], key: dg.AssetKey, outcome: Outcome, backup: list[BackupSlice],
-                            layout: LakeLayout, datamart: str) -> dg.MaterializeResult:
-    """The increment's materialization, each delta's counts on its own partition; each delta's
-    rows per table go to the step's log line (`said`)."""
+                            layout: LakeLayout, datamart: str, bad: dict[int, list]) -> dg.MaterializeResult:
+    """The increment's materialization, each delta's counts on its own partition (`bad`: its
+    quarantined messages); each delta's rows per table go to the step's log line (`said`)."""
     todo, stats = outcome.result
     by_delta = {}
     for b, landed in zip(backup, todo):
@@ -380,7 +383,8 @@ def _increment_materialized(context, said: list[str], key: dg.AssetKey, outcome:
             "rows": sum(s.rows for s in mine), "upserts": sum(s.upserts for s in mine),
             "deletes": sum(s.deletes for s in mine), **{f"rows/{s.table}": s.rows for s in sorted(mine, key=_table)},
             "delta_date": dg.TimestampMetadataValue(b.report.delta_date / 1e6), "increment_id": b.report.chosen,
-            "offsets": b.offsets(), "bytes": b.value_bytes, "messages": len(b.refs)}
+            "offsets": b.offsets(), "bytes": b.value_bytes, "messages": len(b.refs),
+            "bad_messages": len(bad.get(b.delta_num, ()))}
     per_delta_metadata(context, key, by_delta)
     whole = {"deltas": delta_span(backup), "seconds": round(outcome.seconds, 3)}
     if len(backup) > 1:  # the run's totals, under names no partition's own counts share

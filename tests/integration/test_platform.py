@@ -111,6 +111,7 @@ def test_sensor_runs_land_every_delta_equal_to_the_truth(spark_remote, kafka_boo
     landed = {dm: [] for dm in DATAMARTS}
     runs = {False: 0, True: 0}  # single-delta runs, range runs
     skip_reasons = []
+    evaluations = []  # every check evaluation of every run
     with dg.instance_for_test() as instance:
         for round_ in range(2):
             idle = 0
@@ -125,7 +126,9 @@ def test_sensor_runs_land_every_delta_equal_to_the_truth(spark_remote, kafka_boo
                         deltas = request_deltas(req)
                         assert len(deltas) <= 4
                         assert req.run_key == f"{dm}:" + "-".join(map(str, sorted({deltas[0], deltas[-1]})))
-                        assert execute(defs, instance, req).success
+                        run = execute(defs, instance, req)
+                        assert run.success
+                        evaluations += run.get_asset_check_evaluations()
                         for n in deltas:  # exact as of every delta of a range
                             check_against_truth(spark, layout, sc, dm, n)
                         landed[dm] += deltas
@@ -145,6 +148,18 @@ def test_sensor_runs_land_every_delta_equal_to_the_truth(spark_remote, kafka_boo
             for name in ("increment_complete", "rows_reconciled_with_write_ok", "schema_matches_changelog"):
                 ev = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(key, name))
                 assert ev is not None and ev.evaluation.passed, (dm, name)
+        # The truncated copy of a data message: counted on its delta's increment partition, and
+        # named (topic, partition, offset) by a check that warns; every other run's check passes.
+        victim = next(m.note for m in sc.messages if m.note.startswith("backup:truncated_container of "))
+        dm, n = victim.split(" of ")[1].split(":")[0], int(victim.split(" of ")[1].split(":")[1])
+        (mat,) = instance.fetch_materializations(dg.AssetRecordsFilter(
+            asset_key=dg.AssetKey([dm, "increment"]), asset_partitions=[partition_key(n)]), limit=1).records
+        assert mat.asset_materialization.metadata["bad_messages"].value >= 1
+        quarantine = [e for e in evaluations if e.check_name == "no_quarantined_messages"]
+        warned = [e for e in quarantine if not e.passed]
+        assert len(warned) == 1 and warned[0].severity == dg.AssetCheckSeverity.WARN, warned
+        assert f"delta {n}: bad_container_file at topic '{topics[BACKUP]}' partition" in warned[0].description
+        assert len(quarantine) == sum(runs.values()) and warned[0].asset_key == dg.AssetKey([dm, "increment"])
 
         # re-materializing a range of partitions (as a UI backfill would) changes nothing
         dm, first = "marketing", sorted(sc.truth["marketing"])[2]
