@@ -60,7 +60,7 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
     # The Kafka IO managers read these from the op's tags (platform_assets/io_managers/).
     about_inputs = {"datamart": dm, **({"bootstrap_topic": boot.topic, "bootstrap_last_delta": boot.last_delta}
                                        if boot else {})}
-    ins = {"backup": dg.AssetIn(key=backup_topic)}
+    ins = {"backup": dg.AssetIn(key=backup_topic, input_manager_key=BACKUP_IO)}
     boot_deps = [topic_key(boot.topic)] if boot else []  # lineage: the snapshot topic feeds them too
     read_kinds, lake_kinds = {"kafka", "spark", "iceberg"}, {"spark", "iceberg"}
     specs = [
@@ -80,7 +80,7 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
                                   tables=f"`{history_ident(layout, dm, '<table>')}`"))
     if not datamart.backup_only:
         signal_topic = topic_key(datamart.signal_topic)
-        ins["signal"] = dg.AssetIn(key=signal_topic)
+        ins["signal"] = dg.AssetIn(key=signal_topic, input_manager_key=SIGNAL_IO)
         specs.insert(0, dg.AssetSpec(
             keys.signal_events, deps=[signal_topic], kinds=read_kinds,
             metadata=table_metadata(layout.meta(dm, "signal_events"), SIGNAL_COLUMNS),

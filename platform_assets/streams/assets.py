@@ -80,7 +80,7 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_
 
     # The stream IO manager reads `source` and `format` from the op's tags.
     @dg.multi_asset(
-        name=f"{src}_deltas", specs=specs, ins={"topic": dg.AssetIn(key=topic)}, can_subset=True, group_name=src,
+        name=f"{src}_deltas", specs=specs, ins={"topic": dg.AssetIn(key=topic, input_manager_key=STREAM_IO)}, can_subset=True, group_name=src,
         partitions_def=delta_partitions(src),
         check_specs=[*checks.increment_check_specs(keys.increment), *checks.snapshot_check_specs(keys.snapshot)],
         op_tags={f"{INPUT_TAG_PREFIX}source": src, f"{INPUT_TAG_PREFIX}format": stream.format},

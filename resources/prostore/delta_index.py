@@ -390,6 +390,11 @@ class DeltaIndex(StoreTables):
                 totals[body["entity"]] = totals.get(body["entity"], 0) + int(body["rowsAffected"])
         return totals
 
+    def quarantined_count(self, topic: str) -> int:
+        """How many messages of `topic` are quarantined (a sensor observes it every tick)."""
+        with self._connect() as db:
+            return db.execute("SELECT count(*) FROM quarantine WHERE topic = ?", (topic,)).fetchone()[0]
+
     def quarantine(self, topic: str | None = None) -> list[dict]:
         with self._connect() as db:
             rows = db.execute('SELECT topic, partition, "offset", part, kind, reason FROM quarantine '

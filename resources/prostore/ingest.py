@@ -44,13 +44,14 @@ class IngestResult:
     quarantined: Counter = field(default_factory=Counter)
     remaining: int = 0  # messages left after this call's budget
     errors: list[str] = field(default_factory=list)  # the first few, rendered with location
+    marks: dict[int, tuple[int, int]] = field(default_factory=dict)  # {partition: (low, high)} as read
 
 
 def ingest_topic(bootstrap: str, topic: str, index: DeltaIndex, kind: str, *, max_messages: int = 5000,
                  consumer_config: Mapping[str, object] | None = None, timeout: float = 30.0) -> IngestResult:
     """Index up to `max_messages` new messages of `topic` (`kind` is BACKUP or SIGNAL)."""
     result = IngestResult(topic)
-    marks = topic_ranges(bootstrap, topic, config=consumer_config, timeout=timeout)
+    marks = result.marks = topic_ranges(bootstrap, topic, config=consumer_config, timeout=timeout)
     progress = index.progress(topic)
     behind = {p: (o, marks[p][1]) for p, o in progress.items() if p in marks and o > marks[p][1]}
     if behind:

@@ -24,6 +24,7 @@ from resources.emulator.outgoing import BACKUP, SIGNAL
 from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
+from resources.kafka.scan import topic_ranges
 from resources.lake.layout import LakeLayout
 from resources.lake.read import rows_as_of
 
@@ -112,6 +113,7 @@ def test_sensor_runs_land_every_delta_equal_to_the_truth(spark_remote, kafka_boo
     runs = {False: 0, True: 0}  # single-delta runs, range runs
     skip_reasons = []
     evaluations = []  # every check evaluation of every run
+    observed = []  # the topics' observations of every tick
     with dg.instance_for_test() as instance:
         for round_ in range(2):
             idle = 0
@@ -120,6 +122,8 @@ def test_sensor_runs_land_every_delta_equal_to_the_truth(spark_remote, kafka_boo
                 for dm in DATAMARTS:
                     result = tick(defs, instance, dm, cursors[dm])
                     cursors[dm] = result.cursor
+                    seen = [e for e in result.asset_events or [] if e.asset_key.path[0] == "kafka"]
+                    observed.append(seen)
                     if result.skip_reason:
                         skip_reasons.append(str(result.skip_reason))
                     for req in result.run_requests:
@@ -138,6 +142,17 @@ def test_sensor_runs_land_every_delta_equal_to_the_truth(spark_remote, kafka_boo
             send_up_to(story, kafka_bootstrap, len(sc.messages))
         for dm in DATAMARTS:
             assert landed[dm] == sorted(sc.truth[dm]), f"{dm}: every closed delta lands once, in order"
+        # The topics' assets show what the sensor read, only when it moved: the last ticks (idle,
+        # every topic read through) observe nothing; the newest observation of the backup topic
+        # has its end offsets and its bad messages.
+        assert observed[-1] == [] and observed[-2] == []
+        newest = {}
+        for e in (e for seen in observed for e in seen):
+            newest[e.asset_key.path[-1]] = e.metadata
+        assert set(newest) == set(topics.values())
+        ends = {str(p): hi for p, (_, hi) in topic_ranges(kafka_bootstrap, topics[BACKUP]).items()}
+        assert newest[topics[BACKUP]]["high_water_marks"].value == ends
+        assert newest[topics[BACKUP]]["bad_messages"].value >= 2  # a bad key and a truncated copy, at least
         assert any("backup is not complete" in r or "not closed" in r for r in skip_reasons)
         assert runs[True], f"the backlog behind the lagging delta lands in range runs: {runs}"
         for dm in DATAMARTS:  # a lost cursor resumes after what landed: nothing is requested again
