@@ -21,7 +21,7 @@ import dagster as dg
 
 from platform_assets.build_on import build_delta_asset, load_user_code
 from platform_assets.config import ConfigError, PlatformConfig, load_config, maintenance_settings
-from platform_assets.engine import engine_for
+from platform_assets.engine import engine_for, tables_root
 from platform_assets.io_managers.prostore import BackupTopicIOManager, SignalTopicIOManager
 from platform_assets.io_managers.streams import StreamTopicIOManager
 from platform_assets.lag_check import build_lag_check
@@ -106,7 +106,7 @@ def _delta_selection(source: str, lag_check: dg.AssetChecksDefinition) -> dg.Ass
 
 def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
     layout = LakeLayout(cfg.lake.catalog, history_span=cfg.lake.history_partition_deltas,
-                        versions_views=catalog_keeps_views(cfg.lake.type))
+                        versions_views=catalog_keeps_views(cfg.lake.type), tables_root=tables_root(cfg))
     assets: list = list(_topic_specs(cfg))
     jobs, sensors, checks = [], [], []
     maintenance = maintenance_settings(cfg)

@@ -65,7 +65,7 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
     read_kinds, lake_kinds = {"kafka", "spark", "iceberg"}, {"spark", "iceberg"}
     specs = [
         dg.AssetSpec(keys.changelog, deps=[backup_topic, *boot_deps], kinds=read_kinds,
-                     metadata=table_metadata(layout.meta(dm, "changelog")),
+                     metadata=table_metadata(layout.meta(dm, "changelog"), uri=layout.location),
                      description=f"The schema changelog shipped with each increment of {dm}, parsed into entity "
                                  f"schemas, in {layout.meta(dm, 'changelog')}."),
         dg.AssetSpec(keys.increment, deps=[keys.changelog, backup_topic, *boot_deps], kinds=read_kinds,
@@ -83,7 +83,7 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
         ins["signal"] = dg.AssetIn(key=signal_topic, input_manager_key=SIGNAL_IO)
         specs.insert(0, dg.AssetSpec(
             keys.signal_events, deps=[signal_topic], kinds=read_kinds,
-            metadata=table_metadata(layout.meta(dm, "signal_events"), SIGNAL_COLUMNS),
+            metadata=table_metadata(layout.meta(dm, "signal_events"), SIGNAL_COLUMNS, uri=layout.location),
             description=f"Signal events of each delta of {dm} (DELTA_OPEN .. DELTA_CLOSE, WRITE_*, DDL), "
                         f"de-duplicated by eventLogId, in {layout.meta(dm, 'signal_events')}."))
     decorate = dg.multi_asset(

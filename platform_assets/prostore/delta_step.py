@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 
 import dagster as dg
 
-from platform_assets.delta_metadata import per_delta_metadata, tables_entry
+from platform_assets.delta_metadata import changed_tables, per_delta_metadata, tables_entry
 from platform_assets.history_asset import history_reported, refuse_history_alone
 from platform_assets.key_check_skipped import key_check_not_due
 from platform_assets.prostore import checks
@@ -54,7 +54,7 @@ from resources.lake.prostore_history import history_ident
 from resources.lake.prostore_snapshot import apply_snapshots, snapshot_progress
 from resources.lake.side_by_side import side_by_side
 from resources.prostore.delta_index import DeltaIndex
-from resources.spark.iceberg import ensure_table, replace_deltas
+from resources.spark.iceberg import committed_records, ensure_table, replace_deltas
 from resources.spark.kafka_reader import table_changes, task_errors
 
 
@@ -204,9 +204,11 @@ def _land_signal_events(session, layout: LakeLayout, datamart: str, signal: list
     frame = signal_frame(session, signal)
     ident = layout.meta(datamart, "signal_events")
     ensure_table(session, ident, frame.schema, partition_by=["delta_num"])
-    replace_deltas(session, ident, frame, [s.delta_num for s in signal])
+    commit = replace_deltas(session, ident, frame, [s.delta_num for s in signal])
+    live: dict[str, int] = {}  # the table's rows after the commit (one summary query, beside the increment)
+    committed_records(session, {ident: commit}, live=live)
     events = [e for s in signal for e in s.events]
-    return {"events": len(events), "by_code": dict(Counter(e["code"] for e in events)), "table": ident,
+    return {"row_count": live.get(ident), "events": len(events), "by_code": dict(Counter(e["code"] for e in events)), "table": ident,
             "deltas": delta_span(signal), "attempts": max((e["attempt"] or 0 for e in events), default=0)}
 
 
@@ -345,10 +347,13 @@ def _summary_rows(layout: LakeLayout, datamart: str, target: int, inputs: _Snaps
 
 def _signal_materialized(context, key: dg.AssetKey, outcome: Outcome,
                          signal: list[SignalSlice]) -> dg.MaterializeResult:
-    per_delta_metadata(context, key, {s.delta_num: {
+    by_delta = {s.delta_num: {
         "events": len(s.events), "dagster/partition_row_count": len(s.events),
         "by_code": dict(Counter(e["code"] for e in s.events)),
-        "attempts": max((e["attempt"] or 0 for e in s.events), default=0)} for s in signal})
+        "attempts": max((e["attempt"] or 0 for e in s.events), default=0)} for s in signal}
+    if outcome.result.get("row_count") is not None:  # the table's rows after the run, on its last delta
+        by_delta[signal[-1].delta_num]["dagster/row_count"] = outcome.result["row_count"]
+    per_delta_metadata(context, key, by_delta)
     whole = {k: v for k, v in outcome.result.items() if k in ("table", "deltas")}
     return dg.MaterializeResult(asset_key=key, metadata={**whole, "seconds": round(outcome.seconds, 3)})
 
@@ -414,14 +419,8 @@ def _snapshot_materialized(context, key: dg.AssetKey, outcome: Outcome, read_sec
     would cost a read per delta); its other partitions say the range's end instead."""
     applied, counts, results = outcome.result
     rows = {**{f"rows/{t}": c for t, c in counts.items()}, "rows": sum(counts.values())}
-    changed: dict[str, dict] = {}  # the tables the run's commits changed, with their rows after it
-    for a in applied:
-        if (a.upserts or a.deletes) and a.table in counts:
-            have = changed.setdefault(a.table, {"table": layout.snapshot(datamart, a.table), "rows": counts[a.table],
-                                                "upserts": 0, "deletes": 0, "columns": columns.get(a.table, "")})
-            have["upserts"] += a.upserts
-            have["deletes"] += a.deletes
-    per_delta_metadata(context, key, {target: {**rows, "tables": tables_entry(list(changed.values()))}})
+    changed = changed_tables(applied, counts, lambda t: layout.snapshot(datamart, t), columns)
+    per_delta_metadata(context, key, {target: {**rows, "tables": tables_entry(changed)}})
     whole = {"applied_deltas": sorted({a.delta_num for a in applied}), "seconds": round(read_seconds + outcome.seconds, 3)}
     if deltas > 1:
         whole.update({"range_end_delta": target, "range_end_rows": rows["rows"]})

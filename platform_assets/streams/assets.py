@@ -62,7 +62,7 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_
     topic = topic_key(stream.topic)
     read_kinds = {"kafka", "spark", "iceberg"}
     specs = [
-        dg.AssetSpec(keys.changelog, deps=[topic], kinds=read_kinds, metadata=table_metadata(layout.meta(src, "changelog")),
+        dg.AssetSpec(keys.changelog, deps=[topic], kinds=read_kinds, metadata=table_metadata(layout.meta(src, "changelog"), uri=layout.location),
                      description=f"Table structures, DDL events and key columns of each delta of {src} "
                                  f"({stream.format}), in {layout.meta(src, 'changelog')}."),
         dg.AssetSpec(keys.increment, deps=[keys.changelog, topic], kinds=read_kinds,

@@ -26,6 +26,7 @@ from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
 from resources.kafka.scan import topic_ranges
 from resources.lake.layout import LakeLayout
+from resources.lake.maintenance import table_location
 from resources.lake.read import rows_as_of
 
 pytestmark = pytest.mark.integration
@@ -163,6 +164,14 @@ def test_sensor_runs_land_every_delta_equal_to_the_truth(spark_remote, kafka_boo
             for name in ("increment_complete", "rows_reconciled_with_write_ok", "schema_matches_changelog"):
                 ev = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(key, name))
                 assert ev is not None and ev.evaluation.passed, (dm, name)
+        # The signal events' table: where the catalog put it, its rows after the last run.
+        ident = layout.meta("marketing", "signal_events")
+        node = defs.resolve_assets_def(dg.AssetKey(["marketing", "signal_events"])).specs_by_key
+        uri = node[dg.AssetKey(["marketing", "signal_events"])].metadata["dagster/uri"]
+        assert uri.removeprefix("file://") == table_location(spark, ident).removeprefix("file:")
+        mats = instance.fetch_materializations(dg.AssetKey(["marketing", "signal_events"]), limit=100).records
+        last = max(mats, key=lambda r: r.partition_key)  # the last delta's: counted as of it
+        assert last.asset_materialization.metadata["dagster/row_count"].value == spark.table(ident).count()
         # The truncated copy of a data message: counted on its delta's increment partition, and
         # named (topic, partition, offset) by a check that warns; every other run's check passes.
         victim = next(m.note for m in sc.messages if m.note.startswith("backup:truncated_container of "))

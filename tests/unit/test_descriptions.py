@@ -65,3 +65,15 @@ def test_single_table_assets_name_their_iceberg_table_for_the_catalog():
     assert "code" in [c.name for c in nodes["dm/signal_events"]["dagster/column_schema"].columns]
     assert nodes["dm/changelog"]["dagster/table_name"] == "lake.dm_meta.changelog"
     assert nodes["q/changelog"]["dagster/table_name"] == "lake.q_meta.changelog"
+
+
+def test_single_table_assets_give_their_location_where_the_catalog_places_tables_by_name():
+    sources = [{"name": "dm", "signal_topic": "s", "backup_topic": "b"}, {"name": "q", "format": "qlik", "topic": "t"}]
+    nodes = {n.key.to_user_string(): n.metadata
+             for n in build_definitions(parse_config({"sources": sources})).resolve_asset_graph().asset_nodes}
+    uri = nodes["dm/signal_events"]["dagster/uri"]
+    assert uri.startswith("file:///") and uri.endswith("/lake/dm_meta/signal_events")
+    assert nodes["q/changelog"]["dagster/uri"].endswith("/lake/q_meta/changelog")
+    rest = parse_config({"sources": sources, "lake": {"type": "rest", "uri": "http://127.0.0.1:1", "warehouse": "w"}})
+    nodes = {n.key.to_user_string(): n.metadata for n in build_definitions(rest).resolve_asset_graph().asset_nodes}
+    assert "dagster/uri" not in nodes["dm/signal_events"]  # the catalog chooses: not guessed
