@@ -37,7 +37,7 @@ import dagster as dg
 
 from platform_assets.config import ConfigError, PlatformConfig
 from platform_assets.deltas.partitions import delta_partitions, run_deltas
-from platform_assets.delta_metadata import per_delta_metadata, table_metadata
+from platform_assets.delta_metadata import per_delta_metadata, table_metadata, table_tags
 from platform_assets.engine import tables_root
 from resources.lake.layout import LakeLayout
 from resources.spark.resource import SparkResource
@@ -106,7 +106,7 @@ def build_delta_asset(asset: DeltaAsset, *, cfg: PlatformConfig) -> dg.AssetsDef
     @dg.asset(key=asset.key(), deps=[dg.AssetKey([source, SNAPSHOT])], group_name=source,
               partitions_def=delta_partitions(source), pool=f"deltaport_{source}", kinds={"spark", "iceberg"},
               backfill_policy=dg.BackfillPolicy.multi_run(cfg.sensor.max_deltas_per_run),
-              metadata=table_metadata(ident, uri=uri),
+              metadata=table_metadata(ident, uri=uri), tags=table_tags(ident),
               description=asset.description or f"{asset.name}, built on {source}'s snapshots, in {ident}.")
     def _user_asset(context: dg.AssetExecutionContext, spark: SparkResource) -> dg.MaterializeResult:
         session = spark.get_session()

@@ -17,7 +17,8 @@ entry, a table of the tables the delta changed (name, rows, upserts, deletes, co
 tables a delta leaves alone are not in it, so its size follows the delta, not the lake's width.
 
 Single-table assets (signal_events, changelog, a mart) also carry Dagster's table metadata:
-`dagster/table_name` on their definition (the catalog finds them by the Iceberg table's name),
+`dagster/table_name` on their definition (the catalog names their Iceberg table) and a
+`deltaport/table` tag (Dagster OSS's catalog and search find them by it: `table_tags`),
 `dagster/uri` where the catalog places tables by name (hadoop, JDBC: no call to the catalog),
 `dagster/column_schema` where the columns are known, `dagster/partition_row_count` on each
 partition's materialization, and `dagster/row_count` (the table's live rows after the run's
@@ -26,6 +27,7 @@ commit) where the commit's summary is read anyway or in a step that is not the d
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 
 import dagster as dg
@@ -53,6 +55,19 @@ def table_metadata(table_name: str, columns: list[tuple[str, str]] | None = None
     if columns:
         out["dagster/column_schema"] = dg.TableSchema(columns=[dg.TableColumn(n, t) for n, t in columns])
     return out
+
+
+TABLE_TAG = "deltaport/table"
+# What Dagster takes as a tag's value: a longer or odder table name gets no tag (the catalog still
+# names it through `dagster/table_name`; only the OSS catalog's filter by it is lost).
+_TAG_VALUE = re.compile(r"[A-Za-z0-9_.\-]{1,63}")
+
+
+def table_tags(table_name: str) -> dict[str, str]:
+    """A single-table asset's tag naming its Iceberg table: Dagster OSS's catalog cannot filter by
+    `dagster/table_name` (`table_name:` is a Dagster+ filter), but it can by tag:
+    `tag:"deltaport/table"="<table>"` in its search box lists the asset."""
+    return {TABLE_TAG: table_name} if _TAG_VALUE.fullmatch(table_name) else {}
 
 
 TABLES_SCHEMA = dg.TableSchema(columns=[

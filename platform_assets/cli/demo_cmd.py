@@ -1,10 +1,11 @@
 """`deltaport demo`: the platform end to end on embedded defaults.
 
 Starts a real Kafka broker (or uses $KAFKA_BOOTSTRAP_SERVERS), an emulated Prostore closing
-deltas over time (duplicates, a re-export and a lagging backup included; malformed messages, quarantined
-and named by a WARN check, with `--bad-input`) in two datamarts, `marketing` landed on its DELTA_CLOSE signals and `sourcedb` backup-only (from its
-backup increments alone), beside one Qlik Replicate, one DataWorks and one Datastream source (their changes arrive over
-the same time; the platform seals their deltas), and `dagster dev` with the daemon and the
+deltas over time (duplicates, a re-export and a lagging backup included; malformed messages,
+quarantined and named by a WARN check, with `--bad-input`) in two datamarts, `marketing` landed
+on its DELTA_CLOSE signals and `sourcedb` backup-only (from its backup increments alone), beside
+one Qlik Replicate, one DataWorks and one Datastream source (their changes arrive over the same
+time; the platform seals their deltas), and `dagster dev` with the daemon and the
 sensors on: the UI at http://127.0.0.1:3000 shows the deltas landing. Ctrl-C stops everything.
 
 `--once`: the same without the UI: emulate, land every delta headless (`deltaport sync`), print

@@ -29,7 +29,7 @@ import dagster as dg
 
 from platform_assets.config import DatamartConfig
 from platform_assets.deltas.topics import topic_key
-from platform_assets.delta_metadata import table_metadata
+from platform_assets.delta_metadata import table_metadata, table_tags
 from platform_assets.history_asset import history_spec
 from platform_assets.prostore import checks
 from platform_assets.maintenance_step import maintain_after_landing, maintenance_due
@@ -65,6 +65,7 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
     read_kinds, lake_kinds = {"kafka", "spark", "iceberg"}, {"spark", "iceberg"}
     specs = [
         dg.AssetSpec(keys.changelog, deps=[backup_topic, *boot_deps], kinds=read_kinds,
+                     tags=table_tags(layout.meta(dm, "changelog")),
                      metadata=table_metadata(layout.meta(dm, "changelog"), uri=layout.location),
                      description=f"The schema changelog shipped with each increment of {dm}, parsed into entity "
                                  f"schemas, in {layout.meta(dm, 'changelog')}."),
@@ -83,6 +84,7 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
         ins["signal"] = dg.AssetIn(key=signal_topic, input_manager_key=SIGNAL_IO)
         specs.insert(0, dg.AssetSpec(
             keys.signal_events, deps=[signal_topic], kinds=read_kinds,
+            tags=table_tags(layout.meta(dm, "signal_events")),
             metadata=table_metadata(layout.meta(dm, "signal_events"), SIGNAL_COLUMNS, uri=layout.location),
             description=f"Signal events of each delta of {dm} (DELTA_OPEN .. DELTA_CLOSE, WRITE_*, DDL), "
                         f"de-duplicated by eventLogId, in {layout.meta(dm, 'signal_events')}."))

@@ -166,8 +166,8 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
         for key, materialized in ((keys.signal_events, lambda k, o: _signal_materialized(context, k, o, signal)),
                                   (keys.changelog, lambda k, o: _changelog_materialized(context, k, o, backup,
                                                                                         records)),
-                                  (keys.increment, lambda k, o: _increment_materialized(context, said, k, o,
-                                                                                        backup, layout, datamart, bad))):
+                                  (keys.increment, lambda k, o: _increment_materialized(
+                                      context, said, k, o, backup, layout, datamart, bad))):
             if key in done:
                 outcomes.append(done[key])
                 if done[key].error is None:
@@ -208,8 +208,9 @@ def _land_signal_events(session, layout: LakeLayout, datamart: str, signal: list
     live: dict[str, int] = {}  # the table's rows after the commit (one summary query, beside the increment)
     committed_records(session, {ident: commit}, live=live)
     events = [e for s in signal for e in s.events]
-    return {"row_count": live.get(ident), "events": len(events), "by_code": dict(Counter(e["code"] for e in events)), "table": ident,
-            "deltas": delta_span(signal), "attempts": max((e["attempt"] or 0 for e in events), default=0)}
+    return {"events": len(events), "by_code": dict(Counter(e["code"] for e in events)), "table": ident,
+            "deltas": delta_span(signal), "attempts": max((e["attempt"] or 0 for e in events), default=0),
+            "row_count": live.get(ident)}
 
 
 def _increment_delta(session, backup: BackupSlice, records: list) -> IncrementDelta:
