@@ -37,7 +37,9 @@ import dagster as dg
 
 from platform_assets.config import ConfigError, PlatformConfig
 from platform_assets.deltas.partitions import delta_partitions, run_deltas
-from platform_assets.delta_metadata import per_delta_metadata, table_metadata
+from platform_assets.delta_metadata import per_delta_metadata, table_metadata, table_tags
+from platform_assets.engine import tables_root
+from resources.lake.layout import LakeLayout
 from resources.spark.resource import SparkResource
 
 SNAPSHOT = "snapshot"
@@ -98,12 +100,13 @@ def build_delta_asset(asset: DeltaAsset, *, cfg: PlatformConfig) -> dg.AssetsDef
 
     source = asset.source
     ident = mart_table(cfg.lake.catalog, asset)
+    uri = LakeLayout(cfg.lake.catalog, tables_root=tables_root(cfg)).location
     kind = "prostore" if source in {d.name for d in cfg.datamarts} else "stream"
 
     @dg.asset(key=asset.key(), deps=[dg.AssetKey([source, SNAPSHOT])], group_name=source,
               partitions_def=delta_partitions(source), pool=f"deltaport_{source}", kinds={"spark", "iceberg"},
               backfill_policy=dg.BackfillPolicy.multi_run(cfg.sensor.max_deltas_per_run),
-              metadata=table_metadata(ident),
+              metadata=table_metadata(ident, uri=uri), tags=table_tags(ident),
               description=asset.description or f"{asset.name}, built on {source}'s snapshots, in {ident}.")
     def _user_asset(context: dg.AssetExecutionContext, spark: SparkResource) -> dg.MaterializeResult:
         session = spark.get_session()
@@ -116,15 +119,18 @@ def build_delta_asset(asset: DeltaAsset, *, cfg: PlatformConfig) -> dg.AssetsDef
                 raise dg.Failure(description=f"@delta_asset {asset.name} returned {type(frame).__name__} for delta "
                                              f"{view.delta}, not a Spark DataFrame")
             frames.append((view.delta, frame))
-        rows = write_mart(session, ident, frames)
+        live: dict[str, int] = {}
+        rows = write_mart(session, ident, frames, live=live)
         context.log.info(f"{ident}: {rows} rows for deltas {deltas[0]}-{deltas[-1]}")
         # Each partition says its own delta's rows; a range's total only under `range_rows`.
         by_delta = mart_rows_by_delta(session, ident, deltas) if len(deltas) > 1 else {deltas[0]: rows}
-        per_delta_metadata(context, asset.key(), {n: {"rows": dg.IntMetadataValue(c), "dagster/partition_row_count": c}
-                                                  for n, c in by_delta.items()})
+        mine = {n: {"rows": dg.IntMetadataValue(c), "dagster/partition_row_count": c} for n, c in by_delta.items()}
+        if ident in live:  # the table's rows after the run, on its last delta (as of which they are counted)
+            mine[deltas[-1]]["dagster/row_count"] = dg.IntMetadataValue(live[ident])
+        per_delta_metadata(context, asset.key(), mine)
         # The columns as written (the asset's frame and delta_num): one schema request per run.
         columns = [(f.name, f.dataType.simpleString()) for f in frames[-1][1].schema.fields] + [("delta_num", "int")]
-        whole = {"table": ident, **table_metadata(ident, columns),
+        whole = {"table": ident, **table_metadata(ident, columns, uri=uri),
                  "deltas": f"{deltas[0]}-{deltas[-1]}" if len(deltas) > 1 else str(deltas[0])}
         if len(deltas) > 1:
             whole["range_rows"] = dg.IntMetadataValue(rows)

@@ -72,8 +72,9 @@ class DeltaView:
         return live.select(*[F.col(f"`{c}`") for c in df.columns if c not in SNAPSHOT_COLUMNS])
 
 
-def write_mart(spark, ident: str, frames: Sequence[tuple[int, Any]]) -> int:
-    """Write each (delta, DataFrame) as that delta's rows of `ident`, in one commit; the rows added."""
+def write_mart(spark, ident: str, frames: Sequence[tuple[int, Any]], *, live: dict[str, int] | None = None) -> int:
+    """Write each (delta, DataFrame) as that delta's rows of `ident`, in one commit; the rows added.
+    `live`, if given, gets the table's rows after the commit, from the same summary query."""
     from pyspark.sql import functions as F
 
     parts = [frame.withColumn("delta_num", F.lit(n).cast("int")) for n, frame in frames]
@@ -82,7 +83,7 @@ def write_mart(spark, ident: str, frames: Sequence[tuple[int, Any]]) -> int:
         rows = rows.unionByName(part, allowMissingColumns=True)
     ensure_table(spark, ident, rows.schema, partition_by=["delta_num"])
     commit = replace_deltas(spark, ident, rows, [n for n, _ in frames])
-    return committed_records(spark, {ident: commit}).get(ident, 0)
+    return committed_records(spark, {ident: commit}, live=live).get(ident, 0)
 
 
 def mart_rows_by_delta(spark, ident: str, deltas: Sequence[int]) -> dict[int, int]:

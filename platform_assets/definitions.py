@@ -21,7 +21,7 @@ import dagster as dg
 
 from platform_assets.build_on import build_delta_asset, load_user_code
 from platform_assets.config import ConfigError, PlatformConfig, load_config, maintenance_settings
-from platform_assets.engine import engine_for
+from platform_assets.engine import engine_for, tables_root
 from platform_assets.io_managers.prostore import BackupTopicIOManager, SignalTopicIOManager
 from platform_assets.io_managers.streams import StreamTopicIOManager
 from platform_assets.lag_check import build_lag_check
@@ -44,14 +44,17 @@ def _topic_specs(cfg: PlatformConfig) -> list[dg.AssetSpec]:
     uses += [(dm.signal_topic, SIGNAL_IO, "Prostore signal events") for dm in cfg.datamarts if not dm.backup_only]
     uses += [(dm.bootstrap.topic, BACKUP_IO, "a BACKUP_TO_KAFKA snapshot") for dm in cfg.datamarts if dm.bootstrap]
     uses += [(s.topic, STREAM_IO, f"{s.format} change events") for s in cfg.streams]
+    # The IO manager that reads a topic is named by the assets' inputs (`AssetIn(input_manager_key=...)`),
+    # not here: the topic's page then shows no internal `dagster/io_manager_key`. It is still
+    # kept per topic so that one topic is never read as two kinds.
     roles: dict[str, tuple[str, str]] = {}  # topic -> (IO manager key, what it carries)
     for topic, io_key, what in uses:
         if roles.setdefault(topic, (io_key, what)) != (io_key, what):
             raise ConfigError("sources", f"topic {topic!r} is used for both {roles[topic][1]} and {what}")
     return [
         dg.AssetSpec(topic_key(topic), group_name="kafka", kinds={"kafka"}, description=f"Kafka topic {topic} ({what})",
-                     metadata={"topic": topic}).with_io_manager_key(io_key)
-        for topic, (io_key, what) in sorted(roles.items())
+                     metadata={"topic": topic})
+        for topic, (_, what) in sorted(roles.items())
     ]
 
 
@@ -103,7 +106,7 @@ def _delta_selection(source: str, lag_check: dg.AssetChecksDefinition) -> dg.Ass
 
 def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
     layout = LakeLayout(cfg.lake.catalog, history_span=cfg.lake.history_partition_deltas,
-                        versions_views=catalog_keeps_views(cfg.lake.type))
+                        versions_views=catalog_keeps_views(cfg.lake.type), tables_root=tables_root(cfg))
     assets: list = list(_topic_specs(cfg))
     jobs, sensors, checks = [], [], []
     maintenance = maintenance_settings(cfg)

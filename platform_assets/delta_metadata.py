@@ -17,14 +17,18 @@ entry, a table of the tables the delta changed (name, rows, upserts, deletes, co
 tables a delta leaves alone are not in it, so its size follows the delta, not the lake's width.
 
 Single-table assets (signal_events, changelog, a mart) also carry Dagster's table metadata:
-`dagster/table_name` on their definition (the catalog finds them by the Iceberg table's name),
-`dagster/column_schema` where the columns are known, and `dagster/partition_row_count` on each
-partition's materialization.
+`dagster/table_name` on their definition (the catalog names their Iceberg table) and a
+`deltaport/table` tag (Dagster OSS's catalog and search find them by it: `table_tags`),
+`dagster/uri` where the catalog places tables by name (hadoop, JDBC: no call to the catalog),
+`dagster/column_schema` where the columns are known, `dagster/partition_row_count` on each
+partition's materialization, and `dagster/row_count` (the table's live rows after the run's
+commit) where the commit's summary is read anyway or in a step that is not the delta's longest.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 
 import dagster as dg
 
@@ -40,13 +44,30 @@ def per_delta_metadata(context: dg.AssetExecutionContext, key: dg.AssetKey,
 
 
 
-def table_metadata(table_name: str, columns: list[tuple[str, str]] | None = None) -> dict[str, object]:
+def table_metadata(table_name: str, columns: list[tuple[str, str]] | None = None, *,
+                   uri: Callable[[str], str | None] | None = None) -> dict[str, object]:
     """Dagster's table metadata of a single-table asset: its Iceberg table's name and, when
-    known, its columns ((name, type) pairs)."""
+    known, its columns ((name, type) pairs) and its location (`uri`: `LakeLayout.location`)."""
     out: dict[str, object] = {"dagster/table_name": table_name}
+    where = uri(table_name) if uri is not None else None
+    if where:
+        out["dagster/uri"] = where
     if columns:
         out["dagster/column_schema"] = dg.TableSchema(columns=[dg.TableColumn(n, t) for n, t in columns])
     return out
+
+
+TABLE_TAG = "deltaport/table"
+# What Dagster takes as a tag's value: a longer or odder table name gets no tag (the catalog still
+# names it through `dagster/table_name`; only the OSS catalog's filter by it is lost).
+_TAG_VALUE = re.compile(r"[A-Za-z0-9_.\-]{1,63}")
+
+
+def table_tags(table_name: str) -> dict[str, str]:
+    """A single-table asset's tag naming its Iceberg table: Dagster OSS's catalog cannot filter by
+    `dagster/table_name` (`table_name:` is a Dagster+ filter), but it can by tag:
+    `tag:"deltaport/table"="<table>"` in its search box lists the asset."""
+    return {TABLE_TAG: table_name} if _TAG_VALUE.fullmatch(table_name) else {}
 
 
 TABLES_SCHEMA = dg.TableSchema(columns=[
@@ -61,3 +82,19 @@ def tables_entry(changed: list[dict]) -> dg.TableMetadataValue:
     deletes, columns}), sorted by table."""
     return dg.MetadataValue.table(records=[dg.TableRecord(dict(r)) for r in sorted(changed, key=lambda r: r["table"])],
                                   schema=TABLES_SCHEMA)
+
+
+def changed_tables(applied, counts: Mapping[str, int], ident: Callable[[str], str],
+                   columns: Mapping[str, str] | None = None) -> list[dict]:
+    """The `tables` records of a snapshot's run: each table its commits changed (upserts or
+    deletes of `applied`, the snapshot's per-table results), with its rows after the run
+    (`counts`), its Iceberg identifier (`ident`) and its columns where known."""
+    changed: dict[str, dict] = {}
+    for a in applied:
+        if getattr(a, "skipped", False) or not (a.upserts or a.deletes) or a.table not in counts:
+            continue
+        have = changed.setdefault(a.table, {"table": ident(a.table), "rows": counts[a.table], "upserts": 0,
+                                            "deletes": 0, "columns": (columns or {}).get(a.table, "")})
+        have["upserts"] += a.upserts
+        have["deletes"] += a.deletes
+    return list(changed.values())

@@ -20,6 +20,12 @@ def _warehouse(cfg: PlatformConfig) -> str:
     return warehouse
 
 
+def tables_root(cfg: PlatformConfig) -> str | None:
+    """The folder under which the catalog places a table by its name (`LakeLayout.tables_root`):
+    a hadoop or JDBC catalog's warehouse; None for one that chooses (REST, Hive)."""
+    return _warehouse(cfg) if cfg.lake.type in ("hadoop", "jdbc") else None
+
+
 def engine_for(cfg: PlatformConfig) -> EngineSettings:
     # The Spark side (server, session, jars) is imported here, not with the module: the JVM-free
     # `deltaport sql`/`read` import this module for `pyiceberg_tables` and never reach Spark.

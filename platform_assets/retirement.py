@@ -24,8 +24,8 @@ the deltas up to `landed_through - window`:
    partition tags of the deltas the pass retires);
    `wipe_asset_partitions` would have been the direct tool, but Dagster 1.13's SQL event log
    storages (SQLite, PostgreSQL) raise NotImplementedError for it;
-3. deletes the source's lag reports but the newest (platform_assets/lag_reports.py: runless
-   events that no run deletion takes);
+3. deletes the source's lag reports and its topics' observations but the newest
+   (platform_assets/lag_reports.py: runless events that no run deletion takes);
 4. moves the `retired_through` mark.
 
 Guarantees:
@@ -44,7 +44,7 @@ Guarantees:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import dagster as dg
@@ -122,9 +122,10 @@ def source_backfills(instance: dg.DagsterInstance, source: str, *, limit: int = 
 
 
 def retire(instance: dg.DagsterInstance, source: str, marks: DeltaMarks, cutoff: int, *,
-           max_per_pass: int = MAX_PER_PASS) -> Retired:
+           max_per_pass: int = MAX_PER_PASS, topics: Sequence[dg.AssetKey] = ()) -> Retired:
     """Retire `source`'s deltas up to `cutoff` from the instance (module docstring), at most
-    `max_per_pass` partitions deleted and runs looked at."""
+    `max_per_pass` partitions deleted and runs looked at. `topics`: its Kafka topics' assets,
+    whose older observations go with its older lag reports."""
     started = time.monotonic()
     name = delta_partitions(source).name
     keys = partitions_to_delete(instance.get_dynamic_partitions(name), cutoff, max_per_pass + 1)
@@ -138,7 +139,7 @@ def retire(instance: dg.DagsterInstance, source: str, marks: DeltaMarks, cutoff:
                                             _retired_keys(keys, marks.get(source).retired_through, through,
                                                           max_per_pass)))
     orphans = sweep_orphans(instance, limit=max_per_pass)
-    reports = trim_lag_reports(instance, source)
+    reports = trim_lag_reports(instance, source, topics=topics)
     failpoint("retire.runs_deleted")
     marks.retired(source, through)
     return Retired(through, len(keys), runs, not more, time.monotonic() - started, reports, orphans)
@@ -229,7 +230,8 @@ def retire_after_landing(context: dg.AssetExecutionContext, *, source: str, mark
     cutoff = retire_through(marks.get(source), window=window, every=every, run_last=run_deltas(context)[-1])
     if cutoff is None:
         return
-    done = retire(context.instance, source, marks, cutoff)
+    topics = sorted(k for k in context.assets_def.dependency_keys if k.path[0] == "kafka")  # its topics' assets
+    done = retire(context.instance, source, marks, cutoff, topics=topics)
     said = (f"deltas up to {done.through} of {source} retired from Dagster (window {window}): {done.partitions} "
             f"partitions and {done.runs} runs deleted in {done.seconds:.2f} s"
             + ("" if done.done else "; the next run goes on") + f". {HOW_TO_READ.replace('SOURCE', source)}")

@@ -72,11 +72,14 @@ class BadMessage:
     part: str | None
     kind: str
     reason: str
+    # The delta its key names, when the key decoded and its value did not (Prostore's backup).
+    datamart: str | None = None
+    delta_num: int | None = None
 
     @classmethod
-    def of(cls, err: DecodeError) -> "BadMessage":
+    def of(cls, err: DecodeError, *, datamart: str | None = None, delta_num: int | None = None) -> "BadMessage":
         """The quarantine record of a located error (`DecodeError.located` with a Kafka coordinate)."""
-        return cls(err.location.partition, err.location.offset, err.part, err.kind, err.reason)
+        return cls(err.location.partition, err.location.offset, err.part, err.kind, err.reason, datamart, delta_num)
 
 
 class BadJsonError(DecodeError):

@@ -29,7 +29,7 @@ import dagster as dg
 
 from platform_assets.config import DatamartConfig
 from platform_assets.deltas.topics import topic_key
-from platform_assets.delta_metadata import table_metadata
+from platform_assets.delta_metadata import table_metadata, table_tags
 from platform_assets.history_asset import history_spec
 from platform_assets.prostore import checks
 from platform_assets.maintenance_step import maintain_after_landing, maintenance_due
@@ -60,12 +60,13 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
     # The Kafka IO managers read these from the op's tags (platform_assets/io_managers/).
     about_inputs = {"datamart": dm, **({"bootstrap_topic": boot.topic, "bootstrap_last_delta": boot.last_delta}
                                        if boot else {})}
-    ins = {"backup": dg.AssetIn(key=backup_topic)}
+    ins = {"backup": dg.AssetIn(key=backup_topic, input_manager_key=BACKUP_IO)}
     boot_deps = [topic_key(boot.topic)] if boot else []  # lineage: the snapshot topic feeds them too
     read_kinds, lake_kinds = {"kafka", "spark", "iceberg"}, {"spark", "iceberg"}
     specs = [
         dg.AssetSpec(keys.changelog, deps=[backup_topic, *boot_deps], kinds=read_kinds,
-                     metadata=table_metadata(layout.meta(dm, "changelog")),
+                     tags=table_tags(layout.meta(dm, "changelog")),
+                     metadata=table_metadata(layout.meta(dm, "changelog"), uri=layout.location),
                      description=f"The schema changelog shipped with each increment of {dm}, parsed into entity "
                                  f"schemas, in {layout.meta(dm, 'changelog')}."),
         dg.AssetSpec(keys.increment, deps=[keys.changelog, backup_topic, *boot_deps], kinds=read_kinds,
@@ -80,10 +81,11 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
                                   tables=f"`{history_ident(layout, dm, '<table>')}`"))
     if not datamart.backup_only:
         signal_topic = topic_key(datamart.signal_topic)
-        ins["signal"] = dg.AssetIn(key=signal_topic)
+        ins["signal"] = dg.AssetIn(key=signal_topic, input_manager_key=SIGNAL_IO)
         specs.insert(0, dg.AssetSpec(
             keys.signal_events, deps=[signal_topic], kinds=read_kinds,
-            metadata=table_metadata(layout.meta(dm, "signal_events"), SIGNAL_COLUMNS),
+            tags=table_tags(layout.meta(dm, "signal_events")),
+            metadata=table_metadata(layout.meta(dm, "signal_events"), SIGNAL_COLUMNS, uri=layout.location),
             description=f"Signal events of each delta of {dm} (DELTA_OPEN .. DELTA_CLOSE, WRITE_*, DDL), "
                         f"de-duplicated by eventLogId, in {layout.meta(dm, 'signal_events')}."))
     decorate = dg.multi_asset(

@@ -9,6 +9,10 @@
   previous close). WRITE_* events can be switched off in Prostore: then the check passes and
   says it had nothing to compare.
 - schema_matches_changelog: every increment table has every DDL column with the DDL's type.
+- no_quarantined_messages (WARN): no backup message of the delta was quarantined (a corrupt
+  copy, a chunk its changelog refuses). Bad input that was handled: the delta landed from its good
+  copies, nothing was lost, so it warns rather than fails; it names each message's topic,
+  partition and offset, as the index keeps them (`DeltaIndex.delta_quarantine`).
 - primary_key_unique: no primary key occurs twice in any snapshot table (checked at the keys the
   run changed: `resources/lake/key_check.py`).
 """
@@ -27,8 +31,10 @@ from resources.lake.prostore import TableStats, changelog_history, data_tables
 from resources.lake.key_check import KeyCheckInput, commit_deltas, key_check
 from resources.spark.iceberg import _ranges_text, table_exists
 
-COMPLETE, RECONCILED, SCHEMA, PK_UNIQUE = (
-    "increment_complete", "rows_reconciled_with_write_ok", "schema_matches_changelog", "primary_key_unique")
+COMPLETE, RECONCILED, SCHEMA, PK_UNIQUE, QUARANTINE = (
+    "increment_complete", "rows_reconciled_with_write_ok", "schema_matches_changelog", "primary_key_unique",
+    "no_quarantined_messages")
+MAX_NAMED = 20  # bad messages named in the check's description and metadata
 
 
 def increment_check_specs(key: dg.AssetKey) -> list[dg.AssetCheckSpec]:
@@ -36,6 +42,8 @@ def increment_check_specs(key: dg.AssetKey) -> list[dg.AssetCheckSpec]:
         dg.AssetCheckSpec(COMPLETE, asset=key, description="chosen export complete; every row read landed"),
         dg.AssetCheckSpec(RECONCILED, asset=key, description="rows per table = WRITE_OK rowsAffected, where present"),
         dg.AssetCheckSpec(SCHEMA, asset=key, description="increment tables carry the changelog's DDL schema"),
+        dg.AssetCheckSpec(QUARANTINE, asset=key, description="no message of the delta quarantined (warns: handled "
+                                                             "bad input, its good copies landed)"),
     ]
 
 
@@ -91,6 +99,21 @@ def increment_checks(spark, layout: LakeLayout, dm: str, landed_deltas: list[tup
                 problems.append(f"{name}.{col.name}: lake {have.get(col.name.lower())}, DDL {spark_type(col)}")
     schema = dg.AssetCheckResult(asset_key=key, check_name=SCHEMA, passed=not problems, metadata={"problems": problems})
     return [complete, reconciled, schema]
+
+
+def quarantine_check(topic: str, bad: dict[int, list[dict]], *, key: dg.AssetKey | None = None
+                     ) -> dg.AssetCheckResult:
+    """`no_quarantined_messages` over the run's deltas: `bad` is {delta: its quarantined messages}
+    (`DeltaIndex.delta_quarantine`); fails with severity WARN, naming each (topic, partition,
+    offset, kind), when any delta has one."""
+    named = [{"delta": n, "topic": topic, "partition": q["partition"], "offset": q["offset"], "kind": q["kind"],
+              "part": q["part"] or "", "reason": q["reason"][:200]} for n, qs in sorted(bad.items()) for q in qs]
+    text = "; ".join(f"delta {q['delta']}: {q['kind']} at topic {topic!r} partition {q['partition']} offset "
+                     f"{q['offset']}" for q in named[:MAX_NAMED])
+    return dg.AssetCheckResult(
+        asset_key=key, check_name=QUARANTINE, passed=not named, severity=dg.AssetCheckSeverity.WARN,
+        description=(text + (f"; and {len(named) - MAX_NAMED} more" if len(named) > MAX_NAMED else "")) or None,
+        metadata={"bad_messages": len(named), "quarantined": named[:MAX_NAMED]})
 
 
 def _bare(entity: str) -> str:

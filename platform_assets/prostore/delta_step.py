@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 
 import dagster as dg
 
-from platform_assets.delta_metadata import per_delta_metadata, tables_entry
+from platform_assets.delta_metadata import changed_tables, per_delta_metadata, tables_entry
 from platform_assets.history_asset import history_reported, refuse_history_alone
 from platform_assets.key_check_skipped import key_check_not_due
 from platform_assets.prostore import checks
@@ -55,7 +55,7 @@ from resources.lake.prostore_progress import tables_to_read
 from resources.lake.prostore_snapshot import apply_snapshots, snapshot_progress
 from resources.lake.side_by_side import side_by_side
 from resources.prostore.delta_index import DeltaIndex
-from resources.spark.iceberg import ensure_table, replace_deltas
+from resources.spark.iceberg import committed_records, ensure_table, replace_deltas
 from resources.spark.kafka_reader import table_changes, task_errors
 from resources.state.delta_marks import DeltaMarks
 
@@ -100,6 +100,9 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
     history_key = keys.history if keep_history else None
     refuse_history_alone(chosen, history=history_key, snapshot=keys.snapshot)
     span, target = delta_span(backup), backup[-1].delta_num
+    # The run's quarantined backup messages by delta: counted on each increment partition, named by a check.
+    bad = index.delta_quarantine(backup[0].topic, datamart, backup[0].delta_num, target) \
+        if keys.increment in chosen else {}
     outcomes: list[Outcome] = []
     records: dict[int, list] = {}
     if chosen & {keys.changelog, keys.increment}:
@@ -154,7 +157,7 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
         todo, stats = done[keys.increment].result
         phase2.append((keys.increment, lambda: checks.increment_checks(
             session, layout, datamart, [(b, t.entities, stats[b.delta_num]) for b, t in zip(backup, todo)],
-            index, key=keys.increment)))
+            index, key=keys.increment) + [checks.quarantine_check(backup[0].topic, bad, key=keys.increment)]))
     before = done.get(keys.snapshot)
     if before is not None and before.error is None and all(o.error is None for o in landing):
         snapshot_inputs = _merged(before.result, done.get(keys.changelog), done.get(keys.increment), records)
@@ -168,8 +171,8 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
         for key, materialized in ((keys.signal_events, lambda k, o: _signal_materialized(context, k, o, signal)),
                                   (keys.changelog, lambda k, o: _changelog_materialized(context, k, o, backup,
                                                                                         records)),
-                                  (keys.increment, lambda k, o: _increment_materialized(context, said, k, o,
-                                                                                        backup, layout, datamart))):
+                                  (keys.increment, lambda k, o: _increment_materialized(
+                                      context, said, k, o, backup, layout, datamart, bad))):
             if key in done:
                 outcomes.append(done[key])
                 if done[key].error is None:
@@ -206,10 +209,13 @@ def _land_signal_events(session, layout: LakeLayout, datamart: str, signal: list
     frame = signal_frame(session, signal)
     ident = layout.meta(datamart, "signal_events")
     ensure_table(session, ident, frame.schema, partition_by=["delta_num"])
-    replace_deltas(session, ident, frame, [s.delta_num for s in signal])
+    commit = replace_deltas(session, ident, frame, [s.delta_num for s in signal])
+    live: dict[str, int] = {}  # the table's rows after the commit (one summary query, beside the increment)
+    committed_records(session, {ident: commit}, live=live)
     events = [e for s in signal for e in s.events]
     return {"events": len(events), "by_code": dict(Counter(e["code"] for e in events)), "table": ident,
-            "deltas": delta_span(signal), "attempts": max((e["attempt"] or 0 for e in events), default=0)}
+            "deltas": delta_span(signal), "attempts": max((e["attempt"] or 0 for e in events), default=0),
+            "row_count": live.get(ident)}
 
 
 def _increment_delta(session, backup: BackupSlice, records: list) -> IncrementDelta:
@@ -367,10 +373,13 @@ def _summary_rows(layout: LakeLayout, datamart: str, target: int, inputs: _Snaps
 
 def _signal_materialized(context, key: dg.AssetKey, outcome: Outcome,
                          signal: list[SignalSlice]) -> dg.MaterializeResult:
-    per_delta_metadata(context, key, {s.delta_num: {
+    by_delta = {s.delta_num: {
         "events": len(s.events), "dagster/partition_row_count": len(s.events),
         "by_code": dict(Counter(e["code"] for e in s.events)),
-        "attempts": max((e["attempt"] or 0 for e in s.events), default=0)} for s in signal})
+        "attempts": max((e["attempt"] or 0 for e in s.events), default=0)} for s in signal}
+    if outcome.result.get("row_count") is not None:  # the table's rows after the run, on its last delta
+        by_delta[signal[-1].delta_num]["dagster/row_count"] = outcome.result["row_count"]
+    per_delta_metadata(context, key, by_delta)
     whole = {k: v for k, v in outcome.result.items() if k in ("table", "deltas")}
     return dg.MaterializeResult(asset_key=key, metadata={**whole, "seconds": round(outcome.seconds, 3)})
 
@@ -389,9 +398,9 @@ def _changelog_materialized(context, key: dg.AssetKey, outcome: Outcome, backup:
 
 
 def _increment_materialized(context, said: list[str], key: dg.AssetKey, outcome: Outcome, backup: list[BackupSlice],
-                            layout: LakeLayout, datamart: str) -> dg.MaterializeResult:
-    """The increment's materialization, each delta's counts on its own partition; each delta's
-    rows per table go to the step's log line (`said`)."""
+                            layout: LakeLayout, datamart: str, bad: dict[int, list]) -> dg.MaterializeResult:
+    """The increment's materialization, each delta's counts on its own partition (`bad`: its
+    quarantined messages); each delta's rows per table go to the step's log line (`said`)."""
     todo, stats = outcome.result
     by_delta = {}
     for b, landed in zip(backup, todo):
@@ -405,7 +414,8 @@ def _increment_materialized(context, said: list[str], key: dg.AssetKey, outcome:
             "rows": sum(s.rows for s in mine), "upserts": sum(s.upserts for s in mine),
             "deletes": sum(s.deletes for s in mine), **{f"rows/{s.table}": s.rows for s in sorted(mine, key=_table)},
             "delta_date": dg.TimestampMetadataValue(b.report.delta_date / 1e6), "increment_id": b.report.chosen,
-            "offsets": b.offsets(), "bytes": b.value_bytes, "messages": len(b.refs)}
+            "offsets": b.offsets(), "bytes": b.value_bytes, "messages": len(b.refs),
+            "bad_messages": len(bad.get(b.delta_num, ()))}
     per_delta_metadata(context, key, by_delta)
     whole = {"deltas": delta_span(backup), "seconds": round(outcome.seconds, 3)}
     if len(backup) > 1:  # the run's totals, under names no partition's own counts share
@@ -435,14 +445,8 @@ def _snapshot_materialized(context, key: dg.AssetKey, outcome: Outcome, read_sec
     would cost a read per delta); its other partitions say the range's end instead."""
     applied, counts, results = outcome.result
     rows = {**{f"rows/{t}": c for t, c in counts.items()}, "rows": sum(counts.values())}
-    changed: dict[str, dict] = {}  # the tables the run's commits changed, with their rows after it
-    for a in applied:
-        if (a.upserts or a.deletes) and a.table in counts:
-            have = changed.setdefault(a.table, {"table": layout.snapshot(datamart, a.table), "rows": counts[a.table],
-                                                "upserts": 0, "deletes": 0, "columns": columns.get(a.table, "")})
-            have["upserts"] += a.upserts
-            have["deletes"] += a.deletes
-    per_delta_metadata(context, key, {target: {**rows, "tables": tables_entry(list(changed.values()))}})
+    changed = changed_tables(applied, counts, lambda t: layout.snapshot(datamart, t), columns)
+    per_delta_metadata(context, key, {target: {**rows, "tables": tables_entry(changed)}})
     whole = {"applied_deltas": sorted({a.delta_num for a in applied}), "seconds": round(read_seconds + outcome.seconds, 3)}
     if deltas > 1:
         whole.update({"range_end_delta": target, "range_end_rows": rows["rows"]})

@@ -36,6 +36,7 @@ import dagster as dg
 from platform_assets.config import DatamartConfig, SensorConfig
 from platform_assets.deltas.partitions import delta_partitions
 from platform_assets.deltas.requests import MAX_DELTAS_PER_TICK, delta_runs, resume_cursor
+from platform_assets.deltas.topic_observations import TopicRead, topic_observations_if_changed
 from platform_assets.lag import landed_through, lag_events_if_changed, prostore_lag, utc_now
 from resources.codecs.backup import iter_rows
 from resources.prostore.delta_index import CLOSED
@@ -217,8 +218,8 @@ def build_delta_sensor(*, datamart: DatamartConfig, job,
         marks = DeltaMarks(index.store())
         cursor = resume_cursor(context, datamart.name, marks)
         try:
-            due, waiting, new_cursor, _ = evaluate(datamart, index.get(), kafka, cursor,
-                                                   max_messages=settings.max_messages_per_tick, log=context.log)
+            due, waiting, new_cursor, stats = evaluate(datamart, index.get(), kafka, cursor,
+                                                       max_messages=settings.max_messages_per_tick, log=context.log)
         except DeltaportError as exc:
             # A source that cannot be read (refused credentials, a denied topic, a snapshot that
             # contradicts the config) fails the tick: red in the UI, the cursor kept, and `sync`
@@ -227,6 +228,10 @@ def build_delta_sensor(*, datamart: DatamartConfig, job,
             raise
         lag = prostore_lag(datamart, index.get(), landed_through(marks, context.instance, datamart.name), utc_now())
         events, new_cursor = lag_events_if_changed(lag, settings.max_lag_seconds, before=cursor, after=new_cursor)
+        seen, new_cursor = topic_observations_if_changed(
+            {r.topic: TopicRead(r.marks, index.get().quarantined_count(r.topic)) for r in stats.values()},
+            before=cursor, after=new_cursor)
+        events = [*seen, *events]
         return delta_runs(context, parts, datamart.name, due, waiting or "no new closed delta", new_cursor,
                           settings.max_deltas_per_run, events, retry_after_seconds=settings.retry_after_seconds)
 

@@ -34,7 +34,7 @@ makes N the same offsets forever); a snapshot already at N or later is left as i
 import dagster as dg
 
 from platform_assets.config import StreamConfig
-from platform_assets.delta_metadata import table_metadata
+from platform_assets.delta_metadata import table_metadata, table_tags
 from platform_assets.history_asset import history_spec
 from platform_assets.deltas.topics import topic_key
 from platform_assets.deltas.partitions import delta_partitions, run_deltas
@@ -62,7 +62,8 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_
     topic = topic_key(stream.topic)
     read_kinds = {"kafka", "spark", "iceberg"}
     specs = [
-        dg.AssetSpec(keys.changelog, deps=[topic], kinds=read_kinds, metadata=table_metadata(layout.meta(src, "changelog")),
+        dg.AssetSpec(keys.changelog, deps=[topic], kinds=read_kinds, tags=table_tags(layout.meta(src, "changelog")),
+                     metadata=table_metadata(layout.meta(src, "changelog"), uri=layout.location),
                      description=f"Table structures, DDL events and key columns of each delta of {src} "
                                  f"({stream.format}), in {layout.meta(src, 'changelog')}."),
         dg.AssetSpec(keys.increment, deps=[keys.changelog, topic], kinds=read_kinds,
@@ -80,7 +81,7 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_
 
     # The stream IO manager reads `source` and `format` from the op's tags.
     @dg.multi_asset(
-        name=f"{src}_deltas", specs=specs, ins={"topic": dg.AssetIn(key=topic)}, can_subset=True, group_name=src,
+        name=f"{src}_deltas", specs=specs, ins={"topic": dg.AssetIn(key=topic, input_manager_key=STREAM_IO)}, can_subset=True, group_name=src,
         partitions_def=delta_partitions(src),
         check_specs=[*checks.increment_check_specs(keys.increment), *checks.snapshot_check_specs(keys.snapshot)],
         op_tags={f"{INPUT_TAG_PREFIX}source": src, f"{INPUT_TAG_PREFIX}format": stream.format},

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from platform_assets.delta_metadata import per_delta_metadata
+from platform_assets.delta_metadata import changed_tables, per_delta_metadata, tables_entry
 from platform_assets.history_asset import history_reported, refuse_history_alone
 from platform_assets.key_check_skipped import key_check_not_due
 from platform_assets.deltas.partitions import delta_span
@@ -122,7 +122,7 @@ def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: 
         for o in landing:
             if o.error is None:
                 yield (_changelog_materialized(context, o, topic, reads) if o.key == keys.changelog
-                       else _increment_materialized(context, o, topic, reads))
+                       else _increment_materialized(context, o, topic, reads, layout, source))
             if o.key == keys.increment and o.error is None:
                 yield from checks.increment_checks([(r.delta, r.messages, decoded, o.result[1][r.delta.delta_num])
                                                     for r, decoded in zip(reads, o.result[0])], key=keys.increment)
@@ -133,7 +133,7 @@ def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: 
         context.log.info(f"deltas {span}: snapshot {snap.seconds:.2f} s{'' if snap.error is None else ' (failed)'}")
         outcomes.append(snap)
         if snap.error is None:
-            yield _snapshot_materialized(context, snap, target, len(topic))
+            yield _snapshot_materialized(context, snap, target, len(topic), layout, source)
             applied = [a for a in snap.result[0] if not a.skipped]
             yield from history_reported(
                 context, key=history_key, applied_deltas=sorted({a.delta_num for a in applied}), deltas=span,
@@ -152,7 +152,8 @@ def _land_changelog(session, layout: LakeLayout, source: str, reads: list[_Read]
 def _land_increment(context, session, layout: LakeLayout, source: str, reads: list[_Read],
                     changelog: Future | None):
     """The increment tables, then (once the changelog of the same deltas has committed, when
-    this step lands it) the manifest: ([row changes decoded per table, per delta], {delta: stats})."""
+    this step lands it) the manifest: ([row changes decoded per table, per delta], {delta: stats},
+    {table: its data columns, comma-separated})."""
     known: dict[str, list] = {}  # each table's columns so far: the lake's, then what the run adds
     todo, decoded = [], []
     for r in reads:
@@ -176,7 +177,7 @@ def _land_increment(context, session, layout: LakeLayout, source: str, reads: li
                                           "manifest was not written")
 
     stats = land_cdc_increments(session, layout, source, todo, before_manifest=changelog_landed)
-    return decoded, stats
+    return decoded, stats, {t: ", ".join(name for name, _ in cols) for t, cols in known.items()}
 
 
 def _apply_snapshot(session, layout: LakeLayout, source: str, target: int, key: dg.AssetKey, keep_history: bool,
@@ -240,10 +241,10 @@ def _changelog_materialized(context, outcome: Outcome, topic: list[StreamSlice],
         "table": ident, "deltas": delta_span(topic), "seconds": round(outcome.seconds, 3)})
 
 
-def _increment_materialized(context, outcome: Outcome, topic: list[StreamSlice],
-                            reads: list[_Read]) -> dg.MaterializeResult:
+def _increment_materialized(context, outcome: Outcome, topic: list[StreamSlice], reads: list[_Read],
+                            layout: LakeLayout, source: str) -> dg.MaterializeResult:
     """The increment's materialization, each delta's counts on its own partition."""
-    _, stats = outcome.result
+    _, stats, columns = outcome.result
     read = {r.delta.delta_num: r for r in reads}
     by_delta = {}
     for d in topic:
@@ -251,6 +252,9 @@ def _increment_materialized(context, outcome: Outcome, topic: list[StreamSlice],
         context.log.info(f"delta {d.delta_num}: " + (", ".join(f"{s.table} {s.rows}" for s in mine)
                                                       or "no row change"))
         meta = {
+            "tables": tables_entry([{"table": layout.increment(source, s.table), "rows": s.upserts + s.deletes,
+                                     "upserts": s.upserts, "deletes": s.deletes, "columns": columns.get(s.table, "")}
+                                    for s in mine if s.upserts + s.deletes]),
             "rows": sum(s.upserts + s.deletes for s in mine), "upserts": sum(s.upserts for s in mine),
             "deletes": sum(s.deletes for s in mine), "before_images": sum(s.before_images for s in mine),
             **{f"rows/{s.table}": s.upserts + s.deletes for s in sorted(mine, key=lambda s: s.table)},
@@ -267,12 +271,14 @@ def _increment_materialized(context, outcome: Outcome, topic: list[StreamSlice],
     return dg.MaterializeResult(asset_key=outcome.key, metadata=whole)
 
 
-def _snapshot_materialized(context, outcome: Outcome, target: int, deltas: int) -> dg.MaterializeResult:
+def _snapshot_materialized(context, outcome: Outcome, target: int, deltas: int, layout: LakeLayout,
+                           source: str) -> dg.MaterializeResult:
     """The rows go on the run's last delta, as of which they were counted (a range is folded into
     one MERGE per table: the state inside it is not counted); other partitions say the range's end."""
     applied, counts, results = outcome.result
     rows = {**{f"rows/{t}": c for t, c in counts.items()}, "rows": sum(counts.values())}
-    per_delta_metadata(context, outcome.key, {target: rows})
+    changed = changed_tables(applied, counts, lambda t: layout.snapshot(source, t))
+    per_delta_metadata(context, outcome.key, {target: {**rows, "tables": tables_entry(changed)}})
     whole = {"applied_deltas": sorted({a.delta_num for a in applied if not a.skipped}),
              "events_applied": sum(a.events for a in applied), "seconds": round(outcome.seconds, 3)}
     if deltas > 1:

@@ -24,6 +24,7 @@ from platform_assets.config import SensorConfig, StreamConfig
 from platform_assets.lag import landed_through, lag_events_if_changed, stream_lag, utc_now
 from platform_assets.deltas.partitions import delta_partitions
 from platform_assets.deltas.requests import MAX_DELTAS_PER_TICK, delta_runs, resume_cursor
+from platform_assets.deltas.topic_observations import TopicRead, topic_observations_if_changed
 from resources.errors import DeltaportError
 from resources.changestream.resource import CdcLedgerResource
 from resources.prostore.resource import DeltaIndexResource
@@ -75,14 +76,18 @@ def build_seal_sensor(*, stream: StreamConfig, job, settings: SensorConfig) -> d
         marks = DeltaMarks(index.store())  # what landed (resources/state/delta_marks.py), in the index's store
         cursor = resume_cursor(context, stream.name, marks)
         try:
-            due, waiting, new_cursor, _ = evaluate_stream(stream, ledger.get(), kafka, cursor,
-                                                          max_messages=settings.max_messages_per_tick,
-                                                          log=context.log)
+            due, waiting, new_cursor, sealed = evaluate_stream(stream, ledger.get(), kafka, cursor,
+                                                               max_messages=settings.max_messages_per_tick,
+                                                               log=context.log)
         except DeltaportError as exc:
             context.log.error(f"{stream.name}: {exc}")  # fails the tick (see the datamart sensor)
             raise
         lag = stream_lag(stream, ledger.get(), landed_through(marks, context.instance, stream.name), utc_now())
         events, new_cursor = lag_events_if_changed(lag, settings.max_lag_seconds, before=cursor, after=new_cursor)
+        seen, new_cursor = topic_observations_if_changed(
+            {stream.topic: TopicRead(sealed.marks, ledger.get().quarantined_count(stream.name))},
+            before=cursor, after=new_cursor)
+        events = [*seen, *events]
         return delta_runs(context, parts, stream.name, due, waiting or "no new sealed delta", new_cursor,
                           settings.max_deltas_per_run, events, retry_after_seconds=settings.retry_after_seconds)
 

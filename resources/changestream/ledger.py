@@ -316,6 +316,11 @@ class CdcLedger(StoreTables):
         return [StoredMessage(t, p, o, None if k is None else bytes(k), bytes(v)) for t, p, o, k, v in rows
                 if starts is None or o < starts.get(p, 0)]
 
+    def quarantined_count(self, source: str) -> int:
+        """How many messages of `source` are quarantined (its sensor observes it every tick)."""
+        with self._connect() as db:
+            return db.execute("SELECT count(*) FROM cdc_quarantine WHERE source = ?", (source,)).fetchone()[0]
+
     def quarantine(self, source: str) -> list[dict]:
         """The bad messages of `source`: topic, partition, offset, part, kind, reason."""
         with self._connect() as db:

@@ -121,6 +121,7 @@ class SealResult:
     remaining: int = 0  # messages left after this call's budget
     warnings: list[str] = field(default_factory=list)  # deltas cut past a limit, and why
     errors: list[str] = field(default_factory=list)  # the first few bad messages, with location
+    marks: dict[int, tuple[int, int]] = field(default_factory=dict)  # {partition: (low, high)} as read
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,7 +241,7 @@ def seal_topic(bootstrap: str, topic: str, source: str, ledger: CdcLedger, polic
     rules allow. `now_ms` (default: the clock) is compared with Kafka timestamps for the idle flush."""
     result = SealResult(source, topic)
     ledger.register(source, topic, policy.format)
-    marks = topic_ranges(bootstrap, topic, config=consumer_config, timeout=timeout)
+    marks = result.marks = topic_ranges(bootstrap, topic, config=consumer_config, timeout=timeout)
     progress = ledger.progress(source)
     behind = {p: (pr.next_offset, marks[p][1]) for p, pr in progress.items()
               if p in marks and pr.next_offset > marks[p][1]}

@@ -22,6 +22,9 @@ class LakeLayout:
     # Keep a view of each history-kept table's versions, `<catalog>.<src>_versions.<t>`
     # (resources/lake/versions_view.py): on catalogs that keep views (JDBC, REST) only.
     versions_views: bool = False
+    # Where the catalog places a table by its name, `<tables_root>/<namespace>/<table>` (hadoop and
+    # JDBC catalogs); None for a catalog that chooses (REST, Hive): then `location` says nothing.
+    tables_root: str | None = None
 
     def snapshot(self, datamart: str, table: str) -> str:
         return f"{self.catalog}.{datamart}.{table}"
@@ -31,3 +34,12 @@ class LakeLayout:
 
     def meta(self, datamart: str, name: str) -> str:
         return f"{self.catalog}.{datamart}_meta.{name}"
+
+    def location(self, ident: str) -> str | None:
+        """The URI of table `ident`'s folder where the catalog places it by name (a table made by
+        another writer at a location of its own is not seen here), with no call to the catalog."""
+        if self.tables_root is None:
+            return None
+        _, namespace, table = ident.split(".", 2)
+        root = self.tables_root.rstrip("/")
+        return f"{root if '://' in root or root.startswith('file:') else 'file://' + root}/{namespace}/{table}"

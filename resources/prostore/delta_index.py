@@ -73,8 +73,15 @@ CREATE TABLE IF NOT EXISTS value_schemas (hash TEXT PRIMARY KEY, body TEXT NOT N
 # lag is measured from when the delta became available, not from its business date
 # (platform_assets/lag.py). Deltas closed before it have none: their lag counts from deltaDate.
 _CLOSE_TIMES = "ALTER TABLE deltas ADD COLUMN closed_ms INTEGER;"
+# Version 4: the delta of a quarantined backup message whose key decoded (its value did not), so a
+# delta's increment counts and names its bad messages (platform_assets/prostore/checks.py). Messages
+# quarantined before it, and those whose key is unreadable, have none.
+_QUARANTINE_DELTAS = """
+ALTER TABLE quarantine ADD COLUMN datamart TEXT;
+ALTER TABLE quarantine ADD COLUMN delta_num INTEGER;
+"""
 # Version i+1 of the tables is _MIGRATIONS[i] applied to version i (never edit a shipped one).
-_MIGRATIONS = (_SCHEMA, _SCHEMAS, _CLOSE_TIMES)
+_MIGRATIONS = (_SCHEMA, _SCHEMAS, _CLOSE_TIMES, _QUARANTINE_DELTAS)
 
 OPEN, CLOSED, CANCELLED = "open", "closed", "cancelled"
 
@@ -171,8 +178,9 @@ class DeltaIndex(StoreTables):
                 s_added += added
                 s_dups += 1 - added
             for e in bad:
-                cur = db.execute('INSERT INTO quarantine VALUES (?,?,?,?,?,?) ON CONFLICT DO NOTHING',
-                                 (topic, e.partition, e.offset, e.part, e.kind, e.reason))
+                cur = db.execute('INSERT INTO quarantine (topic, partition, "offset", part, kind, reason, datamart, '
+                                 'delta_num) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING',
+                                 (topic, e.partition, e.offset, e.part, e.kind, e.reason, e.datamart, e.delta_num))
                 q += cur.rowcount
             for partition, offset in next_offsets.items():
                 db.execute("INSERT INTO progress VALUES (?,?,?) ON CONFLICT (topic, partition) DO UPDATE "
@@ -334,6 +342,22 @@ class DeltaIndex(StoreTables):
                 (topic, datamart, delta_num)).fetchall()
         return [dict(zip(("partition", "offset", "kind", "reason", "increment_id"), r)) for r in rows]
 
+    def delta_quarantine(self, topic: str, datamart: str, first: int, last: int) -> dict[int, list[dict]]:
+        """{delta: its quarantined backup messages [{partition, offset, part, kind, reason}]} of the
+        deltas first..last that have any: a copy whose key named the delta but whose value was bad,
+        and a chunk quarantined after it was indexed. O(the topic's quarantine), a small table."""
+        with self._connect() as db:
+            rows = db.execute(
+                'SELECT coalesce(q.delta_num, b.delta_num), q.partition, q."offset", q.part, q.kind, q.reason '
+                'FROM quarantine q LEFT JOIN backup_messages b ON b.topic = q.topic AND b.partition = q.partition '
+                'AND b."offset" = q."offset" WHERE q.topic = ? AND coalesce(q.datamart, b.datamart) = ? '
+                'AND coalesce(q.delta_num, b.delta_num) BETWEEN ? AND ? ORDER BY 1, q.partition, q."offset"',
+                (topic, datamart, first, last)).fetchall()
+        out: dict[int, list[dict]] = {}
+        for n, *rest in rows:
+            out.setdefault(n, []).append(dict(zip(("partition", "offset", "part", "kind", "reason"), rest)))
+        return out
+
     def signal_events(self, datamart: str, delta_num: int) -> list[dict]:
         """The delta's events in arrival order (all attempts), as stored."""
         with self._connect() as db:
@@ -365,6 +389,11 @@ class DeltaIndex(StoreTables):
             if body.get("rowsAffected") is not None:
                 totals[body["entity"]] = totals.get(body["entity"], 0) + int(body["rowsAffected"])
         return totals
+
+    def quarantined_count(self, topic: str) -> int:
+        """How many messages of `topic` are quarantined (a sensor observes it every tick)."""
+        with self._connect() as db:
+            return db.execute("SELECT count(*) FROM quarantine WHERE topic = ?", (topic,)).fetchone()[0]
 
     def quarantine(self, topic: str | None = None) -> list[dict]:
         with self._connect() as db:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from resources.codecs.arrow_rows import container_outline
-from resources.codecs.backup import MESSAGE_TYPE_CHANGELOG, decode_backup_key, iter_changelog
+from resources.codecs.backup import MESSAGE_TYPE_CHANGELOG, BackupKey, decode_backup_key, iter_changelog
 from resources.codecs.signal import decode_signal
 from resources.prostore.delta_index import BackupEntry, DeltaIndex, SignalEntry, changelog_body
 from resources.errors import BadContainerFileError, BadMessage, DecodeError, DeltaportError, Location
@@ -44,13 +44,14 @@ class IngestResult:
     quarantined: Counter = field(default_factory=Counter)
     remaining: int = 0  # messages left after this call's budget
     errors: list[str] = field(default_factory=list)  # the first few, rendered with location
+    marks: dict[int, tuple[int, int]] = field(default_factory=dict)  # {partition: (low, high)} as read
 
 
 def ingest_topic(bootstrap: str, topic: str, index: DeltaIndex, kind: str, *, max_messages: int = 5000,
                  consumer_config: Mapping[str, object] | None = None, timeout: float = 30.0) -> IngestResult:
     """Index up to `max_messages` new messages of `topic` (`kind` is BACKUP or SIGNAL)."""
     result = IngestResult(topic)
-    marks = topic_ranges(bootstrap, topic, config=consumer_config, timeout=timeout)
+    marks = result.marks = topic_ranges(bootstrap, topic, config=consumer_config, timeout=timeout)
     progress = index.progress(topic)
     behind = {p: (o, marks[p][1]) for p, o in progress.items() if p in marks and o > marks[p][1]}
     if behind:
@@ -77,11 +78,19 @@ def ingest_topic(bootstrap: str, topic: str, index: DeltaIndex, kind: str, *, ma
     for msg in scan(bootstrap, topic, ranges, config=consumer_config, timeout=timeout):
         result.read += 1
         failpoint("ingest.read")
+        key = None
         try:
-            entry = _backup_entry(msg) if kind == BACKUP else _signal_entry(msg)
-            batch[kind].append(entry)
+            if kind == BACKUP:
+                key = _backup_key(msg)
+                batch[kind].append(_backup_entry(msg, key))
+            else:
+                batch[kind].append(_signal_entry(msg))
         except DecodeError as err:
-            batch["bad"].append(BadMessage.of(err.located(Location(topic, msg.partition, msg.offset))))
+            # A bad value under a good key is kept with the delta it names: that delta's
+            # increment counts and names it (platform_assets/prostore/checks.py).
+            batch["bad"].append(BadMessage.of(err.located(Location(topic, msg.partition, msg.offset)),
+                                              datamart=key.datamart if key else None,
+                                              delta_num=key.delta_num if key else None))
             result.quarantined[err.kind] += 1
             if len(result.errors) < 20:
                 result.errors.append(str(err))
@@ -96,12 +105,16 @@ def ingest_topic(bootstrap: str, topic: str, index: DeltaIndex, kind: str, *, ma
     return result
 
 
-def _backup_entry(msg: RawMessage) -> BackupEntry:
+def _backup_key(msg: RawMessage) -> BackupKey:
     try:
-        key = decode_backup_key(msg.key or b"")
+        return decode_backup_key(msg.key or b"")
     except DecodeError as err:
         err.part = "key"
         raise
+
+
+def _backup_entry(msg: RawMessage, key: BackupKey | None = None) -> BackupEntry:
+    key = _backup_key(msg) if key is None else key
     try:
         if key.message_type == MESSAGE_TYPE_CHANGELOG:
             schema = changelog_body(iter_changelog(msg.value or b""))  # small, and the DDL must be readable

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from resources.spark import existence
 from resources.spark.session_properties import own_property
 from resources.spark.iceberg import (
+    LIVE_ROWS_SQL,
     DELTA_PROPERTY,
     DELTAS_PROPERTY,
     DeltaNotFoundError,
@@ -156,14 +157,6 @@ def writer_progress(spark: SparkSession, idents: Sequence[str], *, sizes: dict[s
     return progress
 
 
-# A commit's live rows as its summary counts them: written minus deleted. Exact for deltaport's
-# state tables, whose writers delete rows by position only, each live row at most once, while no
-# position delete outlives its data file: maintenance drops those left by a compaction in the
-# same pass (`rewrite_position_delete_files`), so only a pass killed between its two commits
-# leaves the count low until the next pass. The key check counts by a scan, and says so.
-LIVE_ROWS_SQL = ("CAST(summary['total-records'] AS BIGINT)"
-                 " - coalesce(CAST(summary['total-position-deletes'] AS BIGINT), 0)"
-                 " - coalesce(CAST(summary['total-equality-deletes'] AS BIGINT), 0)")
 
 
 # A change stream's snapshot commit records the table's tombstones after it (`resources/lake/cdc.py`):

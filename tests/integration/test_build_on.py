@@ -88,6 +88,11 @@ def test_a_user_asset_lands_with_every_delta_and_equals_the_truth(spark_remote, 
         check(range(5))
         mats = instance.fetch_materializations(mart, limit=100).records
         assert {m.partition_key for m in mats} == {f"{n:08d}" for n in range(5)}
+        # The mart's rows after each run, on the run's last delta (the catalog's row-count plot).
+        counted = {m.partition_key: m.asset_materialization.metadata["dagster/row_count"].value
+                   for m in mats if "dagster/row_count" in m.asset_materialization.metadata}
+        assert set(counted) == {f"{n:08d}" for n in (1, 2, 4)}  # runs 0-1, 2, 3-4
+        assert counted[f"{4:08d}"] == spark.table("build_on.marketing_marts.sales_by_store").count()
     _read_the_mart(sc, config, capsys)
 
 

@@ -66,6 +66,11 @@ def test_ingest_in_small_bounded_steps_indexes_every_delta(kafka_bootstrap, stor
     assert kinds == ["bad_avro_key", "bad_container_file", "bad_json", "bad_json", "not_a_signal_key"]
     for q in index.quarantine():
         assert q["topic"] in topics.values() and q["offset"] >= 0
+    # The truncated copy's key was readable: it counts for the delta it names, the bad key for none.
+    truncated = next(m.note for m in sc.messages if m.note.startswith("backup:truncated_container of "))
+    dm, delta = truncated.split(" of ")[1].split(":")[:2]
+    bad = index.delta_quarantine(topics[BACKUP], dm, 0, max(sc.truth[dm]))
+    assert [q["kind"] for qs in bad.values() for q in qs] == ["bad_container_file"] and list(bad) == [int(delta)]
 
 
 def test_ingesting_again_changes_nothing(kafka_bootstrap, story, tmp_path):

@@ -24,7 +24,9 @@ from resources.emulator.outgoing import BACKUP, SIGNAL
 from resources.kafka.publish import publish
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
 from resources.kafka.admin import create_topic
+from resources.kafka.scan import topic_ranges
 from resources.lake.layout import LakeLayout
+from resources.lake.maintenance import table_location
 from resources.lake.read import rows_as_of
 
 pytestmark = pytest.mark.integration
@@ -111,6 +113,8 @@ def test_sensor_runs_land_every_delta_equal_to_the_truth(spark_remote, kafka_boo
     landed = {dm: [] for dm in DATAMARTS}
     runs = {False: 0, True: 0}  # single-delta runs, range runs
     skip_reasons = []
+    evaluations = []  # every check evaluation of every run
+    observed = []  # the topics' observations of every tick
     with dg.instance_for_test() as instance:
         for round_ in range(2):
             idle = 0
@@ -119,13 +123,17 @@ def test_sensor_runs_land_every_delta_equal_to_the_truth(spark_remote, kafka_boo
                 for dm in DATAMARTS:
                     result = tick(defs, instance, dm, cursors[dm])
                     cursors[dm] = result.cursor
+                    seen = [e for e in result.asset_events or [] if e.asset_key.path[0] == "kafka"]
+                    observed.append(seen)
                     if result.skip_reason:
                         skip_reasons.append(str(result.skip_reason))
                     for req in result.run_requests:
                         deltas = request_deltas(req)
                         assert len(deltas) <= 4
                         assert req.run_key == f"{dm}:" + "-".join(map(str, sorted({deltas[0], deltas[-1]})))
-                        assert execute(defs, instance, req).success
+                        run = execute(defs, instance, req)
+                        assert run.success
+                        evaluations += run.get_asset_check_evaluations()
                         for n in deltas:  # exact as of every delta of a range
                             check_against_truth(spark, layout, sc, dm, n)
                         landed[dm] += deltas
@@ -135,6 +143,17 @@ def test_sensor_runs_land_every_delta_equal_to_the_truth(spark_remote, kafka_boo
             send_up_to(story, kafka_bootstrap, len(sc.messages))
         for dm in DATAMARTS:
             assert landed[dm] == sorted(sc.truth[dm]), f"{dm}: every closed delta lands once, in order"
+        # The topics' assets show what the sensor read, only when it moved: the last ticks (idle,
+        # every topic read through) observe nothing; the newest observation of the backup topic
+        # has its end offsets and its bad messages.
+        assert observed[-1] == [] and observed[-2] == []
+        newest = {}
+        for e in (e for seen in observed for e in seen):
+            newest[e.asset_key.path[-1]] = e.metadata
+        assert set(newest) == set(topics.values())
+        ends = {str(p): hi for p, (_, hi) in topic_ranges(kafka_bootstrap, topics[BACKUP]).items()}
+        assert newest[topics[BACKUP]]["high_water_marks"].value == ends
+        assert newest[topics[BACKUP]]["bad_messages"].value >= 2  # a bad key and a truncated copy, at least
         assert any("backup is not complete" in r or "not closed" in r for r in skip_reasons)
         assert runs[True], f"the backlog behind the lagging delta lands in range runs: {runs}"
         for dm in DATAMARTS:  # a lost cursor resumes after what landed: nothing is requested again
@@ -145,6 +164,26 @@ def test_sensor_runs_land_every_delta_equal_to_the_truth(spark_remote, kafka_boo
             for name in ("increment_complete", "rows_reconciled_with_write_ok", "schema_matches_changelog"):
                 ev = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(key, name))
                 assert ev is not None and ev.evaluation.passed, (dm, name)
+        # The signal events' table: where the catalog put it, its rows after the last run.
+        ident = layout.meta("marketing", "signal_events")
+        node = defs.resolve_assets_def(dg.AssetKey(["marketing", "signal_events"])).specs_by_key
+        uri = node[dg.AssetKey(["marketing", "signal_events"])].metadata["dagster/uri"]
+        assert uri.removeprefix("file://") == table_location(spark, ident).removeprefix("file:")
+        mats = instance.fetch_materializations(dg.AssetKey(["marketing", "signal_events"]), limit=100).records
+        last = max(mats, key=lambda r: r.partition_key)  # the last delta's: counted as of it
+        assert last.asset_materialization.metadata["dagster/row_count"].value == spark.table(ident).count()
+        # The truncated copy of a data message: counted on its delta's increment partition, and
+        # named (topic, partition, offset) by a check that warns; every other run's check passes.
+        victim = next(m.note for m in sc.messages if m.note.startswith("backup:truncated_container of "))
+        dm, n = victim.split(" of ")[1].split(":")[0], int(victim.split(" of ")[1].split(":")[1])
+        (mat,) = instance.fetch_materializations(dg.AssetRecordsFilter(
+            asset_key=dg.AssetKey([dm, "increment"]), asset_partitions=[partition_key(n)]), limit=1).records
+        assert mat.asset_materialization.metadata["bad_messages"].value >= 1
+        quarantine = [e for e in evaluations if e.check_name == "no_quarantined_messages"]
+        warned = [e for e in quarantine if not e.passed]
+        assert len(warned) == 1 and warned[0].severity == dg.AssetCheckSeverity.WARN, warned
+        assert f"delta {n}: bad_container_file at topic '{topics[BACKUP]}' partition" in warned[0].description
+        assert len(quarantine) == sum(runs.values()) and warned[0].asset_key == dg.AssetKey([dm, "increment"])
 
         # re-materializing a range of partitions (as a UI backfill would) changes nothing
         dm, first = "marketing", sorted(sc.truth["marketing"])[2]

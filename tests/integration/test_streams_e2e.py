@@ -117,6 +117,7 @@ def test_snapshots_equal_the_oracle_at_every_sealed_delta(spark_remote, kafka_bo
     publish(messages[:half], kafka_bootstrap, {role: topic})
 
     records: list = []  # decoded records of the landed deltas, in delta order
+    observed: list = []  # the topic's observations, as the sensor reported them
     landed: list[int] = []
     compared = 0
     cursor = None
@@ -133,6 +134,7 @@ def test_snapshots_equal_the_oracle_at_every_sealed_delta(spark_remote, kafka_bo
             while quiet < 2:
                 result = tick(defs, instance, cursor)
                 cursor = result.cursor
+                observed += [e for e in result.asset_events or [] if e.asset_key.path[0] == "kafka"]
                 quiet = 0 if result.run_requests else quiet + 1
                 for req in result.run_requests:
                     deltas = request_deltas(req)
@@ -168,6 +170,13 @@ def test_snapshots_equal_the_oracle_at_every_sealed_delta(spark_remote, kafka_bo
         # Bad messages: quarantined with their coordinates, the good ones landed around them.
         got_bad = {(q["partition"], q["offset"]): q["kind"] for q in ledger.quarantine(SOURCE)}
         assert set(got_bad) == set(expected_bad) and all(q["topic"] == topic for q in ledger.quarantine(SOURCE))
+        assert observed[-1].metadata["bad_messages"].value == len(expected_bad)  # the topic's page counts them
+        # Each increment partition lists the tables its delta changed, with the rows it changed there.
+        for mat in instance.fetch_materializations(dg.AssetKey([SOURCE, "increment"]), limit=100).records:
+            meta = mat.asset_materialization.metadata
+            listed = {r.data["table"]: r.data["rows"] for r in meta["tables"].records}
+            assert listed == {layout.increment(SOURCE, k[len("rows/"):]): v.value for k, v in meta.items()
+                              if k.startswith("rows/") and v.value}, mat.partition_key
         # The final state is the story's.
         last = landed[-1]
         final = final_truth(fmt, story)

@@ -4,9 +4,10 @@ Takes the session's `deltaport demo --once --deltas 2` (the `demo_once` fixture,
 tests/support/demo_once.py: its own embedded Kafka broker, Spark, Iceberg, in a temporary state
 folder; test_clean_logs reads the same run), then `ui_check.run_ui_check` on the instance it
 leaves: dagster-webserver on a free port, lineage and partitions through its GraphQL API, and screenshots (+ rendered DOM)
-of the global lineage, the marketing asset graph, marketing/snapshot's partitions and the lineage
+of the global lineage, the marketing asset graph, marketing/snapshot's partitions, the lineage
 of the demo's own mart marketing/sales_by_store (topic -> changelog, increment -> snapshot -> mart),
-which must not be blank and must name the assets and partition keys. The screenshots stay in
+the signal events' Columns pane and the catalog searched for their Iceberg table's name, which
+must not be blank and must name the assets, partition keys and columns. The screenshots stay in
 bench-results/ui/ (gitignored; or $DELTAPORT_UI_OUT) to be looked at.
 
 Needs Debian's chromium (`apt-get install -y chromium`; the Makefile installs it): without it this
@@ -28,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ui_check  # noqa: E402
 
 from platform_assets.deltas.partitions import partition_key  # noqa: E402
+from platform_assets.prostore.signal_rows import COLUMNS as SIGNAL_COLUMNS  # noqa: E402
 from tests.support.demo_once import DemoOnce  # noqa: E402
 
 DATAMART = "marketing"
@@ -88,10 +90,15 @@ def test_ui_shows_lineage_and_partitions(request: pytest.FixtureRequest) -> None
     assert result.check_statuses and set(result.check_statuses.values()) <= {"SUCCEEDED", "NOT_EVALUATED"}
     for source in ("marketing", "sourcedb", "sales_qlik", "shop_dataworks", "shop_datastream"):
         assert result.check_statuses[f"{source}/snapshot:lag_within_bound"] == "SUCCEEDED", result.check_statuses
-    assert [p.name for p in result.pages] == ["lineage", "asset-group", "partitions", "mart-lineage"]
+    for source in ("marketing", "sourcedb"):  # the plain demo sends no malformed message (`--bad-input` does)
+        assert result.check_statuses[f"{source}/increment:no_quarantined_messages"] == "SUCCEEDED"
+    assert [p.name for p in result.pages] == ["lineage", "asset-group", "partitions", "mart-lineage", "columns",
+                                              "table-search"]
+    # A lake table is a thing in the catalog: its columns in the Columns pane, found by its name.
+    assert result.lake_table == {f"lake.{DATAMART}_meta.signal_events": [name for name, _ in SIGNAL_COLUMNS]}
     for page in result.pages:
         assert Path(page.screenshot).stat().st_size > 10_000, page
-        assert page.colours >= 24 and page.non_background >= 0.03, page
+        assert page.colours >= 24 and page.non_background >= page.min_non_background, page
         dom = Path(page.dom).read_text(encoding="utf-8")
         assert all(text in dom for text in page.must_show), page
 

@@ -20,6 +20,11 @@ that already hold landed deltas (e.g. after `deltaport demo --once`), this:
      <dm>-<mart>-lineage.png  /assets/<dm>/<mart>?view=lineage&lineageScope=upstream&lineageDepth=3
                               the first `code:` asset of the datamart (the demo's sales_by_store)
                               drawn below the snapshot, the increment, the changelog and the topic
+     <dm>-signal_events-columns.png
+                              /assets/<dm>/signal_events?view=overview   a lake table's Columns pane: every
+                              column of its `dagster/column_schema` (asked of GraphQL first)
+     catalog-table-search.png /assets?asset-selection=tag:"deltaport/table"="<its Iceberg table>"
+                              the catalog searched for the table's name: the asset, not its neighbours
 4. stops the webserver (in `finally`).
 
 Dagster shows a "Join the Dagster community" dialog over every page of a fresh instance opened on
@@ -90,6 +95,8 @@ class Page:
     colours: int = 0  # distinct colours on a sampling grid
     non_background: float = 0.0  # share of sampled pixels that differ from the most common colour
     must_show: list[str] = field(default_factory=list)
+    must_not_show: list[str] = field(default_factory=list)  # what a filtered page must have left out
+    min_non_background: float = 0.03  # a page that is one short list by design has less drawn on it
 
 
 @dataclass
@@ -101,6 +108,7 @@ class UICheckResult:
     partition_keys: list[str]
     materialized_partitions: dict[str, list[str]]  # partitioned asset of the datamart -> its materialized keys
     check_statuses: dict[str, str]  # "asset/key:check" -> its latest execution's status
+    lake_table: dict[str, list[str]]  # the signal events' Iceberg table -> its columns, as the catalog has them
     pages: list[Page]
     out_dir: str
     seconds: float
@@ -394,6 +402,54 @@ def check_asset_checks(ws: Webserver) -> dict[str, str]:
     return statuses
 
 
+TABLE_QUERY = """
+query Table($path: [String!]!) {
+  assetNodeOrError(assetKey: {path: $path}) {
+    __typename
+    ... on AssetNode {
+      metadataEntries {
+        label
+        ... on TextMetadataEntry { text }
+        ... on TableSchemaMetadataEntry { schema { columns { name type } } }
+      }
+    }
+  }
+}"""
+
+
+def check_lake_table(ws: Webserver, path: list[str]) -> tuple[str, list[str]]:
+    """A single-table asset's Iceberg table as the catalog knows it: its `dagster/table_name` and
+    the columns of its `dagster/column_schema` (what the Columns pane lists)."""
+    node = ws.graphql(TABLE_QUERY, {"path": path})["assetNodeOrError"]
+    if node["__typename"] != "AssetNode":
+        raise UICheckError(f"asset {_key(path)}: {node['__typename']}")
+    entries = {e["label"]: e for e in node["metadataEntries"]}
+    name = (entries.get("dagster/table_name") or {}).get("text")
+    columns = [c["name"] for c in ((entries.get("dagster/column_schema") or {}).get("schema") or {}).get("columns", [])]
+    if not name or not columns:
+        raise UICheckError(f"asset {_key(path)} has no dagster/table_name or no dagster/column_schema: "
+                           f"{sorted(entries)}")
+    return name, columns
+
+
+def lake_table_pages(base: str, datamart: str, table: str, columns: list[str], out: Path) -> list[Page]:
+    """The signal events' page (its Overview: the Columns pane lists every column of the table), and
+    the asset catalog searched for the Iceberg table's name, which must list the asset and not the
+    datamart's other assets. By its `deltaport/table` tag: Dagster OSS answers a `table_name:`
+    selection with "table_name filtering is available in Dagster+"."""
+    asset = f"{datamart}/signal_events"
+    selection = urllib.parse.urlencode({"asset-selection": f'tag:"deltaport/table"="{table}"'})
+    return [
+        Page("columns", f"{base}/assets/{asset}?view=overview", str(out / f"{datamart}-signal_events-columns.png"),
+             str(out / f"{datamart}-signal_events-columns.html"),
+             must_show=["Columns", *(f">{c}</span>" for c in columns)]),  # each a cell of its own
+        Page("table-search", f"{base}/assets?{selection}", str(out / "catalog-table-search.png"),
+             str(out / "catalog-table-search.html"), must_show=[f'href="/assets/{asset}"'],
+             must_not_show=[f'href="/assets/{datamart}/increment"', f'href="/assets/{datamart}/changelog"'],
+             min_non_background=0.01),
+    ]
+
+
 PARTITIONS_QUERY = """
 query Partitions($path: [String!]!) {
   assetNodeOrError(assetKey: {path: $path}) {
@@ -459,10 +515,11 @@ def check_page(chromium: str, page: Page) -> None:
         dom = render(chromium, page.url, Path(page.screenshot), budget_ms=budget)
         Path(page.dom).write_text(dom, encoding="utf-8")
         missing = [text for text in page.must_show if text not in dom]
+        missing += [f"(not {text})" for text in page.must_not_show if text in dom]
         if "Join the Dagster community" in dom:
             missing.append("(no 'Join the Dagster community' dialog)")
         try:
-            check_not_blank(page)
+            check_not_blank(page, min_non_background=page.min_non_background)
         except UICheckError:
             if attempt:
                 raise
@@ -513,6 +570,7 @@ def run_ui_check(*, dagster_home: str | os.PathLike, workspace: str | os.PathLik
         lineage = check_lineage(ws, datamart, signal_topic, backup_topic, {**stream_lineage(config), **users})
         keys, materialized = check_partitions(ws, datamart, expected_partitions)
         checks = check_asset_checks(ws)
+        table, columns = check_lake_table(ws, [datamart, "signal_events"])
         dismiss_community_dialog(ws)
         base = ws.base_url
         group_assets = ["signal_events", "changelog", "increment", "snapshot", "history",
@@ -531,12 +589,14 @@ def run_ui_check(*, dagster_home: str | os.PathLike, workspace: str | os.PathLik
                  must_show=[*(expected_partitions or keys), f"Materialized ({len(materialized[f'{datamart}/snapshot'])})"]),
         ]
         pages += mart_lineage_pages(base, datamart, users, backup_topic, out)
+        pages += lake_table_pages(base, datamart, table, columns, out)
         for page in pages:
             check_page(chromium, page)
     finally:
         ws.stop()
     result = UICheckResult(base_url=ws.base_url, location=location, datamart=datamart, lineage=lineage,
                            partition_keys=keys, materialized_partitions=materialized, check_statuses=checks,
+                           lake_table={table: columns},
                            pages=pages,
                            out_dir=str(out), seconds=time.monotonic() - started)
     (out / "ui_check.json").write_text(json.dumps(asdict(result), indent=2) + "\n", encoding="utf-8")

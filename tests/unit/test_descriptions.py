@@ -13,6 +13,7 @@ import pytest
 
 from platform_assets.config import parse_config
 from platform_assets.definitions import build_definitions
+from platform_assets.delta_metadata import TABLE_TAG, table_tags
 
 # A tag as Markdown takes it: `<` a letter, then anything up to `>` on the same line.
 TAG = re.compile(r"<[A-Za-z][^<>\n]*>")
@@ -65,3 +66,25 @@ def test_single_table_assets_name_their_iceberg_table_for_the_catalog():
     assert "code" in [c.name for c in nodes["dm/signal_events"]["dagster/column_schema"].columns]
     assert nodes["dm/changelog"]["dagster/table_name"] == "lake.dm_meta.changelog"
     assert nodes["q/changelog"]["dagster/table_name"] == "lake.q_meta.changelog"
+
+
+def test_single_table_assets_give_their_location_where_the_catalog_places_tables_by_name():
+    sources = [{"name": "dm", "signal_topic": "s", "backup_topic": "b"}, {"name": "q", "format": "qlik", "topic": "t"}]
+    nodes = {n.key.to_user_string(): n.metadata
+             for n in build_definitions(parse_config({"sources": sources})).resolve_asset_graph().asset_nodes}
+    uri = nodes["dm/signal_events"]["dagster/uri"]
+    assert uri.startswith("file:///") and uri.endswith("/lake/dm_meta/signal_events")
+    assert nodes["q/changelog"]["dagster/uri"].endswith("/lake/q_meta/changelog")
+    rest = parse_config({"sources": sources, "lake": {"type": "rest", "uri": "http://127.0.0.1:1", "warehouse": "w"}})
+    nodes = {n.key.to_user_string(): n.metadata for n in build_definitions(rest).resolve_asset_graph().asset_nodes}
+    assert "dagster/uri" not in nodes["dm/signal_events"]  # the catalog chooses: not guessed
+
+
+def test_single_table_assets_are_tagged_with_their_table_for_the_oss_catalog_search():
+    sources = [{"name": "dm", "signal_topic": "s", "backup_topic": "b"}, {"name": "q", "format": "qlik", "topic": "t"}]
+    graph = build_definitions(parse_config({"sources": sources})).resolve_asset_graph()
+    tags = {n.key.to_user_string(): n.tags for n in graph.asset_nodes}
+    assert tags["dm/signal_events"][TABLE_TAG] == "lake.dm_meta.signal_events"
+    assert tags["q/changelog"][TABLE_TAG] == "lake.q_meta.changelog"
+    assert TABLE_TAG not in tags["dm/snapshot"]  # a layer asset: its tables are in its `tables` entry
+    assert table_tags("lake." + "x" * 70) == {} and table_tags("lake.a b") == {}  # not a valid tag value: none
