@@ -45,7 +45,7 @@ SYNC_HOST_TAG = "deltaport/sync_host"
 class DeltaOutcome:
     """One run's outcome: a delta, or a range of them."""
 
-    datamart: str  # the source (a datamart or a change stream)
+    source: str  # a datamart or a change stream
     deltas: list[int]
     success: bool
     rows: dict[str, int] = field(default_factory=dict)  # increment rows per table
@@ -74,11 +74,11 @@ class SyncResult:
 
     def landed(self) -> list[tuple[str, int]]:
         """(source, delta) of every delta landed with all its assets, in order."""
-        return [(o.datamart, n) for o in self.outcomes if o.success for n in o.deltas]
+        return [(o.source, n) for o in self.outcomes if o.success for n in o.deltas]
 
     def snapshots_landed(self) -> list[tuple[str, int]]:
         """(source, delta) of every delta whose snapshot landed, a user asset failing or not."""
-        return [(o.datamart, n) for o in self.outcomes if o.snapshot_landed for n in o.deltas]
+        return [(o.source, n) for o in self.outcomes if o.snapshot_landed for n in o.deltas]
 
     def summary(self) -> str:
         """The pass's last line: deltas landed (in the snapshot), runs, deltas not landed, and the
@@ -283,17 +283,17 @@ def step_error(failure) -> str:
 def render(o: DeltaOutcome) -> str:
     which = f"delta {o.deltas[0]}" if len(o.deltas) == 1 else f"deltas {o.deltas[0]}-{o.deltas[-1]}"
     if o.cut:
-        return f"{o.datamart} {which}: FAILED: {o.error}; cut in two, to land the deltas before the bad one"
+        return f"{o.source} {which}: FAILED: {o.error}; cut in two, to land the deltas before the bad one"
     detail = tables_detail(o)
     if o.success:
-        return f"{o.datamart} {which}: landed ({detail})"
+        return f"{o.source} {which}: landed ({detail})"
     if not o.snapshot_landed:
-        return f"{o.datamart} {which}: FAILED: {o.error}"
+        return f"{o.source} {which}: FAILED: {o.error}"
     # The deltas are in the lake; what did not land with them is named, each with its error.
-    own = {f"{o.datamart}/{name}" for name in SOURCE_ASSETS}
+    own = {f"{o.source}/{name}" for name in SOURCE_ASSETS}
     landed = ", ".join(["snapshot", *(a for a in o.landed_assets if a not in own)])
     failed = "; ".join(f"{a} FAILED: {why}" for a, why in sorted(o.failed_assets.items())) or f"FAILED: {o.error}"
-    return f"{o.datamart} {which}: {landed} landed ({detail}); {failed}; the next sync runs {which} again"
+    return f"{o.source} {which}: {landed} landed ({detail}); {failed}; the next sync runs {which} again"
 
 
 def tables_detail(o: DeltaOutcome) -> str:
