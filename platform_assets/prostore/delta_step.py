@@ -112,6 +112,59 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
         records = fetched.result
 
     # Phase 1: everything that needs only Kafka's slices and the lake as it was.
+    done, early_done = _phase1(session, layout, datamart, keys, chosen, backup, signal, records, index,
+                               keep_history=keep_history)
+    # What the step did and how long each part took, logged once at the end: each log line is
+    # an event Dagster writes to the instance's event log (0.03-0.1 s each on SQLite), and the
+    # first of them was written between the phases, on the delta's critical path.
+    said = [_phase1_said(span, keys, done, early_done)]
+
+    # Phase 2: the snapshot, if what it needs from this run landed, beside the increment's check.
+    # It starts before phase 1's materializations are reported: Dagster writes each event to the
+    # instance's event log as it is yielded (0.2-0.3 s for the three), which the engine's work
+    # need not wait for.
+    before = done.get(keys.snapshot)
+    phase2, snapshot_inputs = _phase2_jobs(
+        session, layout, datamart, keys, chosen, backup, records, index, done, early_done, bad,
+        keep_history=keep_history, key_check_every=key_check_every, maintaining=maintaining)
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="deltaport-asset")
+    try:
+        running = [pool.submit(timed, key, fn) for key, fn in phase2]
+        for key, materialized in ((keys.signal_events, lambda k, o: _signal_materialized(context, k, o, signal)),
+                                  (keys.changelog, lambda k, o: _changelog_materialized(context, k, o, backup,
+                                                                                        records)),
+                                  (keys.increment, lambda k, o: _increment_materialized(
+                                      context, said, k, o, backup, layout, datamart, bad))):
+            if key in done:
+                outcomes.append(done[key])
+                if done[key].error is None:
+                    yield materialized(key, done[key])
+        if before is not None and before.error is not None:
+            outcomes.append(before)
+        failpoint("step.phase1_reported")
+        finished = [f.result() for f in running]
+    finally:
+        pool.shutdown(wait=True)  # a step stopped while phase 2 runs still waits for its commits
+    if finished:
+        said.append(", ".join(f"{'increment checks' if o.key == keys.increment else 'snapshot'} {o.seconds:.2f} s"
+                              for o in finished))
+    outcomes += [o for o in finished if o.error is not None]
+    yield from _phase2_reported(context, keys, [o for o in finished if o.error is None], layout, datamart, backup,
+                                before, snapshot_inputs, history_key)
+    context.log.info("; ".join(said))
+    failed = [o for o in outcomes if o.error is not None]
+    if failed:
+        context.log.error("; ".join(f"{o.key.to_user_string()}: {o.error}" for o in failed))
+        raise step_failure(failed, span) from failed[0].error
+
+
+def _phase1(session, layout: LakeLayout, datamart: str, keys: DatamartKeys, chosen, backup: list[BackupSlice],
+            signal: list[SignalSlice] | None, records: dict[int, list], index: DeltaIndex, *,
+            keep_history: bool) -> tuple[dict[dg.AssetKey, Outcome], Outcome | None]:
+    """Phase 1 (module docstring), side by side: the selected assets' commits and the snapshot's
+    read of the lake as it was; in a one-delta run, the early history. Returns each job's
+    outcome by asset key, and the early history's (None when not tried)."""
+    target = backup[-1].delta_num
     early = keep_history and len(backup) == 1 and {keys.changelog, keys.increment, keys.snapshot} <= chosen
     tables_landed: Future | None = Future() if early else None  # the increment tables' stats, once committed
     with ThreadPoolExecutor(max_workers=5, thread_name_prefix="deltaport-asset") as pool:
@@ -136,73 +189,62 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
     done = {f.result().key: f.result() for f in (signal_job, changelog_job, increment_job, before_job) if f}
     # The early history is an optimisation: if it failed, the snapshot's path writes it as before.
     early_done = early_job.result() if early_job is not None else None
-    # What the step did and how long each part took, logged once at the end: each log line is
-    # an event Dagster writes to the instance's event log (0.03-0.1 s each on SQLite), and the
-    # first of them was written between the phases, on the delta's critical path.
-    said = [f"deltas {span}: " + ", ".join(
+    return done, early_done
+
+
+def _phase1_said(span: str, keys: DatamartKeys, done: dict[dg.AssetKey, Outcome], early_done: Outcome | None) -> str:
+    """Phase 1's line of the step's log: what each job took, and which failed."""
+    return (f"deltas {span}: " + ", ".join(
         f"{'lake read for snapshot' if k == keys.snapshot else k.path[-1]} {o.seconds:.2f} s"
         f"{'' if o.error is None else ' (failed)'}" for k, o in done.items())
         + (f", history {early_done.seconds:.2f} s{'' if early_done.error is None else ' (left to the snapshot)'}"
-           if early_done is not None else "")]
+           if early_done is not None else ""))
+
+
+def _phase2_jobs(session, layout: LakeLayout, datamart: str, keys: DatamartKeys, chosen, backup: list[BackupSlice],
+                 records: dict[int, list], index: DeltaIndex, done: dict[dg.AssetKey, Outcome],
+                 early_done: Outcome | None, bad: dict, *, keep_history: bool, key_check_every: int,
+                 maintaining: bool) -> tuple[list, _SnapshotInputs | None]:
+    """Phase 2's jobs, (asset key, work): the increment's checks once its tables landed; the
+    snapshot once what it needs from this run landed (changelog and increment) and its lake read
+    succeeded. Also the snapshot's inputs (phase 1's read merged with the run's own), or None."""
+    target = backup[-1].delta_num
     ok = early_done is not None and early_done.error is None
     written = {(t, target): narrowed for t, narrowed in early_done.result.items()} if ok else {}
-
-    # Phase 2: the snapshot, if what it needs from this run landed, beside the increment's check.
-    # It starts before phase 1's materializations are reported: Dagster writes each event to the
-    # instance's event log as it is yielded (0.2-0.3 s for the three), which the engine's work
-    # need not wait for.
     landing = [done[k] for k in (keys.changelog, keys.increment) if k in done]
-    phase2 = []
+    jobs: list = []
     if keys.increment in done and done[keys.increment].error is None:
         todo, stats = done[keys.increment].result
-        phase2.append((keys.increment, lambda: checks.increment_checks(
+        jobs.append((keys.increment, lambda: checks.increment_checks(
             session, layout, datamart, [(b, t.entities, stats[b.delta_num]) for b, t in zip(backup, todo)],
             index, key=keys.increment) + [checks.quarantine_check(backup[0].topic, bad, key=keys.increment)]))
     before = done.get(keys.snapshot)
-    if before is not None and before.error is None and all(o.error is None for o in landing):
-        snapshot_inputs = _merged(before.result, done.get(keys.changelog), done.get(keys.increment), records)
-        plan = KeyCheckPlan.for_run([b.delta_num for b in backup], every=key_check_every, every_key=maintaining,
-                                    asked=keys.increment not in chosen)
-        phase2.append((keys.snapshot, lambda: _apply_snapshot(session, layout, datamart, target, snapshot_inputs,
-                                                              keys.snapshot, keep_history, written, key_check=plan)))
-    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="deltaport-asset")
-    try:
-        running = [pool.submit(timed, key, fn) for key, fn in phase2]
-        for key, materialized in ((keys.signal_events, lambda k, o: _signal_materialized(context, k, o, signal)),
-                                  (keys.changelog, lambda k, o: _changelog_materialized(context, k, o, backup,
-                                                                                        records)),
-                                  (keys.increment, lambda k, o: _increment_materialized(
-                                      context, said, k, o, backup, layout, datamart, bad))):
-            if key in done:
-                outcomes.append(done[key])
-                if done[key].error is None:
-                    yield materialized(key, done[key])
-        if before is not None and before.error is not None:
-            outcomes.append(before)
-        failpoint("step.phase1_reported")
-        finished = [f.result() for f in running]
-    finally:
-        pool.shutdown(wait=True)  # a step stopped while phase 2 runs still waits for its commits
-    if finished:
-        said.append(", ".join(f"{'increment checks' if o.key == keys.increment else 'snapshot'} {o.seconds:.2f} s"
-                              for o in finished))
-    for o in finished:
-        if o.error is not None:
-            outcomes.append(o)
-        elif o.key == keys.increment:
+    if before is None or before.error is not None or any(o.error is not None for o in landing):
+        return jobs, None
+    inputs = _merged(before.result, done.get(keys.changelog), done.get(keys.increment), records)
+    plan = KeyCheckPlan.for_run([b.delta_num for b in backup], every=key_check_every, every_key=maintaining,
+                                asked=keys.increment not in chosen)
+    jobs.append((keys.snapshot, lambda: _apply_snapshot(session, layout, datamart, target, inputs, keys.snapshot,
+                                                        keep_history, written, key_check=plan)))
+    return jobs, inputs
+
+
+def _phase2_reported(context, keys: DatamartKeys, succeeded: list[Outcome], layout: LakeLayout, datamart: str,
+                     backup: list[BackupSlice], before: Outcome | None, inputs: _SnapshotInputs | None,
+                     history_key: dg.AssetKey | None) -> Iterator:
+    """What phase 2's jobs that succeeded report: the increment's check results; the snapshot's
+    materialization and the history asset's."""
+    target = backup[-1].delta_num
+    for o in succeeded:
+        if o.key == keys.increment:
             yield from o.result
-        else:
-            yield _snapshot_materialized(context, keys.snapshot, o, before.seconds, target, len(backup), layout,
-                                         datamart, _columns(snapshot_inputs.history.get(target, [])))
-            applied = o.result[0]
-            yield from history_reported(
-                context, key=history_key, applied_deltas=sorted({a.delta_num for a in applied}), deltas=span,
-                tables=sorted({history_ident(layout, datamart, a.table) for a in applied if a.upserts or a.deletes}))
-    context.log.info("; ".join(said))
-    failed = [o for o in outcomes if o.error is not None]
-    if failed:
-        context.log.error("; ".join(f"{o.key.to_user_string()}: {o.error}" for o in failed))
-        raise step_failure(failed, span) from failed[0].error
+            continue
+        yield _snapshot_materialized(context, keys.snapshot, o, before.seconds, target, len(backup), layout,
+                                     datamart, _columns(inputs.history.get(target, [])))
+        applied = o.result[0]
+        yield from history_reported(
+            context, key=history_key, applied_deltas=sorted({a.delta_num for a in applied}), deltas=delta_span(backup),
+            tables=sorted({history_ident(layout, datamart, a.table) for a in applied if a.upserts or a.deletes}))
 
 
 def _land_signal_events(session, layout: LakeLayout, datamart: str, signal: list[SignalSlice]) -> dict:
