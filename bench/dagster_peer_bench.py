@@ -18,10 +18,10 @@ store):
   pool and backfill policy) whose body only yields the materializations and check results, with
   a sensor that only answers the way ours does (`delta_runs`): what Dagster costs around a step.
 
-Per steady delta (median over the deltas with rows after the first, which creates the
-peer's tables): the three times, ours -
-floor (what is ours), peer - floor (the script's work inside Dagster), ours / peer; and the lake
-files each writes (data, manifests, metadata.json, i.e. catalog commits). The three go in a
+Per steady delta (median over the deltas with rows after the first, which creates the peer's
+tables): the three times, ours - floor (what is ours), peer - floor (the script's work inside
+Dagster), ours / peer, each pass's seconds outside its step (Dagster's step stats: ticks, run
+creation, events, cursor); and the lake files each writes (data, manifests, metadata.json, i.e. catalog commits). The three go in a
 rotating order, delta by delta, so a busy machine weighs on all alike. Ours is compared with the
 emulator's truth every delta, the peer's row counts too (a benchmark of wrong results is void).
 
@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 import dagster as dg  # noqa: E402
 
 from bench.dagster_bench import (DM, bench_scenario, bench_setup, check, check_iceberg_script,  # noqa: E402
-                                 delta_batches)
+                                 delta_batches, step_seconds)
 from bench.engine import bench_engine  # noqa: E402
 from bench.results import save_results  # noqa: E402
 from bench.iceberg_script import NAMESPACE as PEER_NS, iceberg_script  # noqa: E402
@@ -193,6 +193,11 @@ def run(args) -> dict:
                         out = ways[way]()
                         entry["seconds"][way] = round(time.perf_counter() - t0, 3)
                         entry["landed"][way] = [d for _, d in out.landed()]
+                        runs = [r.run_id for r in instance.get_runs(limit=len(out.outcomes))]
+                        # the step's own seconds (Dagster's step stats); the rest of the pass is
+                        # around the step: ticks, run creation, events, the cursor
+                        entry.setdefault("step_seconds", {})[way] = round(sum(
+                            v for k, v in step_seconds(instance, runs).items() if k.startswith("step ")), 3)
                         if way == "ours":
                             entry["rows"] = sum(sum(o.rows.values()) for o in out.outcomes)
                         if before is not None:
@@ -224,6 +229,9 @@ def summarize(deltas: list[dict]) -> dict:
     out |= {f"{w}_s": round(statistics.median(e["seconds"][w] for e in steady), 3) for w in WAYS}
     out["ours_minus_floor_s"] = round(statistics.median(e["seconds"]["ours"] - e["seconds"]["floor"] for e in steady), 3)
     out["peer_minus_floor_s"] = round(statistics.median(e["seconds"]["peer"] - e["seconds"]["floor"] for e in steady), 3)
+    for w in WAYS:  # what a pass spends outside the step
+        out[f"{w}_around_step_s"] = round(statistics.median(
+            e["seconds"][w] - e["step_seconds"][w] for e in steady), 3)
     out["ours_over_peer"] = round(statistics.median(e["seconds"]["ours"] / e["seconds"]["peer"] for e in steady), 2)
     out["ours_over_peer_beyond_floor"] = round(out["ours_minus_floor_s"] / max(out["peer_minus_floor_s"], 1e-9), 2)
     for w in ("ours", "peer"):
@@ -255,7 +263,9 @@ def report_line(sm: dict) -> str:
     return (f"steady delta (median of {len(sm['steady_deltas'])}): ours {sm['ours_s']} s, peer {sm['peer_s']} s, "
             f"floor {sm['floor_s']} s; ours - floor {sm['ours_minus_floor_s']} s, peer - floor "
             f"{sm['peer_minus_floor_s']} s; ours / peer {sm['ours_over_peer']}x "
-            f"({sm['ours_over_peer_beyond_floor']}x beyond the floor); files per delta ours {sm['ours_files']} "
+            f"({sm['ours_over_peer_beyond_floor']}x beyond the floor); around the step ours "
+            f"{sm['ours_around_step_s']} s, peer {sm['peer_around_step_s']} s, floor {sm['floor_around_step_s']} s; "
+            f"files per delta ours {sm['ours_files']} "
             f"({sm['ours_files_metadata_json']} metadata.json), peer {sm['peer_files']} "
             f"({sm['peer_files_metadata_json']} metadata.json); equal {sm['all_equal']}")
 

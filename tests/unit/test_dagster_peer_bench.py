@@ -24,6 +24,7 @@ def test_published_ranges_give_each_tables_data_offsets_from_the_partitions_next
 def _entry(ours: float, peer: float, floor: float, files: int, rows: int = 10) -> dict:
     kinds = {"data": files, "manifests": 1, "metadata_json": 1, "other": 0}
     return {"delta": 0, "rows": rows, "seconds": {"ours": ours, "peer": peer, "floor": floor},
+            "step_seconds": {"ours": ours / 2, "peer": peer / 2, "floor": floor / 2},
             "files": {"ours": kinds, "peer": {**kinds, "data": 1}}, "equal": True}
 
 
@@ -33,6 +34,7 @@ def test_summarize_leaves_out_deltas_without_rows_and_the_first_with_rows_and_se
     sm = summarize(deltas)
     assert (sm["ours_s"], sm["peer_s"], sm["floor_s"]) == (4.0, 2.0, 1.0)
     assert (sm["ours_minus_floor_s"], sm["peer_minus_floor_s"]) == (3.5, 1.5)
+    assert (sm["ours_around_step_s"], sm["floor_around_step_s"]) == (2.0, 0.5)
     # ours / peer: the median of each delta's ratio (1.5, 1.67, 2); beyond the floor: of the medians
     assert sm["ours_over_peer"] == 1.67 and sm["ours_over_peer_beyond_floor"] == 2.33
     assert (sm["ours_files"], sm["peer_files"], sm["files_ours_over_peer"]) == (6, 3, 2.0)
