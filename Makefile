@@ -74,6 +74,9 @@ dev: jars
 # e.g. make bench BENCH_ARGS="--deltas 8 --rows 100000"), then the change streams (Qlik,
 # DataWorks, Datastream; STREAM_BENCH_ARGS="--size 1000"), then a datamart through Dagster (sync
 # -> run -> assets; seconds and Iceberg commits per delta; DAGSTER_BENCH_ARGS="--rows 20000"), then
+# a steady delta of ours against a Dagster peer (the Spark+Iceberg script as a partitioned asset) and
+# Dagster's floor (our asset graph doing nothing), all run the way `sync` runs ours, with the lake
+# files each writes (DAGSTER_PEER_BENCH_ARGS="--deltas 12 --rows 20000"), then
 # each change stream through Dagster the same way (DAGSTER_STREAM_BENCH_ARGS="--rows 20000"), then
 # what table maintenance buys an aged table (MAINTENANCE_BENCH_ARGS="--deltas 500"), then a maintenance
 # pass with nothing due on 12 and 48 tables against each table asked on its own
@@ -105,6 +108,7 @@ bench: jars
 	$(PY) bench/platform_bench.py $(BENCH_ARGS)
 	$(PY) bench/stream_bench.py $(STREAM_BENCH_ARGS)
 	$(PY) bench/dagster_bench.py $(DAGSTER_BENCH_ARGS)
+	$(PY) bench/dagster_peer_bench.py $(DAGSTER_PEER_BENCH_ARGS)
 	$(PY) bench/dagster_stream_bench.py $(DAGSTER_STREAM_BENCH_ARGS)
 	$(PY) bench/maintenance_bench.py $(MAINTENANCE_BENCH_ARGS)
 	$(PY) bench/maintenance_pass_bench.py $(MAINTENANCE_PASS_BENCH_ARGS)

@@ -127,13 +127,21 @@ def spark_iceberg_script(spark, bootstrap: str, topic: str, index: DeltaIndex, d
                          namespace=f"lake.{ICEBERG_SCRIPT_NS}")
     # A yardstick that did less than it claims would flatter the platform: its tables must hold
     # the truth's row count as of the last delta it landed.
-    for table, state in sc.truth[DM][deltas[-1]].items():
-        ident = f"lake.{ICEBERG_SCRIPT_NS}.{table}"
+    if not check_iceberg_script(spark, sc, deltas[-1], f"lake.{ICEBERG_SCRIPT_NS}"):
+        raise AssertionError(f"the Spark+Iceberg script's tables after delta {deltas[-1]} differ from the truth")
+    return out
+
+
+def check_iceberg_script(spark, sc, n: int, namespace: str) -> bool:
+    """Whether every table the Spark+Iceberg script landed in `namespace` holds the truth's row
+    count as of delta n (a missing table holds none); the first that does not is printed."""
+    for table, state in sc.truth[DM][n].items():
+        ident = f"{namespace}.{table}"
         got = spark.table(ident).count() if spark.catalog.tableExists(ident) else 0
         if got != len(state):
-            raise AssertionError(f"the Spark+Iceberg script's {table} has {got} rows after delta {deltas[-1]}, "
-                                 f"the truth {len(state)}")
-    return out
+            print(f"the Spark+Iceberg script's {table} has {got} rows after delta {n}, the truth {len(state)}")
+            return False
+    return True
 
 
 def delta_batches(messages) -> list[tuple[int, list]]:
@@ -224,11 +232,26 @@ def bench_scenario(args):
                                          faults=Faults()))
 
 
+def bench_setup(bootstrap: str, engine, work: Path, *, max_per_run: int | None = None):
+    """(config, topics, delta index) of the bench's datamart: its two topics created on the
+    broker (the backup topic with 3 partitions, as the scenario writes it), the lake and state
+    under `work`, the engine's server."""
+    topics = {SIGNAL: f"bench.signal.{os.getpid()}", BACKUP: f"bench.backup.{os.getpid()}"}
+    create_topic(bootstrap, topics[SIGNAL])
+    create_topic(bootstrap, topics[BACKUP], partitions=3)
+    cfg = parse_config({"datamarts": [{"name": DM, "signal_topic": topics[SIGNAL], "backup_topic": topics[BACKUP]}],
+                        "kafka": {"bootstrap_servers": bootstrap},
+                        "spark": {"remote": engine.url},
+                        "lake": {"catalog": "lake", "warehouse": str(work / "lake")},
+                        "state_dir": str(work / "state"),
+                        "sensor": {"max_deltas_per_run": max_per_run or SensorConfig().max_deltas_per_run}})
+    return cfg, topics, index_resource(cfg).get()
+
+
 def run(args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="deltaport-dagster-bench-"))
     os.environ["DAGSTER_HOME"] = str(work / "dagster")
     (work / "dagster").mkdir()
-    topics = {SIGNAL: f"bench.signal.{os.getpid()}", BACKUP: f"bench.backup.{os.getpid()}"}
     sc = bench_scenario(args)
     batches = delta_batches(sc.messages)
     res: dict = {"config": vars(args), "steady": [], "backlog": {}}
@@ -238,20 +261,11 @@ def run(args) -> dict:
     try:
         with kafka_bootstrap() as bootstrap, bench_engine(work, conf=conf) as engine:
             sql = SqlLog(ui_port) if ui_port else None
-            create_topic(bootstrap, topics[SIGNAL])
-            create_topic(bootstrap, topics[BACKUP], partitions=3)
-            cfg = parse_config({"datamarts": [{"name": DM, "signal_topic": topics[SIGNAL],
-                                               "backup_topic": topics[BACKUP]}],
-                                "kafka": {"bootstrap_servers": bootstrap},
-                                "spark": {"remote": engine.url},
-                                "lake": {"catalog": "lake", "warehouse": str(work / "lake")},
-                                "state_dir": str(work / "state"),
-                                "sensor": {"max_deltas_per_run": args.max_per_run}})
+            cfg, topics, index = bench_setup(bootstrap, engine, work, max_per_run=args.max_per_run)
             layout = LakeLayout("lake")
             # The platform's own session: Iceberg caches table metadata per session's catalog.
             spark = resources_for(cfg)["spark"].get_session()
             res["engine_start_s"] = round(engine.start_seconds, 2)
-            index = index_resource(cfg).get()
             with dg.DagsterInstance.get() as instance:
                 steady = batches[:args.deltas]
                 warm = batches[args.deltas:args.deltas + args.warm_backlog]

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import logging
 import os
 import shutil
@@ -42,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 import dagster as dg  # noqa: E402
 
 from bench.engine import bench_engine  # noqa: E402
+from bench.results import save_results  # noqa: E402
 from bench.sql_log import SqlLog, free_port, ui_conf  # noqa: E402
 from platform_assets.config import parse_config  # noqa: E402
 from platform_assets.definitions import resources_for  # noqa: E402
@@ -219,11 +219,7 @@ def main(argv=None) -> int:
     if args.deltas < 2:
         ap.error("--deltas must be at least 2 (the first one creates the tables)")
     logging.basicConfig(level=logging.WARNING)
-    res = run(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(res, indent=2, default=str) + "\n")
-    sm = res["summary"]
-    print(json.dumps(sm))
+    sm = save_results(res := run(args), args.out)
     print(f"steady delta, {args.wide} tables against 2: {sm['steady_s_ratio']}x seconds, "
           f"{sm['steady_files_ratio']}x files, {sm['steady_commits_ratio']}x commits; first delta "
           f"{sm['first_delta_ratio']}x; equal {res['equal']}")
