@@ -10,19 +10,18 @@ after one table's commit or tags, so the mark stays where it was, as after a kil
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 import pytest
 
-from platform_assets.config import parse_config
-from platform_assets.definitions import build_definitions, ledger_resource
+from platform_assets.definitions import ledger_resource
 from resources.lake import cdc, stream_keys
-from resources.lake.cdc import cdc_landed_deltas, cdc_rows_as_of
+from resources.lake.cdc import cdc_landed_deltas
 from resources.lake.layout import LakeLayout
 from resources.spark.iceberg import DELTA_PROPERTY, _quote
 from resources.state.delta_marks import DeltaMarks
-from tests.integration.test_delta_step import stream_run, ticks
+from tests.integration.test_delta_step import qlik_story_platform, stream_run
+from tests.support.killed_between import dies_once_at
+from tests.support.qlik_truth import judged_qlik_deltas
 
 pytestmark = pytest.mark.integration
 
@@ -31,53 +30,14 @@ SRC = "src"
 
 @pytest.fixture(scope="module")
 def platform(kafka_bootstrap, spark_remote, tmp_path_factory):
-    from resources.emulator.qlik import QLIK, QlikConfig, build_qlik_story
-    from resources.kafka.admin import create_topic
-    from resources.kafka.publish import publish
-
-    story = build_qlik_story(QlikConfig(seed=11, transactions=24, duplicate_rate=0.15))
-    topic = f"mark.qlik.{os.getpid()}"
-    create_topic(kafka_bootstrap, topic)
-    publish(story.messages, kafka_bootstrap, {QLIK: topic})
-    work = tmp_path_factory.mktemp("stream-mark")
-    cfg = parse_config({
-        "sources": [{"name": SRC, "format": QLIK, "topic": topic, "idle_seconds": 0, "max_rows": 6,
-                     "max_seconds": 3600}],
-        "kafka": {"bootstrap_servers": kafka_bootstrap},
-        "lake": {"catalog": "marklake_qlik", "warehouse": str(work / "lake")},
-        "state_dir": str(work / "state"),
-    })
-    defs = build_definitions(cfg)
-    with dg.instance_for_test() as instance:
-        ticks(defs, instance, f"{SRC}_seal_sensor", 6)
-        yield story, cfg, defs, instance
+    # Deltas of at most 6 rows: most leave one of the story's tables alone.
+    yield from qlik_story_platform(kafka_bootstrap, tmp_path_factory.mktemp("stream-mark"), name="mark",
+                                   max_rows=6, ticks_count=6)
 
 
 def commits_of(spark, ident: str, n: int) -> int:
     return spark.sql(f"SELECT count(*) FROM {_quote(ident)}.`snapshots` "
                      f"WHERE summary['{DELTA_PROPERTY}'] = '{n}'").collect()[0][0]
-
-
-def equal_to_truth_through(kafka_bootstrap, story, cfg, spark, last: int) -> int:
-    """Compare every delta up to `last` that the story's oracle can judge with its truth; how many were judged."""
-    from resources.changestream.sealing import read_delta
-    from resources.emulator.qlik import QLIK
-    from resources.emulator.stream_oracle import row_diff, truth_after
-    from resources.errors import DecodeError
-
-    ledger, layout, records, judged = ledger_resource(cfg).get(), LakeLayout(cfg.lake.catalog), [], 0
-    for d in range(last + 1):
-        records += [r for _, rs in read_delta(kafka_bootstrap, ledger, SRC, d, QLIK, timeout=20)
-                    if not isinstance(rs, DecodeError) for r in rs]
-        truth = truth_after(QLIK, story, records, ledger.delta(SRC, d).watermark_us)
-        if truth is None:
-            continue
-        for table, rows in truth.items():
-            if rows:
-                diff = row_diff(cdc_rows_as_of(spark, layout, SRC, table, d), rows)
-                assert not any(diff.values()), (table, d, diff)
-        judged += 1
-    return judged
 
 
 def test_a_stream_delta_reads_the_progress_of_what_it_changes_and_survives_a_death_between_tables(
@@ -96,19 +56,11 @@ def test_a_stream_delta_reads_the_progress_of_what_it_changes_and_survives_a_dea
         return real_progress(session, idents, **kwargs)
 
     monkeypatch.setattr(stream_keys, "writer_progress", spying)
-    real_failpoint = cdc.failpoint
     left_alone = 0
     for n in range(deltas):
         existing = set(stream_keys.snapshot_tables(spark, layout, SRC))
         if n >= 2 and len(existing) >= 2:  # one table's commit or tags done, then the run dies
-            dies = iter([True])
-
-            def dying(name: str) -> None:
-                if name == "cdc.applied" and next(dies, False):
-                    raise RuntimeError("killed between tables")
-                real_failpoint(name)
-
-            monkeypatch.setattr(cdc, "failpoint", dying)
+            real_failpoint = dies_once_at(monkeypatch, cdc, "cdc.applied")
             asked.append(set())
             assert not stream_run(defs, instance, n).success, n
             assert marks.get(SRC).landed_through == n - 1
@@ -127,7 +79,8 @@ def test_a_stream_delta_reads_the_progress_of_what_it_changes_and_survives_a_dea
         if n > 0:  # the rows of the tables the delta changed are counted; those the mark answered for are not
             assert {k for k in rows if k.startswith("rows/")} == {f"rows/{t}" for t in changed}, (n, rows)
     assert left_alone >= 2, "the story this test relies on: deltas that leave some table alone"
-    assert equal_to_truth_through(kafka_bootstrap, story, cfg, spark, deltas - 1) >= 2
+    assert judged_qlik_deltas(kafka_bootstrap, ledger_resource(cfg).get(), story, spark, layout, SRC,
+                              range(deltas)) >= 2
     for table in stream_keys.snapshot_tables(spark, layout, SRC):
         ident = layout.snapshot(SRC, table)
         for n in range(deltas):  # re-runs after a death apply nothing twice
