@@ -16,7 +16,11 @@ merit (goal: <= 1.2x seconds, <= 1.1x files). The two widths alternate delta by 
 busy machine weighs on both alike. Every changed table as of the last delta, and an untouched
 one, are compared with the bench's own truth (a benchmark of wrong results is void).
 
-    python bench/width_bench.py [--wide 50] [--deltas 4] [--rows 200] [--initial 100] [--sql]
+With `--format qlik` the two are Qlik Replicate change streams instead (bench/width_qlik.py: the
+same change in the same 2 tables, one source per width); the truth compared is each table's keys.
+
+    python bench/width_bench.py [--format prostore|qlik] [--wide 50] [--deltas 4] [--rows 200]
+        [--initial 100] [--sql]
 
 Results: bench-results/width.json and lines on stdout.
 """
@@ -56,6 +60,9 @@ from resources.kafka.broker import kafka_bootstrap  # noqa: E402
 from resources.kafka.publish import publish  # noqa: E402
 from resources.lake.layout import LakeLayout  # noqa: E402
 from resources.lake.read import rows_as_of  # noqa: E402
+from resources.lake.cdc import cdc_rows_as_of  # noqa: E402
+from resources.emulator.qlik import QLIK  # noqa: E402
+from bench.width_qlik import QlikStream  # noqa: E402
 
 START = dt.datetime(2024, 2, 28, 8, 0, 0, tzinfo=dt.timezone.utc)
 CHANGED = 2  # tables every steady delta changes, in both datamarts
@@ -140,7 +147,9 @@ def run(args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="deltaport-width-bench-"))
     os.environ["DAGSTER_HOME"] = str(work / "dagster")
     (work / "dagster").mkdir()
-    marts = {w: Datamart(f"width{w}", w) for w in (CHANGED, args.wide)}
+    qlik = args.format == "qlik"
+    marts = {w: (QlikStream(f"qwidth{w}", w, changed=CHANGED) if qlik else Datamart(f"width{w}", w))
+             for w in (CHANGED, args.wide)}
     res: dict = {"config": vars(args) | {"out": str(args.out)}, "deltas": {w: [] for w in marts}}
     ui_port = free_port() if args.sql else None
     try:
@@ -148,12 +157,17 @@ def run(args) -> dict:
             sql = SqlLog(ui_port) if ui_port else None
             cfgs, topics = {}, {}
             for w, dm in marts.items():
-                topics[w] = {SIGNAL: f"width.signal.{dm.name}.{os.getpid()}",
-                             BACKUP: f"width.backup.{dm.name}.{os.getpid()}"}
+                topics[w] = ({QLIK: f"width.qlik.{dm.name}.{os.getpid()}"} if qlik else
+                             {SIGNAL: f"width.signal.{dm.name}.{os.getpid()}",
+                              BACKUP: f"width.backup.{dm.name}.{os.getpid()}"})
                 for t in topics[w].values():
                     create_topic(bootstrap, t)
-                cfgs[w] = parse_config({"datamarts": [{"name": dm.name, "signal_topic": topics[w][SIGNAL],
-                                                       "backup_topic": topics[w][BACKUP]}],
+                # idle_seconds 0: each sync seals what is published (one delta), as the bench publishes it
+                source = ({"sources": [{"name": dm.name, "format": QLIK, "topic": topics[w][QLIK], "idle_seconds": 0,
+                                        "max_rows": 10**9, "max_seconds": 10**6}]} if qlik else
+                          {"datamarts": [{"name": dm.name, "signal_topic": topics[w][SIGNAL],
+                                          "backup_topic": topics[w][BACKUP]}]})
+                cfgs[w] = parse_config({**source, "sensor": {"max_messages_per_tick": 10**6},  # a delta per sync
                                         "kafka": {"bootstrap_servers": bootstrap},
                                         "spark": {"remote": engine.url},
                                         "lake": {"catalog": "lake", "warehouse": str(work / "lake")},
@@ -180,8 +194,9 @@ def run(args) -> dict:
                 spark = resources_for(cfgs[CHANGED])["spark"].get_session()
                 last = args.deltas - 1
                 res["equal"] = all(
-                    rows_as_of(spark, layout, dm.name, t, last) == dm.expected(t)
-                    and res["deltas"][w][-1]["landed"] == [last]
+                    (({r.get("ID", r.get("id")) for r in cdc_rows_as_of(spark, layout, dm.name, t, last)} if qlik
+                      else rows_as_of(spark, layout, dm.name, t, last)) == dm.expected(t))
+                    and res["deltas"][w][-1]["landed"] == [last]  # one delta per sync: numbers are the bench's
                     for w, dm in marts.items() for t in dm.tables[:CHANGED] + dm.tables[-1:])
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -209,13 +224,17 @@ def summarize(deltas: dict[int, list[dict]], wide: int) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--format", choices=("prostore", "qlik"), default="prostore",
+                    help="datamarts of Prostore, or Qlik Replicate change streams")
     ap.add_argument("--wide", type=int, default=50, help="tables of the wide datamart (the narrow one has 2)")
     ap.add_argument("--deltas", type=int, default=4, help="deltas per datamart; the first creates the tables")
     ap.add_argument("--rows", type=int, default=200, help="inserts per changed table per steady delta")
     ap.add_argument("--initial", type=int, default=100, help="rows of every table at delta 0")
     ap.add_argument("--sql", action="store_true", help="count the Spark SQL executions of each delta")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench-results" / "width.json")
+    ap.add_argument("--out", type=Path, default=None, help="default: bench-results/width[_qlik].json")
     args = ap.parse_args(argv)
+    if args.out is None:
+        args.out = ROOT / "bench-results" / ("width_qlik.json" if args.format == "qlik" else "width.json")
     if args.deltas < 2:
         ap.error("--deltas must be at least 2 (the first one creates the tables)")
     logging.basicConfig(level=logging.WARNING)

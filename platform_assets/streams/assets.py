@@ -93,7 +93,8 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_
         marks = DeltaMarks(index.store())  # the source's landed and retired marks (resources/state/delta_marks.py)
         landing = land_stream_step(context, source=src, layout=layout, keys=keys, topic=topic, session=session,
                                    keep_history=stream.history, key_check_every=key_check_every,
-                                   maintaining=maintenance_due(context, source=src, settings=maintenance))
+                                   maintaining=maintenance_due(context, source=src, settings=maintenance),
+                                   mark=marks.get(src).landed_through)
         yield from record_landed(landing, marks=marks, source=src, snapshot=keys.snapshot, deltas=run_deltas(context))
         yield from maintain_after_landing(context, session, catalog=layout.catalog, source=src, settings=maintenance)
         yield from retire_after_landing(context, source=src, marks=marks, window=partition_window,

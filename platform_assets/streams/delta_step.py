@@ -7,7 +7,8 @@ Why one step: as three steps, each delta's messages were read from Kafka and dec
 1. the run's messages are read and decoded once, for changelog and increment alike;
 2. side by side: the changelog's commit; the increment tables' commits and, once they are
    verified and the changelog has committed, the manifest's; the snapshot tables' progress
-   (their last applied deltas, rows and tombstones: only the snapshot writes them);
+   (their last applied deltas, rows and tombstones: only the snapshot writes them), of the
+   tables the run's deltas change only when the source's mark allows (stream_progress.py);
 3. once both have landed: the snapshot (it reads the tables' keys from the changelog table),
    while the landing's materializations are reported (written to Dagster's event log).
 
@@ -88,12 +89,15 @@ def _read(context, stream: StreamSlice) -> _Read:
 
 def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: LakeLayout, keys: StreamKeys,
                      topic: list[StreamSlice], session, keep_history: bool = True, key_check_every: int = 1,
-                     maintaining: bool = False) -> Iterator:
+                     maintaining: bool = False, mark: int | None = None) -> Iterator:
     """Land the run's deltas for the selected assets (module docstring); yields their
     materializations and check results, then raises if any asset failed. `keep_history`: the
     snapshot's MERGEs write the versions they close to the history tables first.
     `key_check_every`, `maintaining`: when the snapshot's key check scans and what it looks at
-    (`KeyCheckPlan.for_run`)."""
+    (`KeyCheckPlan.for_run`). `mark`: the source's `landed_through`; when it is the delta before
+    the run, only the tables the run's deltas change have their progress read, the others are
+    tagged at it (resources/lake/stream_progress.py). A maintenance run checks every table's
+    keys, so it reads every table."""
     chosen = context.selected_asset_keys
     history_key = keys.history if keep_history else None
     refuse_history_alone(chosen, history=history_key, snapshot=keys.snapshot)
@@ -101,7 +105,10 @@ def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: 
     reads = [_read(context, d) for d in topic] if chosen & {keys.changelog, keys.increment} else []
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="deltaport-asset") as pool:
         # The snapshot tables' progress, read while the increments land (nothing but the snapshot writes them).
-        progress_job = pool.submit(snapshot_progress, session, layout, source) if keys.snapshot in chosen else None
+        progress_job = pool.submit(
+            snapshot_progress, session, layout, source, mark=None if maintaining else mark, first=topic[0].delta_num,
+            run_changes=frozenset(t for r in reads for t in changes_by_table(
+                rec for _, _, records in r.good for rec in records))) if keys.snapshot in chosen else None
         changelog_job = (pool.submit(timed, keys.changelog, lambda: _land_changelog(session, layout, source, reads))
                          if keys.changelog in chosen else None)
         increment_job = (pool.submit(timed, keys.increment, lambda: _land_increment(
@@ -190,7 +197,7 @@ def _apply_snapshot(session, layout: LakeLayout, source: str, target: int, key: 
         keys, progress = current_keys(session, layout, source, target, sizes=sizes, tombstones=tombstones, read=read)
         landed = (since, manifest.result())
     applied = apply_cdc_through(session, layout, source, target, keys, progress=progress, tombstones=tombstones,
-                                keep_history=keep_history, landed=landed)
+                                keep_history=keep_history, landed=landed, untouched=read.untouched())
     if plan.deltas is None and not plan.every_key:  # not due: the rows as the commits count them
         counts = _summary_rows(layout, source, target, keys, progress, applied, sizes, tombstones)
         if counts is not None:

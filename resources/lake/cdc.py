@@ -414,7 +414,7 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
         raise MissingDeltasError(source, delta_num, not_landed)
     if behind:
         raise UnappliedDeltasError(ident, first, behind)
-    if last is not None and all(landed[n].get(table) is None or landed[n][table].rows == 0 for n in deltas):
+    if last is not None and _untouched_by(landed, table, deltas):
         # The manifest (written after the increment commits) says none of these deltas changed
         # the table: a tag records each, with no fold of nothing (a job, a materialization). The
         # table has a snapshot (its last applied delta's tag is on one), so a tag is all it takes.
@@ -500,6 +500,25 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
     return [*unchanged[:-1], applied]
 
 
+def _untouched_by(landed: Mapping[int, Mapping[str, CdcLandStats]], table: str, deltas: Sequence[int]) -> bool:
+    return all(landed[n].get(table) is None or landed[n][table].rows == 0 for n in deltas)
+
+
+def _tag_untouched(spark, layout: LakeLayout, source: str, table: str, deltas: Sequence[int],
+                   landed: Mapping[int, Mapping[str, CdcLandStats]]) -> list[CdcApplied]:
+    """Tag `deltas` on a table the source's mark says is at the delta before them and none of
+    them changes (resources/lake/stream_progress.py): `_apply`'s tag-only path, without its
+    progress read. The manifest is asked again, so a caller's wrong claim fails, typed."""
+    ident = layout.snapshot(source, table)
+    if not _untouched_by(landed, table, deltas):
+        raise DeltaportError(f"{ident}: taken to be untouched by deltas {deltas[0]}-{deltas[-1]}, but the manifest "
+                             "has changes of it there: its progress must be read")
+    for n in deltas:
+        if not tag_unchanged(spark, ident, n):
+            raise DeltaportError(f"{ident}: taken to be at delta {deltas[0] - 1}, but it has no snapshot")
+    return [CdcApplied(n, table, skipped=False) for n in deltas]
+
+
 def lowest_applied(known: Sequence[int | None]) -> int | None:
     """The lowest of the snapshot tables' last applied deltas `known`, from which on the manifest
     is all a run needs; None (read it all) when there is no table or one has no snapshot yet."""
@@ -512,6 +531,7 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
                       tombstones: Mapping[str, int] | None = None,
                       keep_history: bool = True,
                       landed: tuple[int | None, Mapping[int, Mapping[str, CdcLandStats]]] | None = None,
+                      untouched: Sequence[str] = (),
                       ) -> list[CdcApplied]:
     """Bring every snapshot of `tables` ({table: key columns}) to delta `target`, applying each
     missing delta in order (columns from the increment tables). Checks first that every delta
@@ -523,20 +543,22 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
     a table not in it has its tombstones counted when a MERGE needs them (`_apply`).
     `keep_history`: each table's history table gets the versions its deltas close. `landed`:
     (since, `cdc_landed_deltas(since=)`) as the caller read it after the run's deltas landed;
-    used when it reaches back far enough (else the manifest is read here)."""
+    used when it reaches back far enough (else the manifest is read here). `untouched`: tables
+    not in `tables` whose progress (in `progress`) the source's mark gave and which the deltas
+    up to `target` leave alone (`stream_keys.snapshot_progress`): each gets its tags, no read."""
     if progress is None:  # one query, which reads the tombstones too (those given win)
         read: dict[str, int] = {}
         progress = writer_progress(spark, [layout.snapshot(source, t) for t in sorted(tables)], tombstones=read)
         tombstones = {**read, **(tombstones or {})}
     # Every table goes on from its last applied delta: the manifest from the lowest of those on
     # is all this needs, unless a table has no snapshot yet (it starts at its first landed change).
-    low = lowest_applied([progress.get(layout.snapshot(source, t)) for t in tables])
+    low = lowest_applied([progress.get(layout.snapshot(source, t)) for t in (*tables, *untouched)])
     if landed is not None and (landed[0] is None or (low is not None and landed[0] <= low)):
         landed = landed[1]
     else:
         landed = cdc_landed_deltas(spark, layout, source, since=low)
     plans: dict[str, tuple[int | None, list[int]]] = {}
-    for table in sorted(tables):
+    for table in sorted({*tables, *untouched}):
         last = progress.get(layout.snapshot(source, table))
         if last is None:
             with_rows = [n for n, t in landed.items() if table in t and t[table].rows > 0 and n <= target]
@@ -554,6 +576,10 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
 
     def apply(table: str, last: int | None, ns: list[int]) -> list[CdcApplied]:
         # a range run's deltas fold into one commit per table
+        if table in untouched and table not in tables:
+            applied = _tag_untouched(spark, layout, source, table, ns, landed)
+            failpoint("cdc.applied")
+            return applied
         applied = _apply(spark, layout, source, ns, table, tables[table], None, landed, last, commit_id,
                          keep_history, tombstones=(tombstones or {}).get(layout.snapshot(source, table)))
         failpoint("cdc.applied")

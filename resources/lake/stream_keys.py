@@ -29,8 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 
-from resources.lake.cdc import KEYS_PROPERTY
+from resources.lake.cdc import KEYS_PROPERTY, cdc_landed_deltas
 from resources.lake.layout import LakeLayout
+from resources.lake.stream_progress import stream_tables_to_read
 from resources.lake.stream_changelog import key_rows, keys_as_of, table_keys
 from resources.spark.existence import namespace_exists
 from resources.spark.iceberg import DELTA_PROPERTY, metadata_table
@@ -85,25 +86,40 @@ def snapshot_tables(spark, layout: LakeLayout, source: str) -> list[str]:
 class SnapshotProgress:
     """A source's snapshot tables as a writer reads them before it applies deltas: {table: its
     snapshot ident}, {ident: last applied delta} (`writer_progress`, missing tags repaired), and
-    the live rows and tombstones its newest commits record."""
+    the live rows and tombstones its newest commits record. `at_mark`: the idents whose progress
+    the source's mark gave, not read (resources/lake/stream_progress.py): in `progress` at the
+    mark, with no rows or tombstones; the run leaves them alone."""
 
     idents: dict[str, str]
     progress: dict[str, int | None]
     sizes: dict[str, int]
     tombstones: dict[str, int]
+    at_mark: frozenset[str] = frozenset()
+
+    def untouched(self) -> list[str]:
+        """The tables whose progress the mark gave."""
+        return sorted(t for t, ident in self.idents.items() if ident in self.at_mark)
 
 
-def snapshot_progress(spark, layout: LakeLayout, source: str) -> SnapshotProgress:
-    """Read the source's snapshot tables' progress (two queries: the tables, then their commits
-    and tags). Only a run's snapshot writes those tables, so a run may read this while its
-    increments and changelog land."""
+def snapshot_progress(spark, layout: LakeLayout, source: str, *, mark: int | None = None, first: int | None = None,
+                      run_changes: frozenset[str] = frozenset()) -> SnapshotProgress:
+    """Read the source's snapshot tables' progress (the tables, then their commits and tags).
+    Only a run's snapshot writes those tables, so a run may read this while its increments and
+    changelog land. With the source's `landed_through` `mark` the delta before the run's `first`,
+    the manifest from the mark on is read too, and only the tables it or the run's decoded
+    changes (`run_changes`) name are read; the others are at the mark (stream_progress.py)."""
     tables = snapshot_tables(spark, layout, source)
     idents = {t: layout.snapshot(source, t) for t in tables}
+    read = None
+    if tables and mark is not None and first == mark + 1:
+        read = stream_tables_to_read(tables, mark=mark, first=first, run_changes=run_changes,
+                                     landed=cdc_landed_deltas(spark, layout, source, since=mark))
+    asked = list(idents.values()) if read is None else [idents[t] for t in tables if t in read]
     sizes: dict[str, int] = {}
     tombstones: dict[str, int] = {}
-    progress = (writer_progress(spark, list(idents.values()), sizes=sizes, tombstones=tombstones)
-                if tables else {})
-    return SnapshotProgress(idents, progress, sizes, tombstones)
+    progress = writer_progress(spark, asked, sizes=sizes, tombstones=tombstones) if asked else {}
+    at_mark = frozenset(i for i in idents.values() if i not in asked)
+    return SnapshotProgress(idents, {**progress, **dict.fromkeys(at_mark, mark)}, sizes, tombstones, at_mark)
 
 
 def current_keys(spark, layout: LakeLayout, source: str, target: int, *, sizes: dict[str, int] | None = None,
@@ -121,11 +137,13 @@ def current_keys(spark, layout: LakeLayout, source: str, target: int, *, sizes: 
         sizes.update(read.sizes)
     if tombstones is not None:
         tombstones.update(read.tombstones)
-    tables, idents, progress = list(read.idents), read.idents, read.progress
+    idents, progress = read.idents, read.progress
+    tables = [t for t, i in idents.items() if i not in read.at_mark]  # the mark's tables need no key: only tags
     known = [progress.get(i) for i in idents.values()]
     if not known or None in known or max(known) > target:  # no snapshot yet, or re-running the past
         return table_keys(spark, layout, source, target), progress
     keys = keys_as_of(key_rows(spark, layout, source, target, since=min(known)), target)
+    keys = {t: k for t, k in keys.items() if idents.get(t) not in read.at_mark}
     lacking = [t for t in tables if t not in keys]
     recorded = recorded_keys(spark, [idents[t] for t in lacking])
     unknown = [t for t in lacking if idents[t] not in recorded]

@@ -212,28 +212,35 @@ def test_history_is_an_asset_after_increment_in_the_lineage(platform):
 
 # --- a change-stream source's step (platform_assets/streams/delta_step.py) ------------------
 
-@pytest.fixture(scope="module")
-def qlik_platform(kafka_bootstrap, spark_remote, tmp_path_factory):
-    """A Qlik story in Kafka, sealed into deltas by the source's sensor; a platform and an instance."""
+def qlik_story_platform(kafka_bootstrap, work, *, name: str, max_rows: int, ticks_count: int):
+    """A Qlik story in Kafka (topic and catalog named after `name`), sealed into deltas of at most
+    `max_rows` rows by `ticks_count` ticks of the source's sensor; yields (story, config,
+    definitions, instance)."""
     from resources.emulator.qlik import QLIK, QlikConfig, build_qlik_story
 
     story = build_qlik_story(QlikConfig(seed=11, transactions=24, duplicate_rate=0.15))
-    topic = f"step.qlik.{os.getpid()}"
+    topic = f"{name}.qlik.{os.getpid()}"
     create_topic(kafka_bootstrap, topic)
     publish(story.messages, kafka_bootstrap, {QLIK: topic})
-    work = tmp_path_factory.mktemp("stream-step")
     cfg = parse_config({
-        "sources": [{"name": "src", "format": QLIK, "topic": topic, "idle_seconds": 0, "max_rows": 12,
+        "sources": [{"name": "src", "format": QLIK, "topic": topic, "idle_seconds": 0, "max_rows": max_rows,
                      "max_seconds": 3600}],
         "kafka": {"bootstrap_servers": kafka_bootstrap},
-        "lake": {"catalog": "steplake_qlik", "warehouse": str(work / "lake")},
+        "lake": {"catalog": f"{name}lake_qlik", "warehouse": str(work / "lake")},
         "state_dir": str(work / "state"),
     })
     defs = build_definitions(cfg)
     with dg.instance_for_test() as instance:
-        ticks(defs, instance, "src_seal_sensor", 4)  # seals the story into deltas, adds them
+        ticks(defs, instance, "src_seal_sensor", ticks_count)  # seals the story into deltas, adds them
         assert len(instance.get_dynamic_partitions("src_deltas")) >= 2
         yield story, cfg, defs, instance
+
+
+@pytest.fixture(scope="module")
+def qlik_platform(kafka_bootstrap, spark_remote, tmp_path_factory):
+    """A Qlik story in Kafka, sealed into deltas by the source's sensor; a platform and an instance."""
+    yield from qlik_story_platform(kafka_bootstrap, tmp_path_factory.mktemp("stream-step"), name="step",
+                                   max_rows=12, ticks_count=4)
 
 
 def stream_run(defs, instance, n: int, assets=("changelog", "increment", "snapshot", "history")):

@@ -17,6 +17,7 @@ from platform_assets.prostore import delta_step
 from resources.lake import prostore_snapshot
 from resources.spark.iceberg import DELTA_PROPERTY, _quote
 from resources.state.delta_marks import DeltaMarks
+from tests.support.killed_between import dies_once_at
 from tests.integration.test_delta_step import DM, equal_to_truth, four_deltas_platform, run
 
 pytestmark = pytest.mark.integration
@@ -47,17 +48,9 @@ def test_a_delta_reads_the_progress_of_what_it_changes_and_survives_a_death_betw
         return real_progress(session, layout_, datamart, tables, **kwargs)
 
     monkeypatch.setattr(delta_step, "snapshot_progress", spying)
-    real_failpoint = prostore_snapshot.failpoint
     for n in range(4):
         if n >= 2:  # the first table's commit done, then the run dies: the mark stays at n - 1
-            dies = iter([True])
-
-            def dying(name: str) -> None:
-                if name == "snapshot.table_done" and next(dies, False):
-                    raise RuntimeError("killed between tables")
-                real_failpoint(name)
-
-            monkeypatch.setattr(prostore_snapshot, "failpoint", dying)
+            real_failpoint = dies_once_at(monkeypatch, prostore_snapshot, "snapshot.table_done")
             asked.append(set())
             assert not run(defs, instance, n).success, n
             assert marks.get(DM).landed_through == n - 1
