@@ -59,7 +59,7 @@ class DeltaOutcome:
     @property
     def snapshot_landed(self) -> bool:
         """The deltas are in the lake (the snapshot commits them), whether or not every asset landed."""
-        return self.success or f"{self.datamart}/snapshot" in self.landed_assets
+        return self.success or f"{self.source}/snapshot" in self.landed_assets
 
 
 @dataclass

@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import io
 import json
-import resource
 import subprocess
 import sys
 import zlib
@@ -82,13 +81,16 @@ def test_a_row_block_claiming_more_records_than_bytes_is_a_bad_container():
         container_record_count(bomb)  # the indexer's check: never indexed as a good chunk
     # The native decoder, in a process of its own with its address space capped at 4 GiB (as a
     # `ulimit -v`, or vm.overcommit_memory=2, would): before, polars aborted it (SIGABRT).
-    code = ("import sys; from resources.codecs.arrow_rows import rows_to_arrow; from resources.codecs.types import "
+    # The cap is set by the child itself, not by a preexec_fn: a fork of this (threaded) process
+    # runs the at-fork handlers of what it has loaded (gRPC's, after an integration test on the same
+    # worker), which aborted the child (SIGABRT, "epoll_wait error: Bad file descriptor").
+    cap = 4 << 30
+    code = (f"import resource, sys; resource.setrlimit(resource.RLIMIT_AS, ({cap}, {cap}))\n"
+            "from resources.codecs.arrow_rows import rows_to_arrow; from resources.codecs.types import "
             "Column; from resources.errors import BadContainerFileError\n"
             "try: rows_to_arrow(sys.stdin.buffer.read(), [Column('id', 'bigint')])\n"
             "except BadContainerFileError as e: print(e.kind)")
-    cap = 4 << 30
-    run = subprocess.run([sys.executable, "-c", code], input=bomb, capture_output=True, timeout=120,
-                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, cap)))
+    run = subprocess.run([sys.executable, "-c", code], input=bomb, capture_output=True, timeout=120)
     assert (run.returncode, run.stdout.strip()) == (0, b"bad_container_file"), run.stderr[-2000:]
 
 
