@@ -94,12 +94,25 @@ class SyncResult:
         return line
 
 
-def _rows(result, key: dg.AssetKey) -> dict[str, int]:
+def _rows(result, key: dg.AssetKey, *, per_delta: bool) -> dict[str, int]:
+    """The `rows/<table>` of `key`'s materializations in the run. A range run materializes each
+    of its partitions with that delta's own metadata, in no set order: `per_delta` rows (the
+    increment's) are summed over them; the others (the snapshot's, on the range's last delta
+    only) are the newest partition's that has them."""
+    by_partition: dict[int, dict[str, int]] = {}
     for event in result.get_asset_materialization_events():
         mat = event.event_specific_data.materialization
         if mat.asset_key == key:
-            return {k.split("/", 1)[1]: int(v.value) for k, v in mat.metadata.items() if k.startswith("rows/")}
-    return {}
+            rows = {k.split("/", 1)[1]: int(v.value) for k, v in mat.metadata.items() if k.startswith("rows/")}
+            if rows:
+                by_partition[int(mat.partition) if mat.partition is not None else -1] = rows
+    if not per_delta:
+        return by_partition[max(by_partition)] if by_partition else {}
+    total: dict[str, int] = {}
+    for rows in by_partition.values():
+        for table, n in rows.items():
+            total[table] = total.get(table, 0) + n
+    return total
 
 
 class UnknownSourceError(DeltaportError):
@@ -225,8 +238,9 @@ def _execute(instance: dg.DagsterInstance, job, source: str, req: dg.RunRequest)
     tags = {**req.tags, SYNC_RUN_TAG: req.run_key, SYNC_HOST_TAG: socket.gethostname()}
     run = job.execute_in_process(partition_key=req.partition_key, instance=instance, tags=tags,
                                  raise_on_error=False, run_config=QUIET)
-    outcome = DeltaOutcome(source, request_deltas(req), run.success, _rows(run, dg.AssetKey([source, "increment"])),
-                           _rows(run, dg.AssetKey([source, "snapshot"])))
+    outcome = DeltaOutcome(source, request_deltas(req), run.success,
+                           _rows(run, dg.AssetKey([source, "increment"]), per_delta=True),
+                           _rows(run, dg.AssetKey([source, "snapshot"]), per_delta=False))
     outcome.landed_assets = sorted({e.asset_key.to_user_string() for e in run.get_asset_materialization_events()})
     if not run.success:
         failures = [e for e in run.all_events if e.is_step_failure]

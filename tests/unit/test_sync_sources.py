@@ -74,3 +74,25 @@ def test_a_runs_line_names_the_changed_tables_and_counts_the_others():
     assert render(alone) == "dm delta 7: landed (t1 +0 -> 50)"
     quiet = DeltaOutcome("dm", [7], True, rows={"u": 0})
     assert render(quiet) == "dm delta 7: landed (1 other table unchanged)"
+
+
+def test_a_range_runs_rows_are_each_deltas_summed_and_the_snapshots_of_its_last_delta():
+    """A range run materializes each partition with its own delta's metadata, in no set order
+    (the order once made sync's line show one delta's rows as the run's)."""
+    from types import SimpleNamespace
+
+    import dagster as dg
+
+    from platform_assets.sync import _rows
+
+    def event(key, partition, **rows):
+        mat = dg.AssetMaterialization(key, partition=partition, metadata={f"rows/{t}": n for t, n in rows.items()})
+        return SimpleNamespace(event_specific_data=SimpleNamespace(materialization=mat))
+
+    inc, snap = dg.AssetKey(["dm", "increment"]), dg.AssetKey(["dm", "snapshot"])
+    events = [event(inc, "2", stores=25), event(snap, "1"), event(inc, "0", sales=7, stores=1),
+              event(snap, "2", sales=40, stores=26), event(inc, "1", sales=3), event(snap, "0")]
+    run = SimpleNamespace(get_asset_materialization_events=lambda: events)
+    assert _rows(run, inc, per_delta=True) == {"sales": 10, "stores": 26}
+    assert _rows(run, snap, per_delta=False) == {"sales": 40, "stores": 26}
+    assert _rows(run, dg.AssetKey(["dm", "changelog"]), per_delta=True) == {}
