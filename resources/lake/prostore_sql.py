@@ -99,6 +99,7 @@ class Plan:
     tree: exp.Query
     scans: list[Scan] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # how a reference was resolved (AS OF a time: which delta)
+    reads_times: bool = False  # a TIME column is turned into the engine's TIME (`_time_of`)
 
     def sql(self, dialect: str, table_of: Callable[[Scan], exp.Table], *, pretty: bool = False) -> str:
         """The plan's SQL in `dialect` (sqlglot's name: "spark", "duckdb"), each scan's placeholder
@@ -239,6 +240,7 @@ class _Reference:
         names = [s.alias_or_name for s in query.selects]
         if not any(n in self.times for n in names):
             return query
+        self.plan.reads_times = True
         return exp.select(*[exp.alias_(_micros_to_time(exp.column(n, quoted=True)), n, quoted=True)
                             if n in self.times else exp.column(n, quoted=True) for n in names]).from_(
             exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier("v"))))

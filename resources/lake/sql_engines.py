@@ -67,9 +67,8 @@ def run_spark(plan: Plan, spark, catalog: str) -> pa.Table:
     from pyspark.errors import PySparkException
 
     try:
-        # A datamart's TIME columns are Spark 4.1's TIME in the query (prostore_sql._time_of), a
-        # type Spark 4.1 keeps behind this session setting.
-        spark.conf.set("spark.sql.timeType.enabled", "true")
+        if plan.reads_times:  # Spark 4.1's TIME (prostore_sql._time_of) is behind this session setting
+            spark.conf.set("spark.sql.timeType.enabled", "true")
         return _times_in_us(spark.sql(spark_sql(plan, catalog)).toArrow())
     except PySparkException as err:
         raise QueryFailedError(f"Spark: {str(err).splitlines()[0]}") from None
