@@ -21,6 +21,7 @@ import yaml
 
 from platform_assets.cli import main
 from platform_assets.config import parse_config
+from platform_assets.definitions import resources_for
 from platform_assets.engine import pyiceberg_tables
 from platform_assets.sync import sync
 from resources.emulator.outgoing import BACKUP, SIGNAL
@@ -74,7 +75,6 @@ def wide(kafka_bootstrap, spark_remote, tmp_path_factory):
             publish([m for n in batch for m in story.delta(n)], kafka_bootstrap, topics)
             for _ in range(3):  # a pass may land part of what is published
                 sync(cfg, instance, echo=lambda line: None)
-                from platform_assets.definitions import resources_for
                 spark = spark or resources_for(cfg)["spark"].get_session()
                 if lake_landed_through(spark, layout, DM) == batch[-1]:
                     break
