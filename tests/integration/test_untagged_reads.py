@@ -18,9 +18,11 @@ and while the mark is one behind a table's last commit (a run in flight) the del
 exact. A lake without the mark reads as before: test_read_cli.py, test_history_forms.py,
 test_snapshot_ranges.py and the first half of this test.
 
-A Qlik change stream (tables untouched by some deltas) gets the same treatment:
-`cdc_rows_as_of` against its rows before, `cdc_recorded_deltas` from each table's first delta to
-the mark, and the stream export's increments unchanged.
+A Qlik change stream, each table's changes in deltas of their own (so every delta leaves the other
+table alone; a range run folds 3-5; no history), gets the same treatment: `cdc_rows_as_of`
+against the truth and its rows before, a table before its first delta empty,
+`cdc_recorded_deltas` from each table's first delta to the mark, and the stream export's
+increments (plain and snapshot) unchanged.
 """
 
 from __future__ import annotations
@@ -256,6 +258,8 @@ def test_a_change_stream_without_the_tags_of_untouched_tables(spark_remote, tmp_
     for t in (first, second):
         born = min(n for n, table in every if table == t)
         assert cdc_recorded_deltas(session, layout.snapshot(src, t)) == set(range(born, last + 1)), t
+    # Before its first delta a table had no rows (no tag at or below: rule 7's "absent").
+    assert (0, second) not in every and cdc_rows_as_of(session, layout, src, second, 0) == []
     with pytest.raises(DeltaNotLandedError):
         cdc_rows_as_of(session, layout, src, first, last + 1)
     for snapshot in (False, True):
