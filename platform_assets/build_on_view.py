@@ -1,9 +1,12 @@
 """What a `@delta_asset` reads and how its rows are written (platform_assets/build_on.py).
 
 `DeltaView`: one source's tables as of one delta, as Spark DataFrames with data columns only
-and live rows only. Each is read the way `deltaport read --as-of-delta` reads it: by the
-delta's tag, or, for a delta inside a folded range, the state before the fold plus the
-increments. So a user asset sees exactly the state the checks and the oracle compare. TIME
+and live rows only. Each is read the way `deltaport read --as-of-delta` reads it
+(`history_read.state_as_of`, `resources/lake/as_of.py`): a table the delta left alone has no tag
+of it and is read as it was after the last delta that changed it; a delta inside a folded range
+is the state before the fold plus the increments. So a user asset sees exactly the state the
+checks and the oracle compare. The source's lake mark (its landed delta) is read once for a
+run's views. TIME
 columns of a datamart hold microseconds since midnight, as in the snapshot tables.
 
 `write_mart`: the rows of every delta of a run in one Iceberg commit, replacing exactly those
@@ -18,6 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from resources.codecs.ddl import EntitySchema, replay_changelog
 from resources.lake.cdc import SNAPSHOT_COLUMNS, cdc_snapshot_as_of
+from resources.lake.history_read import LakeMark, read_mark
 from resources.lake.layout import LakeLayout
 from resources.lake.prostore import changelog_history, data_tables
 from resources.lake.prostore_snapshot import snapshot_as_of
@@ -37,20 +41,22 @@ class DeltaView:
     kind: str  # "prostore" | "stream"
     entities: Mapping[str, EntitySchema] = field(default_factory=dict)  # prostore: the DDL as of `delta`
     stream_tables: Sequence[str] = ()
+    mark: LakeMark | None = None  # the source's lake mark, read once for all the views of a run
 
     @classmethod
     def for_deltas(cls, spark, catalog: str, source: str, kind: str, deltas: Sequence[int]) -> list[DeltaView]:
         """One view per delta; the datamart's changelog is read once for all of them."""
         layout = LakeLayout(catalog)
+        mark = read_mark(spark, layout, source)
         if kind != "prostore":
             names = tuple(snapshot_tables(spark, layout, source))
-            return [cls(spark, layout, source, n, kind, stream_tables=names) for n in deltas]
+            return [cls(spark, layout, source, n, kind, stream_tables=names, mark=mark) for n in deltas]
         history = changelog_history(spark, layout, source)
         views = []
         for n in deltas:
             landed = [d for d in history if d <= n]
             entities = data_tables(replay_changelog(history[max(landed)])) if landed else {}
-            views.append(cls(spark, layout, source, n, kind, entities=entities))
+            views.append(cls(spark, layout, source, n, kind, entities=entities, mark=mark))
         return views
 
     def tables(self) -> list[str]:
@@ -65,9 +71,10 @@ class DeltaView:
                                     f"tables: {', '.join(self.tables()) or 'none'}")
         if self.kind == "prostore":
             entity = self.entities[name]
-            df = snapshot_as_of(self.spark, self.layout, self.source, name, self.delta, entity.primary_key)
+            df = snapshot_as_of(self.spark, self.layout, self.source, name, self.delta, entity.primary_key,
+                                mark=self.mark)
             return df.select(*[F.col(f"`{c.name}`") for c in entity.columns])
-        df = cdc_snapshot_as_of(self.spark, self.layout, self.source, name, self.delta)
+        df = cdc_snapshot_as_of(self.spark, self.layout, self.source, name, self.delta, mark=self.mark)
         live = df.where(~F.coalesce(F.col("_tombstone"), F.lit(False)))
         return live.select(*[F.col(f"`{c}`") for c in df.columns if c not in SNAPSHOT_COLUMNS])
 

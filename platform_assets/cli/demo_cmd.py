@@ -134,6 +134,7 @@ def _once(sc, streams: list[DemoStream], bootstrap: str, paths: dict[str, Path],
     from platform_assets.config import load_config
     from platform_assets.definitions import ledger_resource, resources_for
     from platform_assets.sync import sync
+    from resources.lake.history_read import read_mark
     from resources.lake.layout import LakeLayout
     from resources.lake.read import rows_as_of
     from resources.lake.side_by_side import side_by_side
@@ -156,8 +157,10 @@ def _once(sc, streams: list[DemoStream], bootstrap: str, paths: dict[str, Path],
     wanted = [(dm, n, table, rows) for dm, deltas in sc.truth.items() for n, state in sorted(deltas.items())
               for table, rows in sorted(state.items())]
     # Read side by side: each read is a few small Spark queries that mostly wait on the server.
-    lake_rows = side_by_side(lambda dm, n, table: rows_as_of(spark, layout, dm, table, n) if (dm, n) in landed else None,
-                             [(dm, n, table) for dm, n, table, _ in wanted])
+    # Each datamart's landed delta (its lake mark) is read once for all its reads.
+    marks = {dm: read_mark(spark, layout, dm) for dm in sc.truth}
+    lake_rows = side_by_side(lambda dm, n, table: rows_as_of(spark, layout, dm, table, n, mark=marks[dm])
+                             if (dm, n) in landed else None, [(dm, n, table) for dm, n, table, _ in wanted])
     for (dm, n, table, rows), got in zip(wanted, lake_rows):
         if got is not None:
             want = sorted(rows.values(), key=lambda r: tuple(r[k] for k in sc.databases[dm].tables[table].primary_key))

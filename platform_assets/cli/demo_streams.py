@@ -44,6 +44,7 @@ def compare(streams: list[DemoStream], spark, layout, bootstrap: str, ledger, la
     from resources.emulator.stream_oracle import same_rows, truth_after
     from resources.errors import DecodeError
     from resources.lake.cdc import cdc_recorded_deltas, cdc_rows_as_of
+    from resources.lake.history_read import read_mark
     from resources.lake.side_by_side import side_by_side
     from resources.changestream.sealing import read_delta
     from resources.spark.iceberg import table_exists
@@ -63,13 +64,16 @@ def compare(streams: list[DemoStream], spark, layout, bootstrap: str, ledger, la
             truth = truth_after(s.format, s.story, records, d.watermark_us)
             compared += truth is not None
             lines += [(d.delta_num, None, None)] if truth is None else [(d.delta_num, t, rows) for t, rows in sorted(truth.items())]
-        recorded = {}  # {table: the deltas its snapshot records}; none of its changes landed yet: no table
+        # {table: the deltas it answers as of, from its first to the stream's landed one, those that
+        # left it alone too}; none of its changes landed yet: no table. The mark: once per stream.
+        mark = read_mark(spark, layout, s.name)
+        recorded = {}
         for table in sorted({t for _, t, _ in lines if t is not None}):
             ident = layout.snapshot(s.name, table)
-            recorded[table] = set(cdc_recorded_deltas(spark, ident)) if table_exists(spark, ident) else set()
+            recorded[table] = cdc_recorded_deltas(spark, ident, mark=mark) if table_exists(spark, ident) else set()
         # Read side by side: each read is a few small Spark queries that mostly wait on the server.
-        got = side_by_side(lambda n, t: cdc_rows_as_of(spark, layout, s.name, t, n) if t and n in recorded[t] else [],
-                           [(n, t) for n, t, _ in lines])
+        got = side_by_side(lambda n, t: cdc_rows_as_of(spark, layout, s.name, t, n, mark=mark)
+                           if t and n in recorded[t] else [], [(n, t) for n, t, _ in lines])
         for (n, table, rows), lake in zip(lines, got):
             if table is None:
                 echo(f"{s.name:16} {n:>5} {'(truth undefined here: ' + _why(s.format) + ')'}")

@@ -38,7 +38,10 @@ class SparkReader:
         self.spark = engine_for(self.cfg).session()  # no Dagster import: a read costs the query, not the imports
         self.layout = LakeLayout(self.cfg.lake.catalog)
         self.datamarts = {d.name for d in self.cfg.datamarts}
-        self.landed: dict[tuple[str, str], int] = {}  # what last_landed read: a read of it need not ask again
+        # What last_landed read, {(source, table): R} and {source: its lake mark}: a read after it
+        # need not ask again (the mark once per source: L bounds every table's read as of a delta).
+        self.recorded: dict[tuple[str, str], int] = {}
+        self.marks: dict = {}
 
     def close_times(self, source: str) -> dict:
         """{delta: its close time, naive UTC} from the source's manifest (a change stream's delta
@@ -56,27 +59,39 @@ class SparkReader:
         return {r.delta_num: dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=r.us)
                 for r in rows if r.us is not None}
 
-    def last_landed(self, source: str, table: str) -> int:
-        from resources.lake.read import last_landed_delta
+    def _mark(self, source: str):
+        from resources.lake.history_read import read_mark
 
-        self.landed[source, table] = last_landed_delta(self.spark, self.layout, source, table)
-        return self.landed[source, table]
+        if source not in self.marks:
+            self.marks[source] = read_mark(self.spark, self.layout, source)
+        return self.marks[source]
+
+    def last_landed(self, source: str, table: str) -> int:
+        """L: the source's landed delta (its lake mark; a lake without one: the table's newest
+        recorded delta, R, which is kept for `state`)."""
+        from resources.lake.read import landed_and_recorded
+
+        landed, self.recorded[source, table] = landed_and_recorded(self.spark, self.layout, source, table,
+                                                                   mark=self._mark(source))
+        return landed
 
     def state(self, source: str, table: str, delta: int):
         from resources.lake import arrow_read
 
         read = arrow_read.datamart_table if source in self.datamarts else arrow_read.stream_table
-        return read(self.spark, self.layout, source, table, delta, last=self.landed.get((source, table)))
+        return read(self.spark, self.layout, source, table, delta, last=self.recorded.get((source, table)),
+                    mark=self._mark(source))
 
     def versions(self, source: str, table: str, form: StartedIn | FinishedIn):
         from resources.lake import arrow_read
 
         if source in self.datamarts:
             return arrow_read.datamart_versions(self.spark, self.layout, source, table, form)
-        last = self.last_landed(source, table)
-        if form.last > last:
-            raise DeltaportError(f"{source}.{table}: delta {form.last} has not landed (last landed: {last})")
-        return arrow_read.stream_versions(self.spark, self.layout, source, table, form, last=last)
+        landed = self.last_landed(source, table)
+        if form.last > landed:
+            raise DeltaportError(f"{source}.{table}: delta {form.last} has not landed (last landed: {landed})")
+        return arrow_read.stream_versions(self.spark, self.layout, source, table, form,
+                                          last=self.recorded[source, table])
 
     def mart_deltas(self, source: str, asset: str) -> list[int] | None:
         """The deltas landed in the mart `<source>_marts.<asset>` (resources/lake/mart_read.py);

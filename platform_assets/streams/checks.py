@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 import dagster as dg
 
 from resources.lake.cdc import CdcLandStats, cdc_snapshot_as_of
+from resources.lake.history_read import LakeMark
 from resources.lake.key_check import KeyCheckInput, key_check
 from resources.lake.layout import LakeLayout
 from resources.lake.stream_keys import keys_before
@@ -76,6 +77,9 @@ def snapshot_checks(spark, layout: LakeLayout, source: str, n: int, keys: Mappin
     from pyspark.sql import functions as F
 
     present = {t: k for t, k in sorted(keys.items()) if table_exists(spark, layout.snapshot(source, t))}
+    # The run has committed every table through n (those n left alone have no commit for it), and
+    # the lake's mark moves to n only after these checks: as of n is landed for this read.
+    landed = LakeMark(int(n))
     runs = {t: sorted(deltas[t]) for t in present if deltas is not None and deltas.get(t)}
     before = keys_before(spark, {layout.snapshot(source, t): run[0] for t, run in runs.items()})
     frames, checked = [], {}
@@ -87,8 +91,8 @@ def snapshot_checks(spark, layout: LakeLayout, source: str, n: int, keys: Mappin
             checked[table] = _ranges_text(run)
             touched = spark.table(layout.increment(source, table)).where(F.col("delta_num").isin(run))
         live = F.when(~F.coalesce(F.col("_tombstone"), F.lit(False)), 1).otherwise(0)
-        frames.append(KeyCheckInput(table, cdc_snapshot_as_of(spark, layout, source, table, n), touched, list(key),
-                                    null_safe=True, live=live))
+        frames.append(KeyCheckInput(table, cdc_snapshot_as_of(spark, layout, source, table, n, mark=landed), touched,
+                                    list(key), null_safe=True, live=live))
     counts, duplicated = key_check(frames)
     return counts, [dg.AssetCheckResult(asset_key=asset_key, check_name=KEY_UNIQUE, passed=not duplicated,
                                         metadata={"duplicated_keys": duplicated, "keys_of_deltas": checked})]

@@ -18,12 +18,14 @@ from resources.lake.history_forms import SYSTEM_COLUMNS, FinishedIn, StartedIn
 from resources.lake.layout import LakeLayout
 
 
-def datamart_table(spark, layout: LakeLayout, datamart: str, table: str, delta: int, *, last: int | None = None):
+def datamart_table(spark, layout: LakeLayout, datamart: str, table: str, delta: int, *, last: int | None = None,
+                   mark=None):
     """(the DDL's columns as of `delta`, the table's rows right after it, by primary key). `last`:
-    the table's last applied delta, when the caller has just read it (`frame_as_of`)."""
+    the table's newest recorded delta, `mark`: the datamart's lake mark, when the caller has just
+    read them (`frame_as_of`)."""
     from resources.lake.read import frame_as_of
 
-    entity, df = frame_as_of(spark, layout, datamart, table, delta, last=last)
+    entity, df = frame_as_of(spark, layout, datamart, table, delta, last=last, mark=mark)
     names = [c.name for c in entity.columns]
     return names, by_key(_arrow(df, names, entity), entity.primary_key)
 
@@ -38,19 +40,20 @@ def datamart_versions(spark, layout: LakeLayout, datamart: str, table: str, form
     return names, by_key(_arrow(df, names, entity), [*entity.primary_key, "sys_from"])
 
 
-def stream_table(spark, layout: LakeLayout, source: str, table: str, delta: int, *, last: int | None = None):
+def stream_table(spark, layout: LakeLayout, source: str, table: str, delta: int, *, last: int | None = None,
+                 mark=None):
     """(a change stream table's data columns, its live rows right after `delta`, by their values).
-    `last`: as `datamart_table` takes it."""
+    `last`, `mark`: as `datamart_table` takes them."""
     from resources.lake.cdc_read import cdc_live_frame, require_table
 
     require_table(spark, layout, source, table)
-    names, df = cdc_live_frame(spark, layout, source, table, delta, last=last)
+    names, df = cdc_live_frame(spark, layout, source, table, delta, last=last, mark=mark)
     return names, by_repr(canonical(df.toArrow(), names), names)
 
 
 def stream_versions(spark, layout: LakeLayout, source: str, table: str, form: StartedIn | FinishedIn, *, last: int):
     """(data columns then sys_from, sys_to, sys_op; the versions `form` selects, by their values
-    then sys_from, sys_to). `last`: the table's last applied delta."""
+    then sys_from, sys_to). `last`: the table's newest recorded delta (the history's bound)."""
     from resources.lake.cdc_read import cdc_versions_frame
 
     names, df = cdc_versions_frame(spark, layout, source, table, form, last=last)

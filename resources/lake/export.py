@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from resources.codecs.backup_writer import BackupMessage, BackupWriteOptions, TableChanges, encode_increment
 from resources.codecs.ddl import EntitySchema, replay_changelog
 from resources.errors import DeltaportError
+from resources.lake.history_read import read_mark
 from resources.lake.layout import LakeLayout
 from resources.lake.prostore import changelog_history, data_tables
 from resources.lake.read import rows_as_of
@@ -118,8 +119,9 @@ def export_snapshot(spark, layout: LakeLayout, datamart: str, depth: int, last: 
     name = as_datamart or datamart
     changelog = history[base]
     state = {}
+    mark = read_mark(spark, layout, datamart)  # once for every table (a table `base` left alone has no tag)
     for table, entity in _tables(changelog).items():
-        rows = rows_as_of(spark, layout, datamart, table, base)
+        rows = rows_as_of(spark, layout, datamart, table, base, mark=mark)
         if rows:
             state[table] = TableChanges(entity.columns, [{**r, "sys_op": 0} for r in rows])
     yield ExportedDelta(0, base, encode_increment(name, 0, landed[base].delta_date_us, new_id(), changelog, state, options),

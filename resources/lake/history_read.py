@@ -10,41 +10,104 @@ Guarantees: the history is read only up to the snapshot's last applied delta (`l
 delta whose history was written and whose MERGE was not (a crash between the two commits, or a
 run in flight) is never half-seen; a form the history cannot answer exactly (deltas from before
 the lake kept history: `history_start`) raises `HistoryNotKeptError` instead of answering less.
+
+`state_as_of` is the Spark side's one reader of "table T as of delta N" (datamarts and change
+streams alike): it gathers the facts `resources/lake/as_of.py` decides on (L, the source's landed
+delta: `LakeMark`, read once per source by callers that read several tables; R and the tags: one
+query; the history's start and the folds only where the rules get to them) and reads the state
+the rules choose. A delta above L raises `DeltaNotLandedError` (a `DeltaportError`: the CLI's
+one-line error).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import reduce
 
-from resources.lake.history_forms import AsOfDelta, Form, check_covered, covers, history_where
+from resources.lake.as_of import Absent, Current, FromFold, FromHistory, FromTag, resolve_as_of, source_landed
+from resources.lake.history_forms import AsOfDelta, Form, check_covered, history_where
+from resources.lake.landed_mark import lake_landed_through
 from resources.lake.layout import LakeLayout
 from resources.lake.prostore import _c
 from resources.lake.prostore_history import history_ident, history_start
-from resources.spark.iceberg import table_exists
-from resources.spark.iceberg_reads import last_applied_deltas, state_as_of_delta
+from resources.spark.iceberg import TableNotFoundError, table_exists
+from resources.spark.iceberg_reads import folded_commits, inside_fold, last_applied_deltas, tagged_state
+
+
+@dataclass(frozen=True)
+class LakeMark:
+    """A source's lake mark as one read found it (`landed_mark.lake_landed_through`); `value`
+    None: a lake written before the mark, whose tables each answer L by their own newest delta."""
+    value: int | None
+
+    def landed(self, recorded: int | None) -> int | None:
+        """L for a table whose newest recorded delta is `recorded` (R)."""
+        return source_landed(self.value, recorded)
+
+
+def read_mark(spark, layout: LakeLayout, source: str) -> LakeMark:
+    """The source's lake mark, read now: a read of several tables reads it once and passes it on."""
+    return LakeMark(lake_landed_through(spark, layout, source))
+
+
+class _Folds:
+    """A table's folded commits, read the first time the rules iterate them (rule 6 only: most
+    reads are answered before, and the read is a scan of the table's snapshots)."""
+
+    def __init__(self, spark, ident: str):
+        self.spark, self.ident, self._commits = spark, ident, None
+
+    def commits(self):
+        if self._commits is None:
+            self._commits = folded_commits(self.spark, self.ident)
+        return self._commits
+
+    def __iter__(self):
+        return iter([c.deltas for c in self.commits()])
 
 
 def state_as_of(spark, layout: LakeLayout, source: str, table: str, delta_num: int, *,
-                current_filter: str | None = None, last: int | None = None):
-    """The snapshot table's rows as of `delta_num` (every column it has): where its history
-    answers that delta, without a tag (the table as it is for its last applied delta, the versions
-    current at N from the table and its history for an earlier N); else `state_as_of_delta` (its
-    tag, or an `InsideFold` for the caller to rebuild). `current_filter`: as `versions_frame` takes it.
-    `last`: the table's last applied delta, when the caller has just read it (a read of the current
-    state): `delta_num` == `last` is then the table as it is, with no metadata read again."""
+                current_filter: str | None = None, last: int | None = None, mark: LakeMark | None = None):
+    """The snapshot table's rows as of `delta_num` (every column it has), as `as_of.resolve_as_of`
+    chooses: the table as it is (no delta after N changed it), the versions current at N from the
+    table and its history, the snapshot of its newest tag at or below N, an `InsideFold` for the
+    caller to rebuild (N inside a folded commit), or no rows (the table had none at N: its current
+    columns, empty). Raises `DeltaNotLandedError` for N above the source's landed delta.
+
+    `current_filter`: as `versions_frame` takes it. `last`: the table's newest recorded delta (R),
+    when the caller has just read it: an N at or above it that has landed is the table as it is,
+    with no metadata read again. `mark`: the source's lake mark, when the caller has read it."""
     ident = layout.snapshot(source, table)
-    if last is not None and last == delta_num:
+    mark = read_mark(spark, layout, source) if mark is None else mark
+    landed = mark.landed(last)
+    if last is not None and landed is not None and last <= delta_num <= landed:
+        return spark.table(ident)  # rule 3, from what the caller knows
+    tags: dict[str, dict[int, int]] = {}
+    found = last_applied_deltas(spark, [ident], tags=tags)
+    if ident not in found:
+        raise TableNotFoundError(f"Iceberg table {ident} does not exist")
+    recorded = found[ident]
+    landed = mark.landed(recorded)
+    # The history's start matters only for a delta the table changed after (rule 4).
+    start = history_start(spark, ident) if recorded is not None and recorded > delta_num and \
+        landed is not None and delta_num <= landed else None
+    folds = _Folds(spark, ident)
+    how = resolve_as_of(delta_num, landed=landed, recorded=recorded, tags=tags[ident], folds=folds,
+                        history_from=start, name=f"{source}.{table}")
+    if isinstance(how, Current):
         return spark.table(ident)
-    start = history_start(spark, ident)
-    last = last_applied_deltas(spark, [ident]).get(ident) if covers(start, AsOfDelta(delta_num)) else None
-    if last is not None and last == delta_num:  # the last applied delta: the table as it is
-        return spark.table(ident)
-    if last is None or delta_num > last:
-        return state_as_of_delta(spark, ident, delta_num)
-    columns = [f.name for f in spark.table(ident).schema.fields if f.name != "sys_from"]
-    return versions_frame(spark, layout, source, table, AsOfDelta(delta_num), columns, last=last, start=start,
-                          current_filter=current_filter).drop("sys_to", "sys_op")
+    if isinstance(how, FromHistory):
+        columns = [f.name for f in spark.table(ident).schema.fields if f.name != "sys_from"]
+        return versions_frame(spark, layout, source, table, AsOfDelta(delta_num), columns, last=how.recorded,
+                              start=start, current_filter=current_filter).drop("sys_to", "sys_op")
+    if isinstance(how, FromTag):
+        return tagged_state(spark, ident, how.snapshot_id)
+    if isinstance(how, FromFold):
+        fold = [c for c in folds.commits() if c.deltas == how.deltas][-1]
+        return inside_fold(spark, ident, fold, tags[ident])
+    assert isinstance(how, Absent), how
+    return spark.table(ident).limit(0)
 
 
 def versions_frame(spark, layout: LakeLayout, source: str, table: str, form: Form, columns: Sequence[str], *,

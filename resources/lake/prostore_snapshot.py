@@ -251,16 +251,17 @@ def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int],
 
 
 def snapshot_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: int,
-                   primary_key: Sequence[str], *, last: int | None = None):
+                   primary_key: Sequence[str], *, last: int | None = None, mark=None):
     """The snapshot table as it was right after `delta_num` (every column it has, data columns
-    and `sys_from`): the versions current at N, from the table and its history where the history
-    answers N (`resources/lake/history_read.py`), so no tag is needed; else its `delta_<N>` tag,
-    or, for a delta inside a folded commit (`_apply_fold`), that commit's parent (the state
-    before the fold) with the fold's changes up to N applied, each key's last change winning.
-    Raises `DeltaNotFoundError` when none of them records N. `last`: as `state_as_of` takes it."""
+    and `sys_from`), as `history_read.state_as_of` resolves it (`resources/lake/as_of.py`): the
+    table as it is, the versions current at N from the table and its history, the newest tag at
+    or below N (a delta that left the table alone has none), or no rows; for a delta inside a
+    folded commit (`_apply_fold`), the state before the fold with the fold's changes up to N
+    applied, each key's last change winning. Raises `DeltaNotLandedError` for a delta above the
+    source's landed one. `last`, `mark`: as `state_as_of` takes them."""
     from pyspark.sql import functions as F
 
-    state = state_as_of(spark, layout, datamart, table, delta_num, last=last)
+    state = state_as_of(spark, layout, datamart, table, delta_num, last=last, mark=mark)
     if not isinstance(state, InsideFold):
         return state
     fold, schema, base = state.fold, state.schema, state.base

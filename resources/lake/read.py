@@ -1,5 +1,7 @@
-"""Read a Prostore table back from the lake as it was after delta N (time travel by tag, or, for
-a delta a range run folded into one commit, that commit's parent plus the deltas' changes).
+"""Read a Prostore table back from the lake as it was after delta N, as `resources/lake/as_of.py`
+resolves it (`history_read.state_as_of`: the table as it is, its history, the newest tag at or
+below N, or, for a delta a range run folded into one commit, the state before it plus the deltas'
+changes), N bounded by the datamart's landed delta (`landed_and_recorded`).
 
 Rows come back as dicts of the canonical Python values of `resources.codecs.types` (TIME
 turned back from microseconds into `datetime.time`, TIMESTAMP as naive UTC datetimes), data
@@ -20,7 +22,7 @@ from resources.codecs.ddl import EntitySchema, replay_changelog
 from resources.codecs.types import micros_to_time
 from resources.errors import DeltaportError
 from resources.lake.history_forms import FinishedIn, StartedIn
-from resources.lake.history_read import versions_frame
+from resources.lake.history_read import LakeMark, read_mark, versions_frame
 from resources.lake.layout import LakeLayout
 from resources.lake.prostore import changelog_history, data_tables
 from resources.lake.prostore_snapshot import snapshot_as_of
@@ -32,18 +34,28 @@ class UnknownTableError(DeltaportError):
     pass
 
 
-def last_landed_delta(spark, layout: LakeLayout, source: str, table: str) -> int:
-    """The last delta landed in `source.table` (a datamart's table or a change stream's): the
-    newest delta its snapshot table records, which a read as of that delta finds. Every delta a
-    source lands is recorded in each of its live tables (a tag where it changed nothing), so this
-    is the source's last landed delta, or, for a table dropped since, its last one."""
+def last_landed_delta(spark, layout: LakeLayout, source: str, table: str, *, mark: LakeMark | None = None) -> int:
+    """L, the last delta landed in `source.table` (a datamart's table or a change stream's): the
+    source's landed delta, which every table answers as of (a table a delta left alone has no
+    commit and no tag for it). `mark`: the source's lake mark, when the caller has read it."""
+    return landed_and_recorded(spark, layout, source, table, mark=mark)[0]
+
+
+def landed_and_recorded(spark, layout: LakeLayout, source: str, table: str, *,
+                        mark: LakeMark | None = None) -> tuple[int, int]:
+    """(L, R): the source's landed delta, the bound of every read as of a delta, from the lake's
+    own mark (a lake written before it: the table's newest recorded delta, since every table was
+    then tagged every delta); and the table's newest recorded delta, the bound of its history
+    read (R > L only while a run is in flight or died between tables). Raises `UnknownTableError`
+    when the table does not exist or records no delta."""
     ident = layout.snapshot(source, table)
     exists = table_exists(spark, ident)
-    last = last_applied_deltas(spark, [ident]).get(ident) if exists else None
-    if last is None:
+    recorded = last_applied_deltas(spark, [ident]).get(ident) if exists else None
+    if recorded is None:
         raise UnknownTableError(f"no delta of {source}.{table} has landed yet "
                                 f"({ident} {'records none' if exists else 'does not exist'})")
-    return last
+    mark = read_mark(spark, layout, source) if mark is None else mark
+    return mark.landed(recorded), recorded
 
 
 def entity_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: int) -> EntitySchema:
@@ -62,22 +74,27 @@ def entity_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num
     return tables[table]
 
 
-def rows_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: int) -> list[dict]:
-    """The table's rows right after delta `delta_num`, sorted by primary key."""
-    entity, df = frame_as_of(spark, layout, datamart, table, delta_num)
+def rows_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: int, *,
+               mark: LakeMark | None = None) -> list[dict]:
+    """The table's rows right after delta `delta_num`, sorted by primary key. `mark`: the
+    datamart's lake mark, when the caller has read it (a read of several tables reads it once)."""
+    entity, df = frame_as_of(spark, layout, datamart, table, delta_num, mark=mark)
     return _sorted_rows(df, entity, entity.primary_key)
 
 
-def frame_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: int, *, last: int | None = None):
+def frame_as_of(spark, layout: LakeLayout, datamart: str, table: str, delta_num: int, *, last: int | None = None,
+                mark: LakeMark | None = None):
     """(the table's schema as of delta `delta_num`, a DataFrame of its rows then: its DDL's
-    columns, unsorted, TIME as microseconds). `last`: the table's last applied delta, when the
-    caller has just read it (`last_landed_delta`: it is not read again for the current state)."""
+    columns, unsorted, TIME as microseconds). `last`: the table's newest recorded delta (R), when
+    the caller has just read it (`landed_and_recorded`: it is not read again for the current
+    state); `mark`: the datamart's lake mark, likewise. Raises `DeltaNotLandedError` for a delta
+    above the datamart's landed one."""
     entity = entity_as_of(spark, layout, datamart, table, delta_num)
     ident = layout.snapshot(datamart, table)
     if not table_exists(spark, ident):
         raise UnknownTableError(f"{ident} does not exist in the lake yet")
     names = [c.name for c in entity.columns]
-    df = snapshot_as_of(spark, layout, datamart, table, delta_num, entity.primary_key, last=last)
+    df = snapshot_as_of(spark, layout, datamart, table, delta_num, entity.primary_key, last=last, mark=mark)
     return entity, df.select(*[f"`{n}`" for n in names])
 
 
@@ -93,11 +110,11 @@ def versions_frame_in(spark, layout: LakeLayout, datamart: str, table: str, form
     """(the table's schema as of the range's last delta, a DataFrame of the versions `form`
     selects: `versions_in`'s columns, unsorted, TIME as microseconds)."""
     entity = entity_as_of(spark, layout, datamart, table, form.last)
-    last = last_landed_delta(spark, layout, datamart, table)
-    if form.last > last:
-        raise UnknownTableError(f"{datamart}.{table}: delta {form.last} has not landed (last landed: {last})")
+    landed, recorded = landed_and_recorded(spark, layout, datamart, table)
+    if form.last > landed:
+        raise UnknownTableError(f"{datamart}.{table}: delta {form.last} has not landed (last landed: {landed})")
     names = [c.name for c in entity.columns]
-    return entity, versions_frame(spark, layout, datamart, table, form, names, last=last)
+    return entity, versions_frame(spark, layout, datamart, table, form, names, last=recorded)
 
 
 def _sorted_rows(df, entity: EntitySchema, order: list[str]) -> list[dict]:

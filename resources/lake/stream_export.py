@@ -2,7 +2,8 @@
 datamart's BACKUP_TO_KAFKA increments (`deltaport export` of a stream source).
 
 What flows through: for each delta N of the stream source, the state of every table right after
-N and right after N-1 (the stream's own snapshots, `delta_<N>` tags) become Prostore's increment
+N and right after N-1 (the stream's own snapshots, as `resources/lake/as_of.py` resolves them: a
+delta that left a table alone has no tag of it) become Prostore's increment
 of N: every row that is new or changed at N with `sys_op = 0` (the whole row, as a Prostore
 increment holds one version per row per delta), every key live at N-1 and gone at N with
 `sys_op = 1`; and the changelog as Prostore DDL: a CREATE TABLE per table the first time it has
@@ -37,6 +38,7 @@ from resources.codecs.backup_writer import BackupWriteOptions, TableChanges, enc
 from resources.codecs.types import Column
 from resources.lake.cdc import SNAPSHOT_COLUMNS, cdc_landed_deltas, cdc_recorded_deltas, cdc_snapshot_as_of
 from resources.lake.export import ExportedDelta, ExportError
+from resources.lake.history_read import read_mark
 from resources.lake.layout import LakeLayout
 from resources.lake.stream_changelog import key_rows, keys_as_of
 
@@ -131,7 +133,10 @@ def export_stream(spark, layout: LakeLayout, source: str, deltas: Sequence[int],
     if missing:
         raise ExportError(f"stream {source!r}: delta(s) {missing} are not in the lake (landed: {sorted(landed)})")
     tables = [t.tableName for t in spark.sql(f"SHOW TABLES IN {layout.catalog}.{source}").collect()]
-    recorded = {t: cdc_recorded_deltas(spark, layout.snapshot(source, t)) for t in tables}
+    mark = read_mark(spark, layout, source)  # once for every table and delta
+    # Every delta from a table's first to the source's landed one, those that left it alone too
+    # (they have no tag): a snapshot export starting at one must hold the table's whole state.
+    recorded = {t: cdc_recorded_deltas(spark, layout.snapshot(source, t), mark=mark) for t in tables}
     key_history = key_rows(spark, layout, source)
     changelog = StreamChangelog(name)
     wanted = set(deltas)
@@ -142,7 +147,7 @@ def export_stream(spark, layout: LakeLayout, source: str, deltas: Sequence[int],
         for table in sorted(t for t in tables if n in recorded[t]):
             if table not in keys:
                 raise ExportError(f"stream {source!r} table {table!r}: no key recorded up to delta {n}")
-            now = cdc_snapshot_as_of(spark, layout, source, table, n)
+            now = cdc_snapshot_as_of(spark, layout, source, table, n, mark=mark)
             fields = [f for f in now.schema.fields if f.name not in SNAPSHOT_COLUMNS]
             columns = [Column(f.name, prostore_type(f.dataType), nullable=f.name not in keys[table]) for f in fields]
             changelog.describe(table, columns, keys[table])
@@ -150,7 +155,7 @@ def export_stream(spark, layout: LakeLayout, source: str, deltas: Sequence[int],
                 state = snapshot and n == min(deltas)
                 parts[table] = TableChanges(columns, _changes(spark, layout, source, table, now,
                                                               None if state else _before(recorded[table], n), fields,
-                                                              keys[table]))
+                                                              keys[table], mark=mark))
         if n in wanted:
             parts = {t: p for t, p in parts.items() if p.rows}
             number = n - min(deltas) if snapshot else n
@@ -164,7 +169,7 @@ def _before(recorded, n: int) -> int | None:
     return max((d for d in recorded if d < n), default=None)
 
 
-def _changes(spark, layout, source, table, now, before: int | None, fields, keys) -> list[dict]:
+def _changes(spark, layout, source, table, now, before: int | None, fields, keys, *, mark=None) -> list[dict]:
     """Rows new or changed in the table's state `now` (sys_op 0) and keys gone since delta
     `before` (sys_op 1); with no `before`, the whole state."""
     from pyspark.sql import functions as F
@@ -177,7 +182,7 @@ def _changes(spark, layout, source, table, now, before: int | None, fields, keys
 
     current = live(now)
     if before is not None:
-        prev = live(cdc_snapshot_as_of(spark, layout, source, table, before))
+        prev = live(cdc_snapshot_as_of(spark, layout, source, table, before, mark=mark))
         upserts = current.exceptAll(prev)
         deletes = prev.join(current.select(*[F.col(f"`{k}`") for k in keys]), on=list(keys), how="left_anti")
     else:

@@ -1,7 +1,14 @@
 """Reading deltaport's Iceberg tables by delta: each table's last applied delta, its `delta_<N>`
-tags and folded commits, and the table as it was right after any delta. The conventions these
-read (summary properties, tags, folds) are written by `resources/spark/iceberg.py`, whose
-docstring says what they guarantee.
+tags and folded commits, and the states they name (a tagged snapshot, the state before a fold).
+The conventions these read (summary properties, tags, folds) are written by
+`resources/spark/iceberg.py`, whose docstring says what they guarantee.
+
+Which state answers "as of delta N" is not decided here: a delta commits only to the tables it
+changes (issue 57), so a table has no tag for a delta that left it alone, and the answer needs the
+source's landed delta and the table's history too (`resources/lake/as_of.py`, the rules;
+`resources/lake/history_read.py: state_as_of`, the Spark reader that applies them). This module
+gathers the table's facts for them in one query (`last_applied_deltas(tags=...)`, `folded_commits`)
+and reads the state they choose (`tagged_state`, `inside_fold`).
 """
 
 from __future__ import annotations
@@ -59,7 +66,8 @@ def _newest_delta_commits(rows: Sequence, counted: str | None = None) -> dict:
 
 def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *, repair_tags: bool = False,
                         sizes: dict[str, int] | None = None,
-                        tombstones: dict[str, int] | None = None) -> dict[str, int | None]:
+                        tombstones: dict[str, int] | None = None,
+                        tags: dict[str, dict[int, int]] | None = None) -> dict[str, int | None]:
     """`last_applied_delta` of several tables at once: {ident: delta or None} for the tables
     that exist (a missing one is left out). One query, plain scans of metadata tables (a join
     or a LIMIT per table costs more planning and jobs than the rows it saves): every table's
@@ -79,7 +87,9 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *, repair_ta
     counts them (`LIVE_ROWS_SQL`), or its newest delta commit's when the current one is neither
     a delta's nor a compaction's; from the same query. `tombstones`: filled with {ident: the
     `TOMBSTONES_PROPERTY` of its newest delta commit} for the tables whose newest delta commit
-    records it (a change stream's snapshot tables: their rows count tombstones too)."""
+    records it (a change stream's snapshot tables: their rows count tombstones too). `tags`:
+    filled with {ident: {delta: snapshot id}} of every existing table's `delta_<N>` tags (what
+    `delta_tags` reads), from the same query: a reader as of a delta needs both."""
     existing = [i for i in dict.fromkeys(idents) if _refreshed(spark, i)]
     if not existing:
         return {}
@@ -99,6 +109,10 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *, repair_ta
                         f"CAST({recorded_property_sql(TOMBSTONES_PROPERTY, ident)} AS BIGINT) AS tombstones")]
     rows = reduce(lambda x, y: x.unionAll(y), parts).collect()
     current = {r["ident"]: r["snapshot_id"] for r in rows if r["kind"] == "BRANCH"}
+    if tags is not None:
+        for ident in existing:
+            tags[ident] = dict(sorted((int(r["delta"]), int(r["snapshot_id"])) for r in rows
+                                      if r["ident"] == ident and r["kind"] == "TAG" and r["delta"] is not None))
     if tombstones is not None:
         newest = _newest_delta_commits(rows)
         tombstones.update({ident: int(r["tombstones"]) for ident, r in newest.items() if r["tombstones"] is not None})
@@ -281,26 +295,40 @@ class InsideFold:
 
 
 def state_as_of_delta(spark: SparkSession, ident: str, delta_num: int) -> DataFrame | InsideFold:
-    """The state table `ident` right after `delta_num`: by its ``delta_<N>`` tag, or, for a delta
-    inside a folded commit, `InsideFold` (the state before the fold: the previous delta's tag,
-    which keeps its snapshot from expiring should maintenance commit in between, else the
-    fold's parent, else empty: the table was born in the fold). Raises `DeltaNotFoundError` when
-    neither records N."""
-    from pyspark.sql import functions as F
-
-    quoted = _quote(ident)
+    """The state table `ident` right after `delta_num` by its own tags and folds alone: its
+    ``delta_<N>`` tag, or, for a delta inside a folded commit, `inside_fold`. Raises
+    `DeltaNotFoundError` when neither records N. Exact only on a table tagged by every delta (a
+    lake written before issue 57, as the benches make); a reader as of a delta goes through
+    `resources/lake/history_read.py: state_as_of`, which also answers the deltas that left the
+    table alone."""
     tags = delta_tags(spark, ident)
     if delta_num in tags:
-        return spark.sql(f"SELECT * FROM {quoted} VERSION AS OF {tags[delta_num]}")
+        return tagged_state(spark, ident, tags[delta_num])
     covering = [c for c in folded_commits(spark, ident) if delta_num in c.deltas]
     if not covering:
         return read_as_of_delta(spark, ident, delta_num)  # raises DeltaNotFoundError, naming the tags
-    fold = covering[-1]
-    schema = spark.sql(f"SELECT * FROM {quoted} VERSION AS OF {fold.snapshot_id}").schema
-    before = tags.get(fold.deltas[0] - 1, fold.parent_id)
+    return inside_fold(spark, ident, covering[-1], tags)
+
+
+def tagged_state(spark: SparkSession, ident: str, snapshot_id: int) -> DataFrame:
+    """The table as snapshot `snapshot_id` holds it (time travel: in that snapshot's own schema)."""
+    return spark.sql(f"SELECT * FROM {_quote(ident)} VERSION AS OF {int(snapshot_id)}")
+
+
+def inside_fold(spark: SparkSession, ident: str, fold: FoldedCommit, tags: Mapping[int, int]) -> InsideFold:
+    """The state before `fold`, in the fold commit's columns, for the caller to apply the fold's
+    deltas up to the one asked for: the newest tag below the fold's first delta (a delta that left
+    the table alone has no tag, so the tag of the delta just before may not exist; a tag keeps its
+    snapshot from expiring should maintenance commit in between), else the fold's parent, else
+    empty (the table was born in the fold)."""
+    from pyspark.sql import functions as F
+
+    schema = tagged_state(spark, ident, fold.snapshot_id).schema
+    below = [m for m in tags if m < fold.deltas[0]]
+    before = tags[max(below)] if below else fold.parent_id
     if before is None:
         return InsideFold(fold, schema, spark.createDataFrame([], schema))
-    base = spark.sql(f"SELECT * FROM {quoted} VERSION AS OF {before}")
+    base = tagged_state(spark, ident, before)
     have = {c.lower(): c for c in base.columns}
     base = base.select(*[F.col(_col(have[f.name.lower()])).cast(f.dataType).alias(f.name) if f.name.lower() in have
                          else F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields])
@@ -317,8 +345,9 @@ def _ranges_parse(text: str) -> list[int]:
 
 
 def read_as_of_delta(spark: SparkSession, ident: str, delta_num: int) -> DataFrame:
-    """The table as it was right after delta `delta_num` was committed (time travel by the
-    ``delta_<N>`` tag). Raises `DeltaNotFoundError` naming the deltas that are tagged."""
+    """The table as its ``delta_<N>`` tag holds it (time travel by the tag: delta `delta_num`
+    changed the table). Raises `DeltaNotFoundError` naming the deltas that are tagged; a delta
+    that left the table alone has no tag (`history_read.state_as_of` answers it)."""
     quoted = _quote(ident)
     tags = delta_tags(spark, ident)
     if int(delta_num) not in tags:
