@@ -12,7 +12,8 @@ are not returned):
 - a datamart's or change stream's table, on the union `H` of its current table `lake.dm.t` and
   its history table `lake.dm_history.t`, with the WHERE the docs give per form
   (`resources/lake/history_forms.py`, README "Querying history"):
-  no clause and `AS OF DELTA_NUM <last landed>`: the current table alone; `AS OF DELTA_NUM n`:
+  no clause and `AS OF DELTA_NUM n` with n at or after the table's own newest delta: the current
+  table alone; an earlier `AS OF DELTA_NUM n`:
   `H` where the version was current at n; `AS OF '<ts>'`: `AS OF DELTA_NUM` of the last delta
   closed at or before ts (GET_DELTA_BY_DATETIME; none: no rows, as Prostore); `STARTED IN
   (a, b)`: `H` where the version began in a..b; `FINISHED IN (a, b)`: the history table where a
@@ -25,10 +26,14 @@ are not returned):
   partition n, no clause the last landed partition, `AS OF '<ts>'` the partition of the delta
   closed then; STARTED IN / FINISHED IN are refused (a mart keeps a state per delta, not versions).
 
-Guarantees: the history is read up to the table's last landed delta only (a run in flight, or
-one that died between its history commit and its MERGE, is never half-seen); a form the history
-does not answer exactly (`HistoryNotKeptError`) or a delta that has not landed is an error, never
-fewer rows. Each `Scan.row_filter` is implied by the WHERE around it in the SQL: an engine may
+Which delta has landed is the source's L (`LakeInfo.last_landed`: its manifest's mark), not the
+table's own newest delta R: a delta commits only to the tables it changes, so a table no delta
+after R changed is, as of any delta from R to L, the table as it is (`AS OF DELTA_NUM n`, n >= R:
+the current table alone, no history needed).
+Guarantees: the history is read up to R only (a run in flight, or one that died between its
+history commit and its MERGE, is never half-seen; a delta above L whose MERGE did land is never
+read as of a delta <= L); a form the history does not answer exactly (`HistoryNotKeptError`) or
+a delta above L is an error, never fewer rows. Each `Scan.row_filter` is implied by the WHERE around it in the SQL: an engine may
 use it to prune files, never to change the answer. A subquery gives only the columns the query
 names somewhere (any table's: a superset; all of them under `*`, `t.*` or a NATURAL join), and
 `Scan.columns` are the ones its SQL reads, so an engine reads no other column from the files.
@@ -74,7 +79,13 @@ class LakeInfo(Protocol):
         """Those of `ddl_columns` whose DDL type is TIME (the lake stores microseconds since midnight)."""
 
     def last_landed(self, namespace: str, table: str) -> int:
-        """The last delta landed in the table (a mart: its last partition)."""
+        """L: the source's landed delta, the bound of every form (a lake's mark on the source's
+        manifest; a lake written before it: the table's newest recorded delta; a mart: its last
+        partition)."""
+
+    def recorded(self, namespace: str, table: str) -> int:
+        """R: the newest delta recorded in the table (its tags and commits). A table no delta
+        after R changed is as it is for every delta from R on; the history is read up to R."""
 
     def history_start(self, source: str, table: str) -> int | None:
         """The first delta whose closed versions the history holds (None: none kept)."""
@@ -170,7 +181,7 @@ class _Reference:
         current_columns = self.lake.table_columns(source, table)
         if current_columns is None:
             raise UnknownLakeTableError(f"{source}.{table} is not a table of the lake")
-        last = self.lake.last_landed(source, table)
+        last = self.lake.last_landed(source, table)  # L: what has landed, for the whole source
         form = self._form(source, last)
         delta = last if form is None else form.delta if isinstance(form, AsOfDelta) else form.last
         if delta > last:
@@ -181,11 +192,14 @@ class _Reference:
             return self._read(source, table, current_columns, "false", columns, "false")
         columns = self._columns(kind, source, table, delta, current_columns)
         live = LIVE if kind == STREAM else None
-        if form is None or (isinstance(form, AsOfDelta) and form.delta == last):
+        # R, the table's own newest delta: a delta that left the table alone committed nothing to
+        # it (docs/how-it-works.md, "Reading a table as of a delta"), so from R on it is as it is.
+        recorded = self.lake.recorded(source, table)
+        if form is None or (isinstance(form, AsOfDelta) and form.delta >= recorded):
             return self._read(source, table, current_columns, live or "true", columns, live)
         check_covered(source, table, self.lake.history_start(source, table), form)
         history_columns = self.lake.table_columns(f"{source}_history", table)
-        bound = f"delta_num <= {int(last)}"
+        bound = f"delta_num <= {int(recorded)}"
         if isinstance(form, FinishedIn):  # the history table alone: a current version finished nothing
             if history_columns is None:
                 return self._read(source, table, current_columns, "false", columns, "false")

@@ -3,13 +3,14 @@ no Dagster), and the Arrow scans its JVM-free engine runs on.
 
 In: a function opening a lake table by name (``ns.table``: `platform_assets.engine.pyiceberg_tables`)
 and the config's sources with their kinds. Out: the `resources.lake.prostore_sql.LakeInfo`
-answers (table columns, a datamart table's DDL as of a delta from its changelog, last landed
-deltas, history starts, close times), and `scan(Scan)`: the table's rows passing the scan's
+answers (table columns, a datamart table's DDL as of a delta from its changelog, each source's
+landed delta L and each table's newest recorded delta R, history starts, close times), and `scan(Scan)`: the table's rows passing the scan's
 filter, as a `pyarrow.Table`.
 
 Both engines rewrite with this: the metadata reads are PyIceberg's whatever engine runs the
 query, so the Spark and the DuckDB plan of one query are the same SQL. Every table is opened once
-per `SqlLake` (one consistent metadata version per table for the whole query).
+per `SqlLake` (one consistent metadata version per table for the whole query), and each source's
+landed mark (`as_of.LANDED_PROPERTY` on its manifest) is read once.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from resources.lake.prostore_sql import Scan
-from resources.lake.pyiceberg_history import close_times, history_start, last_applied
-from resources.lake.pyiceberg_read import NoSuchLakeTableError, PyIcebergReadError
+from resources.lake.pyiceberg_history import close_times, history_start, landed, last_applied
+from resources.lake.pyiceberg_read import NoSuchLakeTableError, PyIcebergReadError, lake_mark
 from resources.lake.pyiceberg_rows import entity_as_of
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ class SqlLake:
         self._tables: dict[str, object | None] = {}
         self._close: dict[str, Mapping[int, dt.datetime]] = {}
         self._entities: dict[tuple[str, str, int], object] = {}
+        self._marks: dict[str, int | None] = {}
 
     def table(self, namespace: str, table: str):
         """The PyIceberg table, or None when the catalog has none of that name."""
@@ -70,9 +72,9 @@ class SqlLake:
         return self._entities[key]
 
     def last_landed(self, namespace: str, table: str) -> int:
-        found = self.table(namespace, table)
-        if found is None:
-            raise NoSuchLakeTableError(f"{namespace}.{table} is not a table of the lake")
+        """L: the source's landed delta (its manifest's mark; a lake written before it: the table's
+        newest recorded delta). A mart: its last partition."""
+        found = self._found(namespace, table)
         if namespace.endswith("_marts"):  # a mart records no delta in its commits: its last partition
             import pyarrow.compute as pc
 
@@ -81,7 +83,23 @@ class SqlLake:
             if last is None:
                 raise PyIcebergReadError(f"no delta of {namespace}.{table} has landed yet")
             return int(last)
-        return last_applied(found, namespace, table)
+        return landed(found, namespace, table, self.landed_mark(namespace))
+
+    def recorded(self, namespace: str, table: str) -> int:
+        """R: the newest delta recorded in the table (its tags and commits): the history's bound."""
+        return last_applied(self._found(namespace, table), namespace, table)
+
+    def landed_mark(self, source: str) -> int | None:
+        """The source's lake mark, or None (no manifest, or a lake written before the mark)."""
+        if source not in self._marks:
+            self._marks[source] = lake_mark(self.table(f"{source}_meta", "manifest"))
+        return self._marks[source]
+
+    def _found(self, namespace: str, table: str):
+        found = self.table(namespace, table)
+        if found is None:
+            raise NoSuchLakeTableError(f"{namespace}.{table} is not a table of the lake")
+        return found
 
     def history_start(self, source: str, table: str) -> int | None:
         found = self.table(source, table)

@@ -67,6 +67,9 @@ class StoryLake:
     def last_landed(self, namespace, table):
         return 5
 
+    def recorded(self, namespace, table):
+        return 5
+
     def history_start(self, source, table):
         return self.history_from
 
