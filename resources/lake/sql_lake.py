@@ -19,9 +19,11 @@ import datetime as dt
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from resources.lake.as_of import Absent, FromFold, FromTag
+from resources.lake.history_forms import HistoryNotKeptError
 from resources.lake.prostore_sql import Scan
-from resources.lake.pyiceberg_history import close_times, history_start, landed, last_applied
-from resources.lake.pyiceberg_read import NoSuchLakeTableError, PyIcebergReadError, lake_mark
+from resources.lake.pyiceberg_history import close_times, history_start, landed, last_applied, schema_of
+from resources.lake.pyiceberg_read import NoSuchLakeTableError, PyIcebergReadError, lake_mark, ranges_text, resolve
 from resources.lake.pyiceberg_rows import entity_as_of
 
 if TYPE_CHECKING:
@@ -101,6 +103,20 @@ class SqlLake:
             raise NoSuchLakeTableError(f"{namespace}.{table} is not a table of the lake")
         return found
 
+    def snapshot_as_of(self, namespace: str, table: str, delta: int) -> tuple[int, list[str]] | None:
+        """`LakeInfo.snapshot_as_of`, by `as_of.resolve_as_of` on the table's metadata."""
+        found = self._found(namespace, table)
+        how = resolve(found, delta, mark=self.landed_mark(namespace), name=f"{namespace}.{table}")
+        if isinstance(how, Absent):
+            return None
+        if isinstance(how, FromFold):
+            raise HistoryNotKeptError(
+                f"{namespace}.{table}: delta {int(delta)} is inside the range run's commit of deltas "
+                f"{ranges_text(list(how.deltas))} and the lake keeps no history answering it "
+                "(`deltaport read --engine spark` rebuilds it from the increments)")
+        snapshot_id = how.snapshot_id if isinstance(how, FromTag) else found.metadata.current_snapshot_id
+        return snapshot_id, [f.name for f in schema_of(found, snapshot_id).fields]
+
     def history_start(self, source: str, table: str) -> int | None:
         found = self.table(source, table)
         return None if found is None else history_start(found)
@@ -111,9 +127,11 @@ class SqlLake:
         return self._close[source]
 
     def scan(self, scan: Scan) -> pa.Table:
-        """The rows of `scan`'s table passing its filter (PyIceberg prunes files by it)."""
+        """The rows of `scan`'s table (of its snapshot, when it names one) passing its filter
+        (PyIceberg prunes files by it)."""
         found = self.table(scan.namespace, scan.table)
         if found is None:
             raise NoSuchLakeTableError(f"{scan.namespace}.{scan.table} is not a table of the lake")
-        return found.scan(row_filter=scan.row_filter, selected_fields=scan.columns or ("*",)).to_arrow()
+        return found.scan(row_filter=scan.row_filter, selected_fields=scan.columns or ("*",),
+                          snapshot_id=scan.snapshot_id).to_arrow()
 
