@@ -4,11 +4,12 @@ In: a catalog as deltaport's config gives it (type, warehouse, uri, properties; 
 resolved) and a table name (`ns.table`, or `catalog.ns.table`). Out: a PyIceberg `Table`, and
 from it `pyarrow.Table`s (so pandas, Polars or DuckDB via Arrow) of:
 - the current state (`read_current`),
-- the state right after delta N (`read_delta`): the snapshot `as_of.resolve_as_of` picks from
-  the table's metadata (`as_of_facts`: its tags, folded commits, history start and newest
-  recorded delta) and the source's landed delta (the manifest's `deltaport.landed-through`,
-  `landed_mark`): its own tag `delta_<N>`, the table as it is when no delta after N changed it,
-  or the newest tag before N (a delta commits only to the tables it changes),
+- the state right after delta N (`read_delta`): the snapshot `as_of.resolve_as_of` picks
+  (`resolve`) from the table's metadata (its tags `delta_tags`, folded commits `folded_deltas`,
+  history start `history_from`, newest recorded delta `last_delta`) and the source's landed
+  delta (`lake_mark`: its manifest's `deltaport.landed-through`): its own tag `delta_<N>`, the
+  table as it is when no delta after N changed it, or the newest tag before N (a delta commits
+  only to the tables it changes),
 - any Prostore FOR SYSTEM_TIME form over the history (`read_history`, the forms and their WHERE
   texts are `resources.lake.history_forms`).
 
@@ -254,7 +255,7 @@ def delta_snapshot_id(table: Table, delta: int, *, mark: int | None = None) -> i
         return None
     tagged = ranges_text(sorted(tags))
     what = (f"inside the range run's commit of deltas {ranges_text(list(found.deltas))}"
-            if isinstance(found, FromFold) else "answered by the table's history (its tag expired)")
+            if isinstance(found, FromFold) else "answered by the table's history, without a tag of its own")
     raise PyIcebergReadError(f"{_name(table)} as of delta {int(delta)}: no snapshot alone holds it, it is {what} "
                              f"(tagged deltas: {tagged or 'none'}); read it with history or Spark")
 
