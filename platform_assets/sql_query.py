@@ -92,7 +92,8 @@ def _render(plan: Plan, engine: str, cfg: PlatformConfig, *, pretty: bool = Fals
     from resources.lake import sql_engines
 
     if engine == "duckdb":
-        scans = "".join(f"-- {s.name}: {', '.join(s.columns) or '*'} FROM {cfg.lake.catalog}.{s.namespace}.{s.table} "
+        scans = "".join(f"-- {s.name}: {', '.join(s.columns) or '*'} FROM {cfg.lake.catalog}.{s.namespace}.{s.table}"
+                        f"{'' if s.snapshot_id is None else f' VERSION AS OF {s.snapshot_id}'} "
                         f"WHERE {s.row_filter}\n" for s in plan.scans) if pretty else ""
         return scans + sql_engines.duckdb_sql(plan, pretty=pretty)
     return sql_engines.spark_sql(plan, cfg.lake.catalog, pretty=pretty)

@@ -140,6 +140,16 @@ class PyIcebergReader:
 
         self.open_table = pyiceberg_tables(self.cfg)
         self.datamarts = {d.name for d in self.cfg.datamarts}
+        self.marks: dict[str, int | None] = {}  # each source's lake mark (L), read once per command
+
+    def mark(self, source: str) -> int | None:
+        """The source's landed mark on its manifest (`as_of.LANDED_PROPERTY`), read once (inside
+        the caller's `_store_errors`: a store that fails names the table asked for)."""
+        from resources.lake.pyiceberg_history import landed_through
+
+        if source not in self.marks:
+            self.marks[source] = landed_through(self.open_table, source)
+        return self.marks[source]
 
     def close_times(self, source: str) -> dict:
         from resources.lake.pyiceberg_history import close_times
@@ -151,21 +161,21 @@ class PyIcebergReader:
         from resources.lake.pyiceberg_rows import last_landed
 
         with _store_errors(f"{source}.{table}"):
-            return last_landed(self.open_table, source, table)
+            return last_landed(self.open_table, source, table, mark=self.mark(source))
 
     def state(self, source: str, table: str, delta: int):
         from resources.lake import pyiceberg_rows
 
         read = pyiceberg_rows.datamart_table if source in self.datamarts else pyiceberg_rows.stream_table
         with _store_errors(f"{source}.{table} as of delta {delta}"):
-            return read(self.open_table, source, table, delta)
+            return read(self.open_table, source, table, delta, mark=self.mark(source))
 
     def versions(self, source: str, table: str, form: StartedIn | FinishedIn):
         from resources.lake import pyiceberg_rows
 
         read = pyiceberg_rows.datamart_versions if source in self.datamarts else pyiceberg_rows.stream_versions
         with _store_errors(f"{source}.{table} versions"):
-            return read(self.open_table, source, table, form)
+            return read(self.open_table, source, table, form, mark=self.mark(source))
 
     def mart_deltas(self, source: str, asset: str) -> list[int] | None:
         from resources.lake.mart_read import DELTA_COLUMN, landed_deltas, mart_ident

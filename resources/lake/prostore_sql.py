@@ -12,8 +12,11 @@ are not returned):
 - a datamart's or change stream's table, on the union `H` of its current table `lake.dm.t` and
   its history table `lake.dm_history.t`, with the WHERE the docs give per form
   (`resources/lake/history_forms.py`, README "Querying history"):
-  no clause and `AS OF DELTA_NUM <last landed>`: the current table alone; `AS OF DELTA_NUM n`:
-  `H` where the version was current at n; `AS OF '<ts>'`: `AS OF DELTA_NUM` of the last delta
+  no clause and `AS OF DELTA_NUM n` with n at or after the table's own newest delta: the current
+  table alone; an earlier `AS OF DELTA_NUM n`: `H` where the version was current at n, or,
+  where the history does not answer n, the snapshot of the table's tag `delta_<n>` or of its
+  newest tag before n (`Scan.snapshot_id`: a delta that left the table alone has no tag of its
+  own; no tag before n: no rows); `AS OF '<ts>'`: `AS OF DELTA_NUM` of the last delta
   closed at or before ts (GET_DELTA_BY_DATETIME; none: no rows, as Prostore); `STARTED IN
   (a, b)`: `H` where the version began in a..b; `FINISHED IN (a, b)`: the history table where a
   delete in a..b closed the version. Columns: the table's DDL as of the form's delta (n, b, or
@@ -25,10 +28,14 @@ are not returned):
   partition n, no clause the last landed partition, `AS OF '<ts>'` the partition of the delta
   closed then; STARTED IN / FINISHED IN are refused (a mart keeps a state per delta, not versions).
 
-Guarantees: the history is read up to the table's last landed delta only (a run in flight, or
-one that died between its history commit and its MERGE, is never half-seen); a form the history
-does not answer exactly (`HistoryNotKeptError`) or a delta that has not landed is an error, never
-fewer rows. Each `Scan.row_filter` is implied by the WHERE around it in the SQL: an engine may
+Which delta has landed is the source's L (`LakeInfo.last_landed`: its manifest's mark), not the
+table's own newest delta R: a delta commits only to the tables it changes, so a table no delta
+after R changed is, as of any delta from R to L, the table as it is (`AS OF DELTA_NUM n`, n >= R:
+the current table alone, no history needed).
+Guarantees: the history is read up to R only (a run in flight, or one that died between its
+history commit and its MERGE, is never half-seen; a delta above L whose MERGE did land is never
+read as of a delta <= L); a form the history does not answer exactly (`HistoryNotKeptError`) or
+a delta above L is an error, never fewer rows. Each `Scan.row_filter` is implied by the WHERE around it in the SQL: an engine may
 use it to prune files, never to change the answer. A subquery gives only the columns the query
 names somewhere (any table's: a superset; all of them under `*`, `t.*` or a NATURAL join), and
 `Scan.columns` are the ones its SQL reads, so an engine reads no other column from the files.
@@ -44,7 +51,17 @@ from typing import Protocol
 from sqlglot import exp
 
 from resources.errors import DeltaportError
-from resources.lake.history_forms import LIVE, AsOfDelta, FinishedIn, Form, StartedIn, check_covered, delta_at, history_where
+from resources.lake.history_forms import (
+    LIVE,
+    AsOfDelta,
+    FinishedIn,
+    Form,
+    StartedIn,
+    check_covered,
+    covers,
+    delta_at,
+    history_where,
+)
 from resources.lake.prostore_dialect import AS_OF_DELTA, AS_OF_TIME, FINISHED_IN, STARTED_IN, parse_query
 
 DATAMART, STREAM, MART = "datamart", "stream", "mart"
@@ -74,7 +91,20 @@ class LakeInfo(Protocol):
         """Those of `ddl_columns` whose DDL type is TIME (the lake stores microseconds since midnight)."""
 
     def last_landed(self, namespace: str, table: str) -> int:
-        """The last delta landed in the table (a mart: its last partition)."""
+        """L: the source's landed delta, the bound of every form (a lake's mark on the source's
+        manifest; a lake written before it: the table's newest recorded delta; a mart: its last
+        partition)."""
+
+    def recorded(self, namespace: str, table: str) -> int:
+        """R: the newest delta recorded in the table (its tags and commits). A table no delta
+        after R changed is as it is for every delta from R on; the history is read up to R."""
+
+    def snapshot_as_of(self, namespace: str, table: str, delta: int) -> tuple[int, list[str]] | None:
+        """(snapshot id, that snapshot's columns) holding the table as of `delta`, a delta before
+        its own newest that its history does not answer: its tag `delta_<N>`, or the newest tag
+        before N (a delta that left the table alone has none: `as_of` rules 5-7). None: the
+        table had no rows then. Raises `HistoryNotKeptError` where no snapshot alone holds it
+        (inside a range run's commit)."""
 
     def history_start(self, source: str, table: str) -> int | None:
         """The first delta whose closed versions the history holds (None: none kept)."""
@@ -92,6 +122,7 @@ class Scan:
     table: str
     row_filter: str = "true"  # implied by the SQL's own WHERE on this table (module docstring)
     columns: tuple[str, ...] = ()  # the columns the SQL reads from it (the filter's may be more)
+    snapshot_id: int | None = None  # a snapshot of the table (a tag's), None: the current one
 
 
 @dataclass
@@ -170,7 +201,7 @@ class _Reference:
         current_columns = self.lake.table_columns(source, table)
         if current_columns is None:
             raise UnknownLakeTableError(f"{source}.{table} is not a table of the lake")
-        last = self.lake.last_landed(source, table)
+        last = self.lake.last_landed(source, table)  # L: what has landed, for the whole source
         form = self._form(source, last)
         delta = last if form is None else form.delta if isinstance(form, AsOfDelta) else form.last
         if delta > last:
@@ -181,11 +212,17 @@ class _Reference:
             return self._read(source, table, current_columns, "false", columns, "false")
         columns = self._columns(kind, source, table, delta, current_columns)
         live = LIVE if kind == STREAM else None
-        if form is None or (isinstance(form, AsOfDelta) and form.delta == last):
+        # R, the table's own newest delta: a delta that left the table alone committed nothing to
+        # it (docs/how-it-works.md, "Reading a table as of a delta"), so from R on it is as it is.
+        recorded = self.lake.recorded(source, table)
+        if form is None or (isinstance(form, AsOfDelta) and form.delta >= recorded):
             return self._read(source, table, current_columns, live or "true", columns, live)
-        check_covered(source, table, self.lake.history_start(source, table), form)
+        start = self.lake.history_start(source, table)
+        if isinstance(form, AsOfDelta) and not covers(start, form):  # a tag's snapshot answers
+            return self._tagged(source, table, form.delta, current_columns, columns, live)
+        check_covered(source, table, start, form)
         history_columns = self.lake.table_columns(f"{source}_history", table)
-        bound = f"delta_num <= {int(last)}"
+        bound = f"delta_num <= {int(recorded)}"
         if isinstance(form, FinishedIn):  # the history table alone: a current version finished nothing
             if history_columns is None:
                 return self._read(source, table, current_columns, "false", columns, "false")
@@ -202,6 +239,16 @@ class _Reference:
         return (exp.select(*[exp.column(c, quoted=True) for c in columns])
                 .from_(exp.Subquery(this=union, alias=exp.TableAlias(this=exp.to_identifier("h"))))
                 .where(exp.condition(form.where())))
+
+    def _tagged(self, source: str, table: str, delta: int, current_columns: list[str], columns: list[str],
+                live: str | None) -> exp.Select:
+        """The table as of `delta` from the snapshot of a tag (its own, or the newest before it):
+        in that snapshot's columns, a change stream's live rows only; no rows when it had none."""
+        found = self.lake.snapshot_as_of(source, table, delta)
+        if found is None:
+            return self._read(source, table, current_columns, "false", columns, "false")
+        snapshot_id, have = found
+        return self._read(source, table, have, live or "true", columns, live, snapshot_id=snapshot_id)
 
     def _form(self, source: str, last: int) -> Form | None:
         if self.version is None:
@@ -270,9 +317,10 @@ class _Reference:
         return kept or columns[:1]
 
     def _read(self, namespace: str, table: str, have: list[str], row_filter: str, columns: list[str],
-              where: str | None, extra=()) -> exp.Select:
+              where: str | None, extra=(), snapshot_id: int | None = None) -> exp.Select:
         """SELECT `columns` (the table's own spelling where it has them, else NULL) FROM a new scan
-        of the table, WHERE `where`; the scan reads the columns this SELECT names, nothing else."""
+        of the table (of its snapshot `snapshot_id`, else the current one), WHERE `where`; the
+        scan reads the columns this SELECT names, nothing else."""
         by_lower = {c.lower(): c for c in have}
         picked = [exp.alias_(exp.column(by_lower[c.lower()], quoted=True), c, quoted=True) if c.lower() in by_lower
                   and by_lower[c.lower()] != c else exp.column(c, quoted=True) if c.lower() in by_lower
@@ -281,7 +329,8 @@ class _Reference:
         query = exp.select(*picked, *extra).from_(exp.Table(this=exp.to_identifier(name)))
         query = query.where(exp.condition(where)) if where else query
         used = {c.name.lower() for c in query.find_all(exp.Column)}
-        self.plan.scans.append(Scan(name, namespace, table, row_filter, tuple(c for c in have if c.lower() in used)))
+        self.plan.scans.append(Scan(name, namespace, table, row_filter, tuple(c for c in have if c.lower() in used),
+                                    snapshot_id))
         return query
 
 

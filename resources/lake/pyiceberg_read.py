@@ -4,7 +4,12 @@ In: a catalog as deltaport's config gives it (type, warehouse, uri, properties; 
 resolved) and a table name (`ns.table`, or `catalog.ns.table`). Out: a PyIceberg `Table`, and
 from it `pyarrow.Table`s (so pandas, Polars or DuckDB via Arrow) of:
 - the current state (`read_current`),
-- the state right after delta N, by its tag `delta_<N>` (`read_delta`),
+- the state right after delta N (`read_delta`): the snapshot `as_of.resolve_as_of` picks
+  (`resolve`) from the table's metadata (its tags `delta_tags`, folded commits `folded_deltas`,
+  history start `history_from`, newest recorded delta `last_delta`) and the source's landed
+  delta (`lake_mark`: its manifest's `deltaport.landed-through`): its own tag `delta_<N>`, the
+  table as it is when no delta after N changed it, or the newest tag before N (a delta commits
+  only to the tables it changes),
 - any Prostore FOR SYSTEM_TIME form over the history (`read_history`, the forms and their WHERE
   texts are `resources.lake.history_forms`).
 
@@ -34,7 +39,17 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from resources.errors import DeltaportError
-from resources.lake.history_forms import Form, history_where
+from resources.lake.as_of import (
+    LANDED_PROPERTY,
+    Absent,
+    Current,
+    FromFold,
+    FromTag,
+    Resolution,
+    resolve_as_of,
+    source_landed,
+)
+from resources.lake.history_forms import HISTORY_FROM_PROPERTY, Form, history_where
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -182,22 +197,72 @@ def _hinted_version(io, metadata: str) -> int | None:
 
 # --- reads ---------------------------------------------------------------------------------------
 
-def delta_snapshot_id(table: Table, delta: int) -> int:
-    """The snapshot the tag ``delta_<N>`` names. `PyIcebergReadError` when the table has no such
-    tag: a delta not landed yet, one a range run folded into a later commit, or one whose tag
-    expired (read it with `read_history` or deltaport's Spark read instead)."""
-    ref = table.metadata.refs.get(f"{TAG_PREFIX}{int(delta)}")
-    if ref is None or ref.snapshot_ref_type != "tag":
-        tagged = sorted(int(n[len(TAG_PREFIX):]) for n in table.metadata.refs if n[len(TAG_PREFIX):].isdigit()
-                        and n.startswith(TAG_PREFIX))
-        raise PyIcebergReadError(
-            f"{_name(table)} has no tag {TAG_PREFIX}{int(delta)} (tagged deltas: {ranges_text(tagged) or 'none'}); "
-            "a delta inside a range run's commit, or one whose tag expired, is read with history or Spark")
-    return ref.snapshot_id
+def delta_tags(table: Table) -> dict[int, int]:
+    """{delta: snapshot id} of the table's `delta_<N>` tags (one per delta that changed it)."""
+    return dict(sorted((int(n[len(TAG_PREFIX):]), ref.snapshot_id) for n, ref in table.metadata.refs.items()
+                       if ref.snapshot_ref_type == "tag" and n.startswith(TAG_PREFIX)
+                       and n[len(TAG_PREFIX):].isdigit()))
+
+
+def folded_deltas(table: Table) -> list[tuple[int, ...]]:
+    """The deltas of each folded commit (a range run's: `deltaport.deltas`, "3-5,9") among the
+    table's snapshots, oldest first."""
+    snapshots = sorted(table.metadata.snapshots, key=lambda s: s.timestamp_ms)
+    return [tuple(_ranges_parse(s.summary[DELTAS_PROPERTY])) for s in snapshots
+            if s.summary is not None and s.summary.get(DELTAS_PROPERTY)]
+
+
+def history_from(table: Table) -> int | None:
+    """The table's `deltaport.history-from`: the first delta whose closed versions its history
+    holds; None when no history is kept."""
+    value = table.properties.get(HISTORY_FROM_PROPERTY)
+    return int(value) if value is not None and str(value).lstrip("-").isdigit() else None
+
+
+def lake_mark(manifest: Table | None) -> int | None:
+    """The source's landed delta as its manifest table records it (`as_of.LANDED_PROPERTY`), or
+    None: no manifest, or a lake written before the mark."""
+    value = None if manifest is None else manifest.properties.get(LANDED_PROPERTY)
+    return int(value) if value is not None and str(value).lstrip("-").isdigit() else None
+
+
+def resolve(table: Table, delta: int, *, mark: int | None, name: str | None = None) -> Resolution:
+    """Which state of `table` answers "as of `delta`" (`as_of.resolve_as_of`'s rules), from its
+    own metadata and `mark`, the source's lake mark (`lake_mark`; None: the table's newest
+    recorded delta stands for it, as for a lake written before the mark). Raises
+    `as_of.DeltaNotLandedError` for a delta above the source's landed one."""
+    recorded = last_delta(table)
+    return resolve_as_of(delta, landed=source_landed(mark, recorded), recorded=recorded, tags=delta_tags(table),
+                         folds=folded_deltas(table), history_from=history_from(table), name=name or _name(table))
+
+
+def delta_snapshot_id(table: Table, delta: int, *, mark: int | None = None) -> int | None:
+    """The snapshot holding the table's rows right after `delta`: its own tag `delta_<N>`, the current
+    snapshot when no delta after N changed the table, or the newest tag before N (`resolve`;
+    `mark` as there). None when the table had no rows then (no commit records a delta up to N).
+    `PyIcebergReadError` when no snapshot alone answers: a delta inside a range run's commit,
+    or one the history answers because maintenance dropped its tag (read it with `read_history`
+    or deltaport's Spark read instead); `as_of.DeltaNotLandedError` for a delta not landed."""
+    found = resolve(table, delta, mark=mark)
+    tags = delta_tags(table)
+    if int(delta) in tags:  # landed (resolved), and its own tag names it, whoever else answers too
+        return tags[int(delta)]
+    if isinstance(found, FromTag):
+        return found.snapshot_id
+    if isinstance(found, Current):
+        return table.metadata.current_snapshot_id
+    if isinstance(found, Absent):
+        return None
+    tagged = ranges_text(sorted(tags))
+    what = (f"inside the range run's commit of deltas {ranges_text(list(found.deltas))}"
+            if isinstance(found, FromFold) else "answered by the table's history, without a tag of its own")
+    raise PyIcebergReadError(f"{_name(table)} as of delta {int(delta)}: no snapshot alone holds it, it is {what} "
+                             f"(tagged deltas: {tagged or 'none'}); read it with history or Spark")
 
 
 def last_delta(table: Table) -> int | None:
-    """The last delta recorded in the table, as resources.spark.iceberg_reads.last_applied_deltas
+    """R, the last delta recorded in the table (not the source's landed delta: a delta that left
+    the table alone records nothing in it; `as_of`), as resources.spark.iceberg_reads.last_applied_deltas
     finds it: the newest of the `delta_<N>` tags and the delta in the current snapshot's commit
     summary. A delta's tag is written right after its commit and deltas apply in order, so the
     newest tag is the last delta even when maintenance committed after it and expired the
@@ -227,9 +292,18 @@ def read_current(table: Table, row_filter: str | BooleanExpression = "true") -> 
     return table.scan(row_filter=row_filter).to_arrow()
 
 
-def read_delta(table: Table, delta: int, row_filter: str | BooleanExpression = "true") -> pa.Table:
-    """The table's rows right after delta `delta` (its tag), in that snapshot's own schema."""
-    return table.scan(row_filter=row_filter, snapshot_id=delta_snapshot_id(table, delta)).to_arrow()
+def read_delta(table: Table, delta: int, row_filter: str | BooleanExpression = "true", *,
+               mark: int | None = None) -> pa.Table:
+    """The table's rows right after delta `delta` (`delta_snapshot_id`), in that snapshot's own
+    schema; no rows (and no columns) when the table had none then. `mark`: the source's lake
+    mark (`lake_mark` of its manifest): without it a delta above the table's own newest is
+    refused as not landed, though it may be a delta that left the table alone."""
+    import pyarrow as pa
+
+    snapshot_id = delta_snapshot_id(table, delta, mark=mark)
+    if snapshot_id is None:
+        return pa.table({})
+    return table.scan(row_filter=row_filter, snapshot_id=snapshot_id).to_arrow()
 
 
 def read_history(snapshot: Table, history: Table | None, form: Form, last: int | None = None, *,
@@ -267,6 +341,15 @@ def read_history(snapshot: Table, history: Table | None, form: Form, last: int |
 
 def _name(table: Table) -> str:
     return ".".join(table.name()) if table.name() else table.metadata_location
+
+
+def _ranges_parse(text: str) -> list[int]:
+    """"3-5,9" -> [3, 4, 5, 9] (resources.spark.iceberg_reads._ranges_parse)."""
+    out: list[int] = []
+    for part in str(text).split(","):
+        a, _, b = part.strip().partition("-")
+        out += range(int(a), int(b or a) + 1)
+    return out
 
 
 def ranges_text(numbers: list[int]) -> str:

@@ -13,12 +13,16 @@ canonical values in print order: resources/lake/arrow_order.py); `datamart_rows`
   `_event_time_us`), live rows only, binary as bytes, sorted by their values.
 Timestamps are naive UTC datetimes, decimals keep their scale, as from Spark.
 
-A delta is read as the Spark read reads it: from the table and its history where the history
-answers it (resources/lake/pyiceberg_history.py; so a delta inside a range run's commit, or one
-whose tag maintenance dropped), else by its own tag `delta_<N>`. The one the Spark read answers
-and this does not: a delta folded into a later commit where no history is kept (the Spark read
-rebuilds it from the increments); here it is a `PyIcebergReadError` saying so. STARTED IN /
-FINISHED IN (`datamart_versions`, `stream_versions`) read the history as
+A delta is read as the Spark read reads it, by `as_of.resolve_as_of`'s rules
+(resources/lake/pyiceberg_history.py `state_at`): "not landed" against the source's landed delta
+L (its manifest's mark, read once per source: `landed` below, or the caller's `mark`; a lake
+written before the mark: the table's newest recorded delta); the table as it is when no delta
+after N changed it; the table and its history where the history answers N (so a delta inside a
+range run's commit, or one whose tag maintenance dropped); else its own tag `delta_<N>`, or the
+newest tag before N for a delta that left the table alone (it has no tag of its own). The one
+the Spark read answers and this does not: a delta folded into a later commit where no history is
+kept (the Spark read rebuilds it from the increments); here it is a `PyIcebergReadError` saying
+so. STARTED IN / FINISHED IN (`datamart_versions`, `stream_versions`) read the history as
 `resources.lake.read.versions_in` and `resources.lake.cdc_read.cdc_versions_in` do.
 """
 
@@ -28,68 +32,71 @@ from resources.codecs.ddl import EntitySchema, replay_changelog
 from resources.lake.arrow_order import by_key, by_repr, canonical
 from resources.lake.cdc_columns import SNAPSHOT_COLUMNS
 from resources.lake.history_forms import LIVE, SYSTEM_COLUMNS, FinishedIn, StartedIn
-from resources.lake.pyiceberg_history import OpenTable, last_applied, state_at, versions
-from resources.lake.pyiceberg_read import PyIcebergReadError, delta_snapshot_id
+from resources.lake.pyiceberg_history import OpenTable, landed, landed_through, state_at, versions
+from resources.lake.pyiceberg_read import PyIcebergReadError
+
+UNREAD = object()  # `mark` not passed: read the source's manifest for it
 
 
-def last_landed(open_table: OpenTable, source: str, table: str) -> int:
-    """The last delta landed in `source.table` (as `resources.lake.read.last_landed_delta`)."""
-    return last_applied(open_table(f"{source}.{table}"), source, table)
+def last_landed(open_table: OpenTable, source: str, table: str, *, mark=UNREAD) -> int:
+    """L: the last delta landed in `source` (its manifest's mark; a lake written before it: the
+    table's own newest recorded delta), as `resources.lake.read.last_landed_delta`."""
+    return landed(open_table(f"{source}.{table}"), source, table, _mark(open_table, source, mark))
 
 
-def datamart_rows(open_table: OpenTable, datamart: str, table: str, delta: int) -> tuple[list[str], list[dict]]:
+def _mark(open_table: OpenTable, source: str, mark):
+    return landed_through(open_table, source) if mark is UNREAD else mark
+
+
+def datamart_rows(open_table: OpenTable, datamart: str, table: str, delta: int, *,
+                  mark=UNREAD) -> tuple[list[str], list[dict]]:
     """`datamart_table` as Python rows (TIME as `datetime.time`, timestamps naive UTC)."""
-    names, rows = datamart_table(open_table, datamart, table, delta)
+    names, rows = datamart_table(open_table, datamart, table, delta, mark=mark)
     return names, rows.to_pylist()
 
 
-def datamart_table(open_table: OpenTable, datamart: str, table: str, delta: int):
-    """(columns, Arrow rows) of a datamart's table right after `delta`, by primary key: from the
-    table and its history where the history answers `delta`, else its tag."""
+def datamart_table(open_table: OpenTable, datamart: str, table: str, delta: int, *, mark=UNREAD):
+    """(columns, Arrow rows) of a datamart's table right after `delta`, by primary key (module
+    docstring: which state answers). `mark`: the source's `landed_through`, when the caller
+    read it already (once per source); else it is read here."""
+    mark = _mark(open_table, datamart, mark)
     entity = entity_as_of(open_table(f"{datamart}_meta.changelog"), datamart, table, delta)
     names = [c.name for c in entity.columns]
-    state = state_at(open_table, datamart, table, delta)
-    arrow = _tag_rows(open_table(f"{datamart}.{table}"), delta, names) if state is None else state
+    arrow, _ = state_at(open_table, datamart, table, delta, mark=mark)
     return names, by_key(canonical(arrow, names, times=_times(entity)), entity.primary_key)
 
 
-def datamart_versions(open_table: OpenTable, datamart: str, table: str, form: StartedIn | FinishedIn):
+def datamart_versions(open_table: OpenTable, datamart: str, table: str, form: StartedIn | FinishedIn, *,
+                      mark=UNREAD):
     """(columns, Arrow versions) a STARTED IN / FINISHED IN form selects, as
     `resources.lake.read.versions_in`: the columns of the DDL as of the range's last delta, then
     sys_from, sys_to, sys_op; sorted by primary key, then sys_from."""
     entity = entity_as_of(open_table(f"{datamart}_meta.changelog"), datamart, table, form.last)
     names = [*(c.name for c in entity.columns), *SYSTEM_COLUMNS]
-    arrow = canonical(versions(open_table, datamart, table, form), names, times=_times(entity))
+    arrow = canonical(versions(open_table, datamart, table, form, mark=_mark(open_table, datamart, mark)), names,
+                      times=_times(entity))
     return names, by_key(arrow, [*entity.primary_key, "sys_from"])
 
 
-def stream_table(open_table: OpenTable, source: str, table: str, delta: int):
-    """(columns, Arrow live rows) of a change stream's table right after `delta`, by their values:
-    from the table and its history where the history answers `delta` (the table's columns now),
-    else its tag (the columns then)."""
-    import pyarrow.compute as pc
-
-    state = state_at(open_table, source, table, delta, current_filter=LIVE)
-    if state is not None:
-        names = _data_columns(open_table(f"{source}.{table}").schema())
-        return names, by_repr(canonical(state, names), names)
-    lake_table = open_table(f"{source}.{table}")
-    snapshot = lake_table.metadata.snapshot_by_id(delta_snapshot_id(lake_table, delta))
-    schema = next((s for s in lake_table.metadata.schemas if s.schema_id == snapshot.schema_id),
-                  lake_table.schema())
+def stream_table(open_table: OpenTable, source: str, table: str, delta: int, *, mark=UNREAD):
+    """(columns, Arrow live rows) of a change stream's table right after `delta`, by their values
+    (module docstring: which state answers): the data columns of the state read (the table's
+    columns now from the table and its history, a snapshot's own from a snapshot)."""
+    arrow, schema = state_at(open_table, source, table, delta, mark=_mark(open_table, source, mark),
+                             current_filter=LIVE)
     names = _data_columns(schema)
-    rows = canonical(_tag_rows(lake_table, delta, [*names, "_tombstone"]), [*names, "_tombstone"])
-    live = rows.filter(pc.invert(pc.fill_null(rows.column("_tombstone"), False))).drop_columns(["_tombstone"])
-    return names, by_repr(live, names)
+    return names, by_repr(canonical(arrow, names), names)
 
 
-def stream_versions(open_table: OpenTable, source: str, table: str, form: StartedIn | FinishedIn):
+def stream_versions(open_table: OpenTable, source: str, table: str, form: StartedIn | FinishedIn, *,
+                    mark=UNREAD):
     """(columns, Arrow versions) a STARTED IN / FINISHED IN form selects, as
     `resources.lake.cdc_read.cdc_versions_in`: the table's data columns, then sys_from, sys_to,
     sys_op; sorted by their values, then sys_from, sys_to."""
     names = _data_columns(open_table(f"{source}.{table}").schema())
     columns = [*names, *SYSTEM_COLUMNS]
-    arrow = canonical(versions(open_table, source, table, form, current_filter=LIVE), columns)
+    arrow = canonical(versions(open_table, source, table, form, mark=_mark(open_table, source, mark),
+                               current_filter=LIVE), columns)
     return columns, by_repr(arrow, [*names, "sys_from", "sys_to"])
 
 
@@ -118,8 +125,3 @@ def entity_as_of(changelog, datamart: str, table: str, delta: int) -> EntitySche
                                  f"tables: {', '.join(sorted(tables)) or 'none'}")
     return tables[table]
 
-
-def _tag_rows(lake_table, delta: int, names: list[str]):
-    """The Arrow rows of the `delta_<N>` snapshot, `names` only."""
-    return lake_table.scan(snapshot_id=delta_snapshot_id(lake_table, delta), selected_fields=tuple(names),
-                           case_sensitive=False).to_arrow()

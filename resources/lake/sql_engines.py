@@ -11,7 +11,8 @@
   catalogs but not the JDBC catalog, and the rewrite needs PyIceberg's metadata reads anyway
   (DDL, last delta, history start). Its scans of the corpus lake's tables (merge-on-read deletes
   included) counted the rows PyIceberg counts.
-- Spark: the plan's SQL in Spark's dialect, each scan the lake table `<catalog>.<ns>.<table>`,
+- Spark: the plan's SQL in Spark's dialect, each scan the lake table `<catalog>.<ns>.<table>`
+  (`VERSION AS OF <snapshot id>` for a scan of a tag's snapshot),
   run on the deployment's Spark Connect session (TIME columns need Spark 4.1's TIME type: a
   server before 4.1 refuses a query that reads one, naming MAKE_TIME).
 Both return a `pyarrow.Table` of the query's columns in the query's order.
@@ -42,8 +43,12 @@ def duckdb_sql(plan: Plan, *, pretty: bool = False) -> str:
 
 def spark_sql(plan: Plan, catalog: str, *, pretty: bool = False) -> str:
     def lake_table(scan: Scan) -> exp.Table:
-        return exp.table_(exp.to_identifier(scan.table, quoted=True), db=exp.to_identifier(scan.namespace, quoted=True),
-                          catalog=exp.to_identifier(catalog, quoted=True))
+        table = exp.table_(exp.to_identifier(scan.table, quoted=True), db=exp.to_identifier(scan.namespace, quoted=True),
+                           catalog=exp.to_identifier(catalog, quoted=True))
+        if scan.snapshot_id is not None:  # a tag's snapshot (as of a delta the history does not answer)
+            table.set("version", exp.Version(this="VERSION", kind="AS OF",
+                                             expression=exp.Literal.number(int(scan.snapshot_id))))
+        return table
 
     return plan.sql("spark", lake_table, pretty=pretty)
 

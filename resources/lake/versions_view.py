@@ -22,7 +22,11 @@ Guarantees:
   none and gets none (docs/from-prostore.md says what it gets instead);
 - the view reads the history as committed: while a delta's snapshot step runs (between its
   history commit and its MERGE), or after a run died between them, add `AND (delta_num IS NULL
-  OR delta_num <= <last landed delta>)` as `deltaport sql` does (docs/using.md).
+  OR delta_num <= R)`, R the table's own newest delta (its newest `delta_<M>` tag or its current
+  snapshot's `deltaport.delta`), as `deltaport sql` does. Whether a delta has landed at all is
+  the source's L, read from `lake.<src>_meta.manifest`'s `deltaport.landed-through` (a lake
+  written before it: the table's newest tag), not from any one table: a delta commits only to
+  the tables it changes (docs/using.md, "As of a delta from another engine").
 """
 
 from __future__ import annotations

@@ -31,10 +31,14 @@ class StoryLake:
     """The story's lake: datamart `dm` (table `t`, and `renamed` whose current table calls `v`
     `w`), change stream `cs` (table `t` with a tombstone), mart `dm_marts.m`."""
 
-    def __init__(self, *, prune: bool, history_from: int | None = 0):
+    def __init__(self, *, prune: bool, history_from: int | None = 0, recorded: int = 5,
+                 tags: dict[int, dict] | None = None):
         import duckdb
 
         self.prune, self.history_from, self.duckdb = prune, history_from, duckdb
+        # `recorded`: the table's own newest delta (R; the source landed through 5). `tags`:
+        # {delta: the columns of `dm.t`'s snapshot tagged delta_<delta>} (snapshot id = the delta).
+        self.recorded_delta, self.tags = recorded, {n: pa.table(rows) for n, rows in (tags or {}).items()}
         renamed = {**CURRENT, "w": CURRENT["v"]}
         del renamed["v"]
         self.data = {
@@ -67,6 +71,14 @@ class StoryLake:
     def last_landed(self, namespace, table):
         return 5
 
+    def recorded(self, namespace, table):
+        return self.recorded_delta
+
+    def snapshot_as_of(self, namespace, table, delta):
+        """The newest tag at or before `delta` (as_of's rule 7; the fake has no folds)."""
+        below = [n for n in self.tags if n <= delta]
+        return (max(below), self.tags[max(below)].column_names) if below else None
+
     def history_start(self, source, table):
         return self.history_from
 
@@ -75,7 +87,7 @@ class StoryLake:
 
     def scan(self, scan):
         """The scan's columns only (the SQL must need no other), filtered when pruning."""
-        rows = self.data[scan.namespace, scan.table]
+        rows = self.data[scan.namespace, scan.table] if scan.snapshot_id is None else self.tags[scan.snapshot_id]
         if self.prune:
             con = self.duckdb.connect()
             con.register("rows", rows)
@@ -203,7 +215,7 @@ def test_what_the_lake_cannot_answer_is_an_error():
     with pytest.raises(DeltaportError, match=r"invalid delta range \(4 > 2\)"):
         answer("SELECT * FROM dm.t FOR SYSTEM_TIME FINISHED IN (4, 2)")
     with pytest.raises(HistoryNotKeptError, match="from delta 3 on"):
-        answer("SELECT * FROM dm.t FOR SYSTEM_TIME AS OF DELTA_NUM 1", history_from=3)
+        answer("SELECT * FROM dm.t FOR SYSTEM_TIME STARTED IN (1, 2)", history_from=3)
     assert answer("SELECT * FROM dm.t FOR SYSTEM_TIME AS OF DELTA_NUM 5", history_from=None) == [("A", "a3"), ("B", "b2")]
     with pytest.raises(UnknownLakeTableError, match="neither a source"):
         answer("SELECT * FROM nope.t")
@@ -213,3 +225,26 @@ def test_what_the_lake_cannot_answer_is_an_error():
         answer("SELECT * FROM dm.missing")
     with pytest.raises(DeltaportError, match="the time must read"):
         answer("SELECT * FROM dm.t FOR SYSTEM_TIME AS OF 'yesterday'")
+
+
+def test_a_delta_the_history_does_not_answer_reads_the_newest_tag_at_or_before_it():
+    """Issue 57: a delta commits only to the tables it changes. The story's table as kept without
+    history, tagged by the deltas that changed it; deltas 2 and 4 (no tag of their own here) read
+    the tag before them, a delta from the table's own newest (R) on the table as it is, and a
+    delta before its first tag no rows."""
+    tags = {1: {"k": ["A", "B"], "v": ["a2", "b1"]}, 3: {"k": ["A", "C"], "v": ["a3", "c1"]},
+            5: {"k": ["A", "B"], "v": ["a3", "b2"]}}
+    states = {0: [], 1: [("A", "a2"), ("B", "b1")], 2: [("A", "a2"), ("B", "b1")], 3: [("A", "a3"), ("C", "c1")],
+              4: [("A", "a3"), ("C", "c1")], 5: [("A", "a3"), ("B", "b2")]}
+    for n, rows in states.items():
+        assert answer(f"SELECT k, v FROM dm.t FOR SYSTEM_TIME AS OF DELTA_NUM {n}", history_from=None,
+                      tags=tags) == rows, n
+    # R = 3 < L = 5: deltas 4 and 5 left the table alone; it is as it is (the current table) from 3 on.
+    assert answer("SELECT k, v FROM dm.t FOR SYSTEM_TIME AS OF DELTA_NUM 4", history_from=None, recorded=3,
+                  tags={}) == [("A", "a3"), ("B", "b2")]
+    fake = StoryLake(prune=False, history_from=None, tags=tags)
+    plan = rewrite_sql("SELECT k FROM dm.t FOR SYSTEM_TIME AS OF DELTA_NUM 4", fake)
+    assert [(s.namespace, s.table, s.snapshot_id) for s in plan.scans] == [("dm", "t", 3)]
+    assert "`lake`.`dm`.`t` VERSION AS OF 3" in spark_sql(plan, "lake")
+    with pytest.raises(DeltaNotLandedError, match="delta 6 has not landed"):
+        answer("SELECT * FROM dm.t FOR SYSTEM_TIME AS OF DELTA_NUM 6", history_from=None, recorded=3, tags=tags)

@@ -14,9 +14,14 @@ import pyarrow as pa
 import pytest
 
 from resources.lake.history_forms import AsOfDelta, FinishedIn, StartedIn
+from resources.lake.as_of import DeltaNotLandedError
 from resources.lake.pyiceberg_read import (
+    DELTA_PROPERTY,
+    DELTAS_PROPERTY,
     PyIcebergReadError,
     delta_snapshot_id,
+    delta_tags,
+    folded_deltas,
     last_delta,
     load_table,
     read_current,
@@ -114,13 +119,42 @@ def test_tags_read_the_snapshot_they_name_and_the_last_delta_is_the_newest_on_th
     assert sorted(read_current(table).column("id").to_pylist()) == [0, 1, 2]
     assert delta_snapshot_id(table, 3) == table.current_snapshot().snapshot_id
     assert last_delta(table) == 3
-    with pytest.raises(PyIcebergReadError, match=r"no tag delta_7 \(tagged deltas: 0-3\)"):
+    with pytest.raises(DeltaNotLandedError, match=r"delta 7 has not landed \(last landed: 3\)"):
         read_delta(table, 7)
     # Maintenance commits after the last delta (and may expire the commits between): the newest
     # tag is still the last delta, as Spark's reader finds it.
     table.append(pa.Table.from_pylist([], table.schema().as_arrow()))
     assert table.current_snapshot().snapshot_id != delta_snapshot_id(table, 3)
     assert last_delta(table) == 3
+
+
+def test_a_delta_that_left_the_table_alone_reads_the_newest_tag_before_it_up_to_the_sources_mark(lake):
+    """Issue 57: deltas 1 and 3 left the table alone (no tag); the source landed through 5 (its
+    manifest's mark). Each delta reads the state it had, a delta above the mark is not landed, and
+    without the mark (a lake written before it) the table's newest tag is the bound, as before."""
+    _, catalog, *_ = lake
+    table = catalog.create_table("dm.sparse", pa.schema([("id", pa.int64())]))
+    for n in (0, 2, 4):
+        table.append(pa.Table.from_pylist([{"id": n}], table.schema().as_arrow()))
+        table.manage_snapshots().create_tag(table.current_snapshot().snapshot_id, f"delta_{n}").commit()
+    states = {n: list(range(0, min(n, 4) + 1, 2)) for n in range(6)}  # the ids landed by delta n
+    assert delta_tags(table).keys() == {0, 2, 4} and last_delta(table) == 4
+    for n in range(6):
+        assert sorted(read_delta(table, n, mark=5).column("id").to_pylist()) == states[n], n
+    assert delta_snapshot_id(table, 3, mark=5) == delta_tags(table)[2]
+    assert delta_snapshot_id(table, 5, mark=5) == table.current_snapshot().snapshot_id
+    with pytest.raises(DeltaNotLandedError, match=r"delta 6 has not landed \(last landed: 5\)"):
+        read_delta(table, 6, mark=5)
+    with pytest.raises(DeltaNotLandedError, match=r"delta 5 has not landed \(last landed: 4\)"):
+        read_delta(table, 5)
+    # A range run's commit of deltas 5-6: delta 5 is inside it and no snapshot alone holds it.
+    table.append(pa.Table.from_pylist([{"id": 6}], table.schema().as_arrow()),
+                 snapshot_properties={DELTAS_PROPERTY: "5-6", DELTA_PROPERTY: "6"})
+    table.manage_snapshots().create_tag(table.current_snapshot().snapshot_id, "delta_6").commit()
+    assert folded_deltas(table) == [(5, 6)]
+    with pytest.raises(PyIcebergReadError, match="inside the range run's commit of deltas 5-6"):
+        read_delta(table, 5, mark=6)
+    assert sorted(read_delta(table, 4, mark=6).column("id").to_pylist()) == [0, 2, 4]
 
 
 def test_a_hadoop_table_folder_opens_at_its_newest_metadata_even_past_a_stale_hint(lake, tmp_path):
