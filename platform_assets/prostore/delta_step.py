@@ -336,7 +336,7 @@ def _lake_before_run(session, layout: LakeLayout, datamart: str, target: int,
 
     With `tables` known, the three reads go side by side, the meta tables' read from the delta
     before the run's `first` (the lowest last applied delta of a lake that is up to date, as it
-    is in steady running: a delta that leaves a table as it was still tags it); a lake behind
+    is in steady running, every table taken to be at least at the mark); a lake behind
     that reads them again from where it is. When the source's `landed_through` `mark` is that
     delta, only the tables the run changes (`run_changes`: rows in its increments; then any
     with rows or a DDL change after the mark, `run_schemas` being the run's deltas' tables) are

@@ -148,7 +148,7 @@ def current_keys(spark, layout: LakeLayout, source: str, target: int, *, sizes: 
     if tombstones is not None:
         tombstones.update(read.tombstones)
     idents, progress = read.idents, read.progress
-    tables = [t for t, i in idents.items() if i not in read.at_mark]  # the mark's tables need no key: only tags
+    tables = [t for t, i in idents.items() if i not in read.at_mark]  # the mark's tables need no key: they get nothing
     known = [progress.get(i) for i in idents.values()]
     if not known or None in known or max(known) > target:  # no snapshot yet, or re-running the past
         return table_keys(spark, layout, source, target), progress
