@@ -16,7 +16,9 @@ Checked per case (a row of the report):
 - every increment table holds each delta's changes once: its rows per delta equal the
   emulator's changes (extra rows: landed twice; missing rows: lost);
 - deltas applied twice: a snapshot table whose current history holds two commits of one delta;
-- every delta readable by its ``delta_<N>`` tag (what `deltaport read --as-of-delta N` uses).
+- every delta that changed a table recorded on it by its ``delta_<N>`` tag or inside a fold (a
+  delta commits only to the tables it changes: `deltaport read --as-of-delta N` resolves the
+  others through the source's landed mark, resources/lake/as_of.py).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ KILLS: dict[str, str] = {
     "kill-snapshot-commit-before-tag": "snapshot.committed@2",
     "kill-snapshot-between-tables": "snapshot.table_done@1",
     "kill-between-range-deltas": "snapshot.delta_done@1",
+    # After every snapshot commit of the run, before the lake's own landed mark moves (issue 57).
+    "kill-before-landed-mark": "lake.landed_mark",
     # Table maintenance after the range (lake.maintenance below: due after every run, compacting
     # from 1 delete file): killed while Spark compacts a snapshot table, and between two tables.
     "kill-inside-compaction": "maintenance.compact~300",
@@ -226,8 +230,19 @@ def compare_with_truth(row: KillRow, remote: str, catalog: str, warehouse: Path,
             f"WHERE h.is_current_ancestor AND s.summary['{DELTA_PROPERTY}'] IS NOT NULL GROUP BY 1").collect()
         row.deltas_applied_twice += sum(1 for r in commits if r["commits"] > 1)
         # Recorded: tagged, or inside a commit that folded a range (read from its parent + increments).
+        # A delta commits only to the tables it changes (issue 57): only those must be recorded.
         recorded = set(delta_tags(spark, snap)) | {n for c in folded_commits(spark, snap) for n in c.deltas}
-        row.untagged_deltas += sum(1 for n in truth if table in truth[n] and n not in recorded)
+        row.untagged_deltas += sum(1 for n in truth if n in changed_by(sc, dm, table) and n not in recorded)
+
+
+def changed_by(sc, dm: str, table: str) -> set[int]:
+    """The deltas that changed `table` of `dm`: those with rows of it, and the one it was born in
+    (its first delta in the truth: an empty commit records it). A DDL change with no row is left
+    out (it is recorded too, but the count need not look for it)."""
+    deltas = sorted(sc.truth[dm])
+    born = next((n for n in deltas if table in sc.truth[dm][n]), None)
+    return {n for n in deltas if any(c.table == table for c in sc.increments[dm].get(n, []))} | (
+        {born} if born is not None else set())
 
 
 def print_row(row: KillRow) -> None:

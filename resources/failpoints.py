@@ -52,6 +52,8 @@ POINTS = {
                             "handed it the launch",
     "spark.server_launched": "after the embedded Spark server's JVM was launched by a starter (`deltaport sync`, "
                              "`deltaport spark start`, a run), before the server answers",
+    "lake.landed_mark": "after every snapshot commit of a run, before the lake's own landed mark moves (the "
+                        "manifest's deltaport.landed-through: resources/lake/landed_mark.py)",
     "cdc.applied": "after a change-stream snapshot table reached the run's delta (one commit for a range); "
                    "the run's other tables go side by side",
     "maintenance.compact": "when a snapshot table's compaction is sent to Spark (use ~MS to die while it runs)",

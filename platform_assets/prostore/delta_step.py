@@ -52,7 +52,8 @@ from resources.lake.prostore import (IncrementDelta, TableStats, changelog_histo
 from resources.lake.key_check import KeyCheckPlan
 from resources.lake.prostore_history import history_ident
 from resources.lake.prostore_progress import tables_to_read
-from resources.lake.prostore_snapshot import apply_snapshots, snapshot_progress
+from resources.lake.landed_mark import lake_landed_through, mark_landed
+from resources.lake.prostore_snapshot import apply_snapshots, at_least, snapshot_progress
 from resources.lake.side_by_side import side_by_side
 from resources.prostore.delta_index import DeltaIndex
 from resources.spark.iceberg import committed_records, ensure_table, replace_deltas
@@ -319,6 +320,9 @@ class _SnapshotInputs:
     rows: dict[str, int] = field(default_factory=dict)  # {ident: live rows before the run}, from summaries
     # The tables whose progress the source's mark gave (not read: neither refreshed nor counted).
     unread: frozenset[str] = frozenset()
+    # The source's landed mark the progress stands on (`apply_snapshots(floor=)`): the state
+    # store's when it is the delta before the run, else the lake's own (None: neither).
+    floor: int | None = None
 
 
 def _lake_before_run(session, layout: LakeLayout, datamart: str, target: int,
@@ -332,20 +336,27 @@ def _lake_before_run(session, layout: LakeLayout, datamart: str, target: int,
 
     With `tables` known, the three reads go side by side, the meta tables' read from the delta
     before the run's `first` (the lowest last applied delta of a lake that is up to date, as it
-    is in steady running: a delta that leaves a table as it was still tags it); a lake behind
+    is in steady running, every table taken to be at least at the mark); a lake behind
     that reads them again from where it is. When the source's `landed_through` `mark` is that
     delta, only the tables the run changes (`run_changes`: rows in its increments; then any
     with rows or a DDL change after the mark, `run_schemas` being the run's deltas' tables) are
-    read; the others are at the mark (resources/lake/prostore_progress.py says why that is exact)."""
+    read; the others are at the mark (resources/lake/prostore_progress.py says why that is exact).
+
+    A delta commits only to the tables it changes, so a table's own last delta may be far below
+    the mark: every table is taken to be at least at the mark (`prostore_snapshot.at_least`), the
+    state store's when it is trusted, else the lake's own (`landed_mark.lake_landed_through`,
+    read beside the rest), so neither the reads nor the plan go back over deltas that left it alone."""
     rows: dict[str, int] = {}
     if tables:
         guess = (target if first is None else first) - 1
         trusted = mark is not None and mark == guess
         asked = [t for t in tables if t in run_changes] if trusted else tables
-        progress, landed, history = side_by_side(lambda read: read(), [
+        progress, landed, history, lake_mark = side_by_side(lambda read: read(), [
             (lambda: snapshot_progress(session, layout, datamart, asked, rows=rows) if asked else {},),
             (lambda: landed_deltas(session, layout, datamart, since=guess),),
-            (lambda: changelog_history(session, layout, datamart, since=guess),)])
+            (lambda: changelog_history(session, layout, datamart, since=guess),),
+            (lambda: None if trusted else lake_landed_through(session, layout, datamart),)])
+        floor = mark if trusted else lake_mark
         unread: frozenset[str] = frozenset()
         if trusted:
             read = tables_to_read(tables, mark=mark, first=guess + 1, landed=landed, history=history,
@@ -355,20 +366,25 @@ def _lake_before_run(session, layout: LakeLayout, datamart: str, target: int,
                 progress |= snapshot_progress(session, layout, datamart, rest, rows=rows)
             unread = frozenset(layout.snapshot(datamart, t) for t in tables if t not in asked and t not in rest)
             progress |= dict.fromkeys(unread, mark)
+        progress = at_least(layout, datamart, progress, floor, history)
         low = None if None in progress.values() else min(progress.values(), default=None)
         if low is not None and low < guess:
             landed, history = side_by_side(lambda read: read(), [
                 (lambda: landed_deltas(session, layout, datamart, since=low),),
                 (lambda: changelog_history(session, layout, datamart, since=low),)])
         if low is not None and low in landed:
-            return _SnapshotInputs(landed, history, progress, low, rows, unread)
+            return _SnapshotInputs(landed, history, progress, low, rows, unread, floor)
         return _SnapshotInputs(landed_deltas(session, layout, datamart),
-                               changelog_history(session, layout, datamart), progress, rows=rows, unread=unread)
-    landed = landed_deltas(session, layout, datamart)
-    history = changelog_history(session, layout, datamart)
+                               changelog_history(session, layout, datamart), progress, rows=rows, unread=unread,
+                               floor=floor)
+    landed, history, floor = side_by_side(lambda read: read(), [
+        (lambda: landed_deltas(session, layout, datamart),),
+        (lambda: changelog_history(session, layout, datamart),),
+        (lambda: lake_landed_through(session, layout, datamart),)])
     tables = list(data_tables(replay_changelog(history.get(target, []))))
-    return _SnapshotInputs(landed, history, snapshot_progress(session, layout, datamart, tables, rows=rows),
-                           rows=rows)
+    progress = snapshot_progress(session, layout, datamart, tables, rows=rows)
+    return _SnapshotInputs(landed, history, at_least(layout, datamart, progress, floor, history), rows=rows,
+                           floor=floor)
 
 
 def _merged(before: _SnapshotInputs, changelog: Outcome | None, increment: Outcome | None,
@@ -389,7 +405,11 @@ def _apply_snapshot(session, layout: LakeLayout, datamart: str, target: int, inp
                     key_check: KeyCheckPlan = KeyCheckPlan()):
     applied = apply_snapshots(session, layout, datamart, target, history=inputs.history, landed=inputs.landed,
                               progress=inputs.progress, known_from=inputs.known_from, keep_history=keep_history,
-                              history_written=history_written, rows=inputs.rows, unread=inputs.unread)
+                              history_written=history_written, rows=inputs.rows, unread=inputs.unread,
+                              floor=inputs.floor)
+    # Every snapshot commit of the run is done: the lake's own mark moves (before the state
+    # store's, which `record_landed` moves when the materialization below comes by).
+    mark_landed(session, layout, datamart, target)
     if key_check.deltas is None and not key_check.every_key:  # not due: the rows as the commits count them
         return applied, _summary_rows(layout, datamart, target, inputs, applied), [
             key_check_not_due(key, applied, key_check.next_due, check_name=checks.PK_UNIQUE)]

@@ -9,6 +9,8 @@ Why one step: as three steps, each delta's messages were read from Kafka and dec
    verified and the changelog has committed, the manifest's; the snapshot tables' progress
    (their last applied deltas, rows and tombstones: only the snapshot writes them), of the
    tables the run's deltas change only when the source's mark allows (stream_progress.py);
+   a delta commits only to the tables it changes, and once the snapshot's commits are done the
+   lake's own mark moves (`landed_mark.mark_landed`), before the state store's;
 3. once both have landed: the snapshot (it reads the tables' keys from the changelog table),
    while the landing's materializations are reported (written to Dagster's event log).
 
@@ -40,6 +42,7 @@ from platform_assets.io_managers.streams import StreamSlice
 from resources.lake.cdc import (CdcDelta, apply_cdc_through, cdc_landed_deltas, changes_frame, increment_columns,
                                 infer_columns, land_cdc_increments, lowest_applied)
 from resources.lake.key_check import KeyCheckPlan
+from resources.lake.landed_mark import mark_landed
 from resources.lake.layout import LakeLayout
 from resources.lake.prostore_history import history_ident
 from resources.lake.stream_changelog import changelog_entries, changes_by_table, land_stream_changelogs
@@ -96,7 +99,7 @@ def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: 
     `key_check_every`, `maintaining`: when the snapshot's key check scans and what it looks at
     (`KeyCheckPlan.for_run`). `mark`: the source's `landed_through`; when it is the delta before
     the run, only the tables the run's deltas change have their progress read, the others are
-    tagged at it (resources/lake/stream_progress.py). A maintenance run checks every table's
+    at it and get nothing (resources/lake/stream_progress.py). A maintenance run checks every table's
     keys, so it reads every table."""
     chosen = context.selected_asset_keys
     history_key = keys.history if keep_history else None
@@ -197,7 +200,11 @@ def _apply_snapshot(session, layout: LakeLayout, source: str, target: int, key: 
         keys, progress = current_keys(session, layout, source, target, sizes=sizes, tombstones=tombstones, read=read)
         landed = (since, manifest.result())
     applied = apply_cdc_through(session, layout, source, target, keys, progress=progress, tombstones=tombstones,
-                                keep_history=keep_history, landed=landed, untouched=read.untouched())
+                                keep_history=keep_history, landed=landed, untouched=read.untouched(),
+                                floor=read.floor)
+    # Every snapshot commit of the run is done: the lake's own mark moves (before the state
+    # store's, which `record_landed` moves when the materialization comes by).
+    mark_landed(session, layout, source, target)
     if plan.deltas is None and not plan.every_key:  # not due: the rows as the commits count them
         counts = _summary_rows(layout, source, target, keys, progress, applied, sizes, tombstones)
         if counts is not None:

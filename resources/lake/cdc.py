@@ -31,15 +31,18 @@ order (`_order`, `order_key_text` of `Change.order_key`) and the snapshot applie
   and the key columns it applied by (`deltaport.keys.<namespace>.<table>`, keyed by the table:
   `session_properties.own_property`; the next run's key, stream_keys.py);
   a snapshot already at N or later skips N (re-running is a no-op), one behind an earlier
-  delta refuses (`MissingDeltasError`). A delta with no change of the table is recorded by its
-  tag alone on the current snapshot (no data commit); one whose changes were all duplicates or
-  late, by an empty commit recording its key columns;
+  delta with changes of it refuses (`UnappliedDeltasError`). A delta commits only to the tables
+  it changes (issue 57): one with no change of the table records nothing (no commit, no tag:
+  readers resolve "as of N" through the source's landed mark, `resources/lake/as_of.py`), and a
+  table is not made until its first change; one whose changes were all duplicates or late
+  records nothing either, unless its key columns are not those the table's newest commit
+  records (an empty commit records them);
 - a range run's deltas a..b fold into ONE MERGE per table (`resources/lake/cdc_fold.py`: the
   state applying them in turn gives, late changes across deltas included), recording them all
   (`deltaport.deltas=a-b`) and tagged `delta_<b>`; a delta
   inside reads back as the state before the fold with the fold's deltas up to it applied by the
-  same rules (`cdc_snapshot_as_of`). So every table records every delta from its first one
-  on, by a tag or inside a fold (`cdc_recorded_deltas`).
+  same rules (`cdc_snapshot_as_of`). A fold's deltas are cut to those from the first to the
+  last with changes of the table (`changed_span`): those around them left it alone.
 
 Convergence (why arrival order does not matter): for whole-row changes (Datastream, DataWorks,
 Qlik INSERT and full load) max order per key with tombstones is a last-writer-wins register:
@@ -96,6 +99,7 @@ from resources.spark.iceberg import (
     commit_delta,
     committed_records,
     ensure_table,
+    metadata_table,
     replace_deltas,
     table_exists,
 )
@@ -103,8 +107,7 @@ from resources.spark.iceberg_reads import (
     TOMBSTONES_PROPERTY,
     last_applied_delta,
     live_rows,
-    record_unchanged,
-    tag_unchanged,
+    recorded_property_sql,
     writer_progress,
 )
 
@@ -356,13 +359,13 @@ def apply_cdc_snapshot(spark, layout: LakeLayout, source: str, delta_num: int, t
                        keep_history: bool = True) -> CdcApplied:
     """Take `lake.<source>.<table>` from state N-1 to state N in ONE Iceberg commit (module
     docstring: dedupe, drop before-images, drop stale changes, fold per key, MERGE), recording
-    delta N in the summary and tagging it `delta_<N>` (no change: the tag alone).
+    delta N in the summary and tagging it `delta_<N>` (no change: nothing is written).
 
     `columns`: the snapshot's data columns [(name, Spark DataType)] (default: the increment
     table's); new ones are added to an existing snapshot. Skips (returns `skipped=True`) when
     the snapshot has applied N or a later delta. Raises `MissingDeltasError` when N (or a delta
-    between the snapshot's last and N) has not landed, `UnappliedDeltasError` when the snapshot
-    is behind N-1 (or is new while earlier landed deltas have changes of the table); nothing
+    between the snapshot's last and N) has not landed, `UnappliedDeltasError` when a delta
+    between the snapshot's last (or, for a new one, any earlier one) has changes of the table; nothing
     is written then. `keep_history`: the versions the delta closes go to the history table first
     (resources/lake/stream_history.py)."""
     landed = cdc_landed_deltas(spark, layout, source)
@@ -404,22 +407,20 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
     ident = layout.snapshot(source, table)
     if last is not None and last >= delta_num:
         return [CdcApplied(n, table, skipped=True) for n in deltas]
-    if last is not None:
-        behind = list(range(last + 1, first))
-    else:
-        behind = sorted(n for n, tables in landed.items() if n < first and tables.get(table) is not None
-                        and tables[table].rows > 0)
-    not_landed = [n for n in behind if n not in landed]
+    # A delta commits only to the tables it changes (issue 57): a table's last applied delta may
+    # be far below `first`; only a delta in between with changes of it is one it still needs.
+    between = range(last + 1, first) if last is not None else [n for n in landed if n < first]
+    not_landed = [n for n in between if n not in landed] if last is not None else []
     if not_landed:
         raise MissingDeltasError(source, delta_num, not_landed)
+    behind = sorted(n for n in between if not _untouched_by(landed, table, [n]))
     if behind:
         raise UnappliedDeltasError(ident, first, behind)
-    if last is not None and _untouched_by(landed, table, deltas):
+    if _untouched_by(landed, table, deltas):
         # The manifest (written after the increment commits) says none of these deltas changed
-        # the table: a tag records each, with no fold of nothing (a job, a materialization). The
-        # table has a snapshot (its last applied delta's tag is on one), so a tag is all it takes.
-        for n in deltas:
-            tag_unchanged(spark, ident, n)
+        # the table: nothing records them (no commit, no tag; readers resolve "as of N" through
+        # the source's landed mark, resources/lake/as_of.py), and a table with no change yet is
+        # not made until its first one.
         return [CdcApplied(n, table, skipped=False) for n in deltas]
 
     inc_ident = layout.increment(source, table)
@@ -449,10 +450,9 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
     types = {f.name: f.dataType for f in target.schema.fields}
     unchanged = [CdcApplied(n, table, skipped=False) for n in deltas]
 
-    if not has_increment:  # no change of this table has landed yet
-        for n in deltas:
-            record_unchanged(spark, ident, target.schema, n, new=created and n == first)
-        return unchanged
+    if not has_increment:  # the manifest counts changes its increment table does not have
+        raise DeltaportError(f"{inc_ident} does not exist, but the manifest has changes of {table} in deltas "
+                             f"{deltas[0]}-{deltas[-1]}")
     changes = spark.table(inc_ident).where(F.col("delta_num").between(first, delta_num))
     rows = sum(landed[n][table].rows for n in deltas if landed[n].get(table) is not None)
     before = target  # the fold and the history read the stored rows of the changes' keys only: once
@@ -473,15 +473,15 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
         F.count(F.lit(1)).alias("keys"), F.sum("__dp_events").alias("events"),
         F.count(F.when(F.col("__dp_was_tomb"), 1)).alias("were_tombstones")).collect()}
     counts = {op: (r["keys"], r["events"]) for op, r in per_op.items()}
-    if not counts:  # every change was a duplicate or late: the state stays as it is
-        for n in deltas[:-1]:
-            record_unchanged(spark, ident, target.schema, n, new=created and n == first)
-        # The last delta by an empty commit, not a tag: like a MERGE's, it records the key
-        # columns the deltas' changes carry (`resources/lake/stream_keys.py` reads them back).
-        commit_delta(spark, ident, spark.createDataFrame([], target.schema), delta_num=delta_num, mode="append",
-                     extra_summary={own_property(KEYS_PROPERTY, ident): json.dumps(keys),
-                                    **({} if tombstones is None else
-                                       {own_property(TOMBSTONES_PROPERTY, ident): str(tombstones)})})
+    if not counts:  # every change was a duplicate, late or a before-image: the state stays as it is
+        # Nothing to record, unless the table is new or the key columns the deltas' changes carry
+        # are not those its newest commit records (`resources/lake/stream_keys.py` reads them
+        # back): then the last delta's empty commit records them, as a MERGE's would.
+        if created or _recorded_keys(spark, ident) != tuple(keys):
+            commit_delta(spark, ident, spark.createDataFrame([], target.schema), delta_num=delta_num, mode="append",
+                         extra_summary={own_property(KEYS_PROPERTY, ident): json.dumps(keys),
+                                        **({} if tombstones is None else
+                                           {own_property(TOMBSTONES_PROPERTY, ident): str(tombstones)})})
         return unchanged
     if tombstones is None:  # a table whose commits do not record them yet (made by an older deltaport)
         tombstones = target.where(F.col("_tombstone")).count()
@@ -500,23 +500,50 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
     return [*unchanged[:-1], applied]
 
 
+def _recorded_keys(spark, ident: str) -> tuple[str, ...] | None:
+    """The key columns the table's newest commit recording them applied by (None: none does);
+    one query over its snapshots metadata table (`stream_keys.recorded_keys` of one table)."""
+    from pyspark.sql import functions as F
+
+    keys = F.expr(recorded_property_sql(KEYS_PROPERTY, ident))
+    rows = (metadata_table(spark, ident, "snapshots").where(keys.isNotNull())
+            .agg(F.max_by(keys, F.col("committed_at")).alias("keys")).collect())
+    value = rows[0]["keys"] if rows else None
+    return tuple(json.loads(value)) if value is not None else None
+
+
 def _untouched_by(landed: Mapping[int, Mapping[str, CdcLandStats]], table: str, deltas: Sequence[int]) -> bool:
     return all(landed[n].get(table) is None or landed[n][table].rows == 0 for n in deltas)
 
 
-def _tag_untouched(spark, layout: LakeLayout, source: str, table: str, deltas: Sequence[int],
-                   landed: Mapping[int, Mapping[str, CdcLandStats]]) -> list[CdcApplied]:
-    """Tag `deltas` on a table the source's mark says is at the delta before them and none of
-    them changes (resources/lake/stream_progress.py): `_apply`'s tag-only path, without its
-    progress read. The manifest is asked again, so a caller's wrong claim fails, typed."""
-    ident = layout.snapshot(source, table)
+def _check_untouched(layout: LakeLayout, source: str, table: str, deltas: Sequence[int],
+                     landed: Mapping[int, Mapping[str, CdcLandStats]]) -> None:
+    """A table the source's mark says is at the delta before `deltas` and none of them changes
+    (resources/lake/stream_progress.py) gets nothing (issue 57: a delta commits only to the
+    tables it changes). The manifest is asked again, so a caller's wrong claim fails, typed."""
     if not _untouched_by(landed, table, deltas):
-        raise DeltaportError(f"{ident}: taken to be untouched by deltas {deltas[0]}-{deltas[-1]}, but the manifest "
-                             "has changes of it there: its progress must be read")
-    for n in deltas:
-        if not tag_unchanged(spark, ident, n):
-            raise DeltaportError(f"{ident}: taken to be at delta {deltas[0] - 1}, but it has no snapshot")
-    return [CdcApplied(n, table, skipped=False) for n in deltas]
+        raise DeltaportError(f"{layout.snapshot(source, table)}: taken to be untouched by deltas "
+                             f"{deltas[0]}-{deltas[-1]}, but the manifest has changes of it there: its progress "
+                             "must be read")
+
+
+def changed_span(landed: Mapping[int, Mapping[str, CdcLandStats]], table: str, deltas: Sequence[int]) -> list[int]:
+    """`deltas` (consecutive) from the first to the last that has changes of `table` ([]: none
+    has): those before and after left it alone and are not applied to it (no commit, no tag);
+    those between are folded in with the rest (a fold's deltas are consecutive)."""
+    touched = [n for n in deltas if not _untouched_by(landed, table, [n])]
+    return [n for n in deltas if touched[0] <= n <= touched[-1]] if touched else []
+
+
+def at_mark(progress: Mapping[str, int | None], floor: int | None) -> dict[str, int | None]:
+    """`progress` ({snapshot ident: last applied delta}) with every table below `floor` (the
+    source's landed mark) taken to be at it: every delta up to the mark has been applied to every
+    table, so one whose newest recorded delta is below it had nothing left to apply up to it (a
+    delta that changed nothing records nothing, one of duplicates only records its keys when
+    they changed). A table with no recorded delta (none yet) stays None."""
+    if floor is None:
+        return dict(progress)
+    return {ident: floor if done is not None and done < floor else done for ident, done in progress.items()}
 
 
 def lowest_applied(known: Sequence[int | None]) -> int | None:
@@ -532,6 +559,7 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
                       keep_history: bool = True,
                       landed: tuple[int | None, Mapping[int, Mapping[str, CdcLandStats]]] | None = None,
                       untouched: Sequence[str] = (),
+                      floor: int | None = None,
                       ) -> list[CdcApplied]:
     """Bring every snapshot of `tables` ({table: key columns}) to delta `target`, applying each
     missing delta in order (columns from the increment tables). Checks first that every delta
@@ -545,11 +573,16 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
     (since, `cdc_landed_deltas(since=)`) as the caller read it after the run's deltas landed;
     used when it reaches back far enough (else the manifest is read here). `untouched`: tables
     not in `tables` whose progress (in `progress`) the source's mark gave and which the deltas
-    up to `target` leave alone (`stream_keys.snapshot_progress`): each gets its tags, no read."""
+    up to `target` leave alone (`stream_keys.snapshot_progress`): checked against the manifest,
+    nothing written. A delta commits only to the tables it changes (issue 57): each table's
+    deltas are cut to the span from its first to its last with changes of it (`changed_span`),
+    and a table with a last applied delta below `floor` (the source's landed mark: every delta up
+    to it has landed in every table) is taken to be at it: no delta between changed it."""
     if progress is None:  # one query, which reads the tombstones too (those given win)
         read: dict[str, int] = {}
         progress = writer_progress(spark, [layout.snapshot(source, t) for t in sorted(tables)], tombstones=read)
         tombstones = {**read, **(tombstones or {})}
+    progress = at_mark(progress, floor)
     # Every table goes on from its last applied delta: the manifest from the lowest of those on
     # is all this needs, unless a table has no snapshot yet (it starts at its first landed change).
     low = lowest_applied([progress.get(layout.snapshot(source, t)) for t in (*tables, *untouched)])
@@ -571,15 +604,16 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
     missing = sorted({n for _, ns in plans.values() for n in ns if n not in landed})
     if missing:
         raise MissingDeltasError(source, target, missing)
-    todo = [(table, last, ns) for table, (last, ns) in plans.items() if ns]
+    for table in untouched:
+        if table not in tables and table in plans:
+            _check_untouched(layout, source, table, plans[table][1], landed)
+    todo = [(table, last, changed_span(landed, table, ns)) for table, (last, ns) in plans.items()
+            if table in tables]
+    todo = [(table, last, ns) for table, last, ns in todo if ns]
     commit_id = uuid.uuid4().hex  # one per table's commit; shared, so the MERGEs can run together
 
     def apply(table: str, last: int | None, ns: list[int]) -> list[CdcApplied]:
         # a range run's deltas fold into one commit per table
-        if table in untouched and table not in tables:
-            applied = _tag_untouched(spark, layout, source, table, ns, landed)
-            failpoint("cdc.applied")
-            return applied
         applied = _apply(spark, layout, source, ns, table, tables[table], None, landed, last, commit_id,
                          keep_history, tombstones=(tombstones or {}).get(layout.snapshot(source, table)))
         failpoint("cdc.applied")

@@ -22,10 +22,12 @@ before and after, what was done, and the seconds it took (`TableMaintenance`). T
   On snapshot tables, the same age applies but `delta_<N>` tags keep their snapshots (Iceberg
   never expires a referenced snapshot). A snapshot table whose history answers a delta
   (`resources/lake/history_read.py`: from its `deltaport.history-from` on) needs no tag for it,
-  so the tags of all but its last `keep_tags` deltas are dropped first, and their snapshots expire
-  with the rest: the metadata file holds about `keep_tags` snapshots and refs whatever the lake's
-  age, `VERSION AS OF 'delta_<N>'` works for those last deltas, and `deltaport read --as-of-delta N`
-  stays exact for every N. Tags from before the history began are kept (reads need them).
+  so its tags are dropped first (`as_of.tags_to_expire`: those below the newest tag at or below
+  the source's landed delta - `keep_tags`, read once per source from the lake's mark), and their
+  snapshots expire with the rest: the metadata file holds about `keep_tags` snapshots and refs
+  whatever the lake's age, the newest tag at or below each of the last `keep_tags` deltas stays
+  (a delta tags only the tables it changes), and `deltaport read --as-of-delta N` stays exact
+  for every N. Tags from before the history began are kept (reads need them).
 - **Orphans.** `remove_orphan_files` runs only when asked (`orphans=True`): it lists every file
   under the table's location, which costs O(table files); on object storage by key prefix
   through the table's FileIO (`prefix_listing`), since there is no folder to list. It only removes files older than
@@ -57,6 +59,8 @@ from resources.lake.stream_keys import snapshot_tables
 from resources.lake.history_layout import compact, snapshot_of
 from resources.lake.maintenance_settings import MaintenanceSettings
 from resources.lake.maintenance_states import TableState, table_states
+from resources.lake import as_of
+from resources.lake.landed_mark import lake_landed_through
 from resources.lake.prostore_history import history_start
 from resources.spark.iceberg import _quote, _sql_str, delta_tag, table_exists
 from resources.spark.iceberg_reads import last_applied_deltas
@@ -112,9 +116,10 @@ def maintain_table(spark, ident: str, kind: str, settings: MaintenanceSettings) 
 
 
 def _maintain(spark, ident: str, kind: str, settings: MaintenanceSettings, state: TableState,
-              spent: float) -> TableMaintenance:
+              spent: float, landed: int | None = None) -> TableMaintenance:
     """Maintain one table known by `state` (read `spent` seconds ago for it): only what is due
-    costs a call (resources/lake/maintenance_states.py)."""
+    costs a call (resources/lake/maintenance_states.py). `landed`: the source's landed delta, for
+    a snapshot table's tags (`expire_tags`)."""
     started = time.monotonic() - spent
     data0, deletes0, bytes0 = state.files if state.files is not None else file_stats(spark, ident)
     out = TableMaintenance(ident, kind)
@@ -138,7 +143,7 @@ def _maintain(spark, ident: str, kind: str, settings: MaintenanceSettings, state
                 committed = True
     dropped: list[int] = []
     if kind == "snapshot":
-        dropped = expire_tags(spark, ident, state.tags, settings.keep_tags)
+        dropped = expire_tags(spark, ident, state.tags, settings.keep_tags, landed)
         out.tags = (len(state.tags), len(state.tags) - len(dropped))
         if dropped:
             out.done.append(f"{len(dropped)} tags dropped")
@@ -175,19 +180,22 @@ def table_location(spark, ident: str) -> str | None:
     return next((r["data_type"] for r in rows if r["col_name"] == "Location"), None)
 
 
-def expire_tags(spark, ident: str, tags: dict[int, int], keep: int) -> list[int]:
-    """Drop the `delta_<N>` tags that the table's history makes needless: those of deltas from
-    its `history_start` - 1 on, but the last `keep` ones (at least the newest, which records the
-    table's last applied delta). Returns the deltas whose tags were dropped."""
+def expire_tags(spark, ident: str, tags: dict[int, int], keep: int, landed: int | None = None) -> list[int]:
+    """Drop the `delta_<N>` tags that the table's history makes needless (`as_of.tags_to_expire`):
+    those of deltas from its `history_start` - 1 on, below the newest tag at or below `landed` -
+    `keep`, so every delta still readable by tag keeps the newest tag at or below it, and the
+    table's newest tag stays. `landed`: the source's landed delta (`lake_landed_through`); a
+    lake without the mark counts from the table's newest tag (it was then tagged every delta).
+    Returns the deltas whose tags were dropped."""
     if not tags:
         return []
-    last_droppable = max(tags) - max(1, keep)
-    if min(tags) > last_droppable:
-        return []  # none old enough, whatever the history holds: no need to ask it
-    start = history_start(spark, ident)
-    if start is None:
+    landed = as_of.source_landed(landed, max(tags))
+    keep = max(1, keep)
+    # None droppable even if the history covered every tag: no need to ask it.
+    if not as_of.tags_to_expire(list(tags), landed=landed, keep_tags=keep, history_from=min(tags) + 1):
         return []
-    dropped = sorted(n for n in tags if start - 1 <= n <= last_droppable)
+    start = history_start(spark, ident)
+    dropped = as_of.tags_to_expire(list(tags), landed=landed, keep_tags=keep, history_from=start)
     for n in dropped:  # one metadata commit each: at most the deltas since the last pass, once steady
         spark.sql(f"ALTER TABLE {_quote(ident)} DROP TAG IF EXISTS `{delta_tag(n)}`")
     return dropped
@@ -218,9 +226,12 @@ def maintain_source(spark, catalog: str, source: str, settings: MaintenanceSetti
     for ident, _ in tables:
         spark.catalog.refreshTable(ident)  # another session's commits: this one's cache may predate them
     states = table_states(spark, [ident for ident, _ in tables], _timestamp(settings.expire_after_seconds))
+    # Read once for the source: a delta tags only the tables it changes, so a table's newest tag
+    # is not how far the source has landed (None: a lake without the mark, each table's own).
+    landed = lake_landed_through(spark, layout, source)
     share = (time.monotonic() - started) / len(tables)
     out = []
     for ident, kind in tables:
-        out.append(_maintain(spark, ident, kind, settings, states[ident], share))
+        out.append(_maintain(spark, ident, kind, settings, states[ident], share, landed))
         failpoint("maintenance.table_done")
     return out

@@ -10,13 +10,17 @@ Why that is exact: the mark moves to N only once the snapshot of every table of 
 committed (`record_landed`), so a table the target has and delta N had, with the same DDL, is
 at N or later. It can be later only if a run died after some of its tables' commits and before
 the mark: such a table is one that run changed (its rows or DDL, in a delta after the mark, all
-of which the manifest or the changelog history records), or one that run left as it was, whose
-commits after the mark are then tags on the same rows. So the tables read are every table with
-rows or a DDL change in any delta after the mark, landed or in this run (their own commits
-stay the truth), and every other one, at the mark, can only get tags of unchanged rows: the
-same answer whether the dead run had tagged it or not. Without a usable mark (none yet, not the
-delta before the run, or a lake whose manifest or changelog does not record it: a lake written
-before the mark, or rebuilt) every table is read, as before.
+of which the manifest or the changelog history records), or one that run left as it was, which
+has no commit after the mark (a delta commits only to the tables it changes, issue 57; a lake
+written before that has tags of the same rows). So the tables read are every table with rows
+or a DDL change in any delta after the mark, landed or in this run (their own commits stay the
+truth), and every other one is at the mark: it gets no commit from this run either. "At the
+mark" is in the sense that matters: a table's own newest recorded delta may be older (the
+deltas since left it alone), and the run takes every table to be at least at the mark
+(`prostore_snapshot.at_least`). Without a usable mark (none yet, not the delta before the run,
+or a lake whose manifest or changelog does not record it: a lake written before the mark, or
+rebuilt) every table is read, and the lake's own mark (`resources/lake/landed_mark.py`), when
+the lake has one, stands in for it.
 """
 
 from __future__ import annotations

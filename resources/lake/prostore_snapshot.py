@@ -53,11 +53,19 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
                     progress: Mapping[str, int | None] | None = None,
                     known_from: int | None = None, keep_history: bool = True,
                     history_written: Mapping[tuple[str, int], KeyFilter | None] | None = None,
-                    rows: Mapping[str, int] | None = None, unread: frozenset[str] = frozenset()) -> list[Applied]:
+                    rows: Mapping[str, int] | None = None, unread: frozenset[str] = frozenset(),
+                    floor: int | None = None) -> list[Applied]:
     """Bring every snapshot table of the datamart to delta `target`, delta by delta, in order.
 
     Each table starts after its own last applied delta (from its commit summaries), so a crash
     between tables, or a re-run, applies nothing twice; a table born in delta k starts at k.
+    A delta commits only to the tables it changes (issue 57): a step with no rows and the same
+    DDL as the delta before, on a table that has a recorded delta already, is left out of the
+    plan (no commit, no tag); a table's first step (its birth: an empty commit) and a DDL change
+    with no rows still commit. `floor`: the source's landed mark (`resources/lake/landed_mark.py`,
+    or the state store's when it stands for the lake): a table with a recorded delta below it
+    that the mark's delta has with the same DDL is taken to be at it (`at_least`), so its plan
+    does not go back over deltas that left it alone.
     Fails with MissingDeltasError, before writing anything, if a delta that some table still
     needs has not landed as an increment. When a table's DDL changed since the delta last
     applied to it, the delta's commit also carries the schema change (module docstring).
@@ -94,13 +102,17 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
     # The progress of the target's tables in one query (a table dropped before the target is
     # asked for on its own); a table not there yet (born later, or never) starts at the first
     # landed delta.
-    asked: dict[str, int | None] = dict(progress or {})
+    asked: dict[str, int | None] = at_least(layout, datamart, dict(progress or {}), floor, history)
+    recorded: set[str] = set()  # the tables with a recorded delta (a commit or tag) before their next step
 
     def last_applied(name: str) -> int:
         ident = layout.snapshot(datamart, name)
         if ident not in asked:
-            asked.update(snapshot_progress(spark, layout, datamart, [name] if asked else list(schema_at(target))))
+            read = snapshot_progress(spark, layout, datamart, [name] if asked else list(schema_at(target)))
+            asked.update(at_least(layout, datamart, read, floor, history))
         done = asked[ident]
+        if done is not None:
+            recorded.add(name)
         return done if done is not None else first - 1
 
     last = {name: last_applied(name) for name in schema_at(target)}
@@ -117,10 +129,13 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
                 continue
             if known_from is not None and first <= last[name] < known_from:  # a table left behind
                 history, known_from = {**changelog_history(spark, layout, datamart), **history}, None
+            stats = landed[n].get(name, TableStats(name, 0, 0, 0))
+            if name in recorded and left_alone(stats) and n - 1 in history and schema_at(n - 1).get(name) == entity:
+                continue  # delta n left the table as it was: nothing records it (issue 57)
             before = schema_at(last[name]).get(name) if last[name] in history else None
-            plan.append((n, entity, landed[n].get(name, TableStats(name, 0, 0, 0)),
-                         column_transition(before, entity) if before is not None else None))
+            plan.append((n, entity, stats, column_transition(before, entity) if before is not None else None))
             last[name] = n
+            recorded.add(name)
     prepared = _prepare_ranges(spark, layout, datamart, plan)
     unrefreshed = set(unread)
 
@@ -155,11 +170,33 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
     return applied
 
 
+def left_alone(stats: TableStats) -> bool:
+    """The manifest says the delta has no row of the table (it names every table of a delta)."""
+    return not (stats.rows or stats.upserts or stats.deletes)
+
+
+def at_least(layout: LakeLayout, datamart: str, progress: dict[str, int | None], floor: int | None,
+             history: Mapping[int, list]) -> dict[str, int | None]:
+    """`progress` ({snapshot ident: last applied delta}) with every table that has a recorded
+    delta below `floor` (the source's landed mark: every delta up to it has landed in every
+    table) and is in the mark's delta with the same DDL taken to be at `floor`: no delta in
+    between changed it, or that delta's commit would record it. A table the mark's delta does
+    not have (dropped since its last delta, maybe created again) keeps its own last delta: the
+    plan must see that transition. Without the mark's changelog in `history`, nothing changes."""
+    if floor is None or floor not in history:
+        return progress
+    there = {layout.snapshot(datamart, name) for name in data_tables(replay_changelog(history[floor]))}
+    return {ident: floor if done is not None and done < floor and ident in there else done
+            for ident, done in progress.items()}
+
+
 def _fold_steps(plan, prepared: Mapping[str, object]) -> list[list]:
-    """The plan cut into steps, each applied in one commit: per table, a run of consecutive
+    """The plan cut into steps, each applied in one commit: per table, a run of its planned
     deltas whose columns did not change and whose changes `_prepare_ranges` checked together,
     with rows in at least one of them, is one step (folded: one MERGE of the last change per
-    key); any other delta is a step of its own. Steps come in the order of their first delta,
+    key); any other delta is a step of its own. A delta between two of a run's that is not in
+    the plan left the table alone (no rows, the same DDL): the fold's commit records it too
+    (its deltas are consecutive, `_apply_fold`). Steps come in the order of their first delta,
     so each table still goes forward in delta order."""
     runs: list[list] = []
     open_run: dict[str, list] = {}  # table -> its run being built
@@ -167,7 +204,7 @@ def _fold_steps(plan, prepared: Mapping[str, object]) -> list[list]:
         n, entity, _, transition = item
         run = open_run.get(entity.name)
         foldable = entity.name in prepared and _plain(transition)
-        if foldable and run is not None and run[-1][0] == n - 1:
+        if foldable and run is not None:
             run.append(item)
             continue
         run = [item]
@@ -219,8 +256,12 @@ def _apply_fold(spark, layout: LakeLayout, datamart: str, deltas: Sequence[int],
     """One commit taking one snapshot table from its state before `deltas` (consecutive, no
     column change among them) to the state after the last: the MERGE of each key's last change
     in them (`prepared`: the table's checked changes of the range). The commit records the
-    deltas and is tagged with the last; `snapshot_as_of` reads the states between."""
+    deltas and is tagged with the last; `snapshot_as_of` reads the states between. A delta
+    between two of `deltas` left the table alone (`_fold_steps`): the commit records it as well,
+    so what it records stays consecutive."""
     from pyspark.sql import functions as F
+
+    deltas = list(range(deltas[0], deltas[-1] + 1))
 
     ident = layout.snapshot(datamart, entities[-1].name)
     struct, created, changed = None, False, False
@@ -281,7 +322,8 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
                  target_size: int | None = None, key_filter: KeyFilter | None = None,
                  refreshed: bool = True) -> DeltaCommit | None:
     """One commit taking one snapshot table from its state after the previous delta to delta n
-    (returned; None when the delta left the table as it was: a tag records it).
+    (returned; None when no row changed: the table's birth, an empty commit, or a DDL change
+    with no row, a tag).
 
     `transition`: how the table's columns changed since the delta last applied (None: not
     known, nothing to carry over). `prepared`: the table's checked changes of a range
@@ -317,8 +359,10 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
     table = spark.table(ident)
     schema = table.schema if before is None or ensured.changed else before
     if stats.rows == 0 and not carry:
-        # Nothing changed: the tag alone records delta n, cheaply. The table was refreshed when
-        # this run read its progress (`snapshot_progress`) or above, and the run holds the datamart.
+        # No row: the table is born at n (an empty commit), or its DDL changed with no row to
+        # carry (the tag records the change; a delta that changed nothing is not in the plan).
+        # The table was refreshed when this run read its progress (`snapshot_progress`) or above,
+        # and the run holds the datamart.
         record_unchanged(spark, ident, schema, n, new=not existed, refresh=False)
         return None
     keys = list(entity.primary_key)

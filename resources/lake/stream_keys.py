@@ -29,7 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 
-from resources.lake.cdc import KEYS_PROPERTY, cdc_landed_deltas
+from resources.lake.cdc import KEYS_PROPERTY, at_mark, cdc_landed_deltas
+from resources.lake.landed_mark import lake_landed_through
 from resources.lake.layout import LakeLayout
 from resources.lake.stream_progress import stream_tables_to_read
 from resources.lake.stream_changelog import key_rows, keys_as_of, table_keys
@@ -95,6 +96,9 @@ class SnapshotProgress:
     sizes: dict[str, int]
     tombstones: dict[str, int]
     at_mark: frozenset[str] = frozenset()
+    # The source's landed mark `progress` stands on: the state store's when it is the delta before
+    # the run, else the lake's own (`landed_mark.lake_landed_through`); None: neither.
+    floor: int | None = None
 
     def untouched(self) -> list[str]:
         """The tables whose progress the mark gave."""
@@ -107,19 +111,25 @@ def snapshot_progress(spark, layout: LakeLayout, source: str, *, mark: int | Non
     Only a run's snapshot writes those tables, so a run may read this while its increments and
     changelog land. With the source's `landed_through` `mark` the delta before the run's `first`,
     the manifest from the mark on is read too, and only the tables it or the run's decoded
-    changes (`run_changes`) name are read; the others are at the mark (stream_progress.py)."""
+    changes (`run_changes`) name are read; the others are at the mark (stream_progress.py).
+    A delta commits only to the tables it changes, so a table's own last delta may be below the
+    mark: every table is taken to be at least at it (`cdc.at_mark`); without a usable state
+    store mark, at the lake's own (`landed_mark.lake_landed_through`)."""
     tables = snapshot_tables(spark, layout, source)
     idents = {t: layout.snapshot(source, t) for t in tables}
     read = None
-    if tables and mark is not None and first == mark + 1:
+    trusted = bool(tables) and mark is not None and first == mark + 1
+    if trusted:
         read = stream_tables_to_read(tables, mark=mark, first=first, run_changes=run_changes,
                                      landed=cdc_landed_deltas(spark, layout, source, since=mark))
     asked = list(idents.values()) if read is None else [idents[t] for t in tables if t in read]
     sizes: dict[str, int] = {}
     tombstones: dict[str, int] = {}
     progress = writer_progress(spark, asked, sizes=sizes, tombstones=tombstones) if asked else {}
-    at_mark = frozenset(i for i in idents.values() if i not in asked)
-    return SnapshotProgress(idents, {**progress, **dict.fromkeys(at_mark, mark)}, sizes, tombstones, at_mark)
+    at_mark_ = frozenset(i for i in idents.values() if i not in asked)
+    floor = mark if trusted and read is not None else (lake_landed_through(spark, layout, source) if tables else None)
+    return SnapshotProgress(idents, at_mark({**progress, **dict.fromkeys(at_mark_, mark)}, floor), sizes,
+                            tombstones, at_mark_, floor)
 
 
 def current_keys(spark, layout: LakeLayout, source: str, target: int, *, sizes: dict[str, int] | None = None,
@@ -138,7 +148,7 @@ def current_keys(spark, layout: LakeLayout, source: str, target: int, *, sizes: 
     if tombstones is not None:
         tombstones.update(read.tombstones)
     idents, progress = read.idents, read.progress
-    tables = [t for t, i in idents.items() if i not in read.at_mark]  # the mark's tables need no key: only tags
+    tables = [t for t, i in idents.items() if i not in read.at_mark]  # the mark's tables need no key: they get nothing
     known = [progress.get(i) for i in idents.values()]
     if not known or None in known or max(known) > target:  # no snapshot yet, or re-running the past
         return table_keys(spark, layout, source, target), progress

@@ -4,16 +4,17 @@ state store's mark answers for (issue 57: the progress read costs O(changed tabl
 What flows through: the source's `landed_through` mark (resources/state/delta_marks.py), the
 manifest read from the mark on, and the tables the run's own decoded changes name. Out comes
 the set of snapshot tables whose last applied delta must be read from their own commits
-(`writer_progress`); every other one is at the mark, and the run only tags it.
+(`writer_progress`); every other one is at the mark, and the run writes nothing to it.
 
-Why that is exact: the mark moves to N only once every snapshot table's commit (or tag) of the
-run that landed N is done (`platform_assets.retirement.record_landed`), so every table is at N
-or later. It can be later only if a run died after some of its tables' commits and before the
-mark. A table whose rows a delta after the mark changes (the manifest records it, written after
-the increments; the run's own deltas are in its decoded changes, landed or not yet) is read: its
-own commits stay the truth. Any other table can only have got tags on its current snapshot
-after the mark: tagging it again for the run's deltas (CREATE OR REPLACE TAG) gives the same
-tags whether the dead run had made them or not, so "at the mark" is as good as its real last.
+Why that is exact: the mark moves to N only once every snapshot table's commit of the run that
+landed N is done (`platform_assets.retirement.record_landed`), so every table has applied every
+delta up to N that changes it: it is at N, in the sense that matters (a delta commits only to
+the tables it changes, issue 57: a table's own newest recorded delta may be older), or later.
+It can be later only if a run died after some of its tables' commits and before the mark. A
+table whose rows a delta after the mark changes (the manifest records it, written after the
+increments; the run's own deltas are in its decoded changes, landed or not yet) is read: its
+own commits stay the truth. Any other table has no commit after the mark (a dead run wrote
+nothing to it either), so "at the mark" is as good as its real last.
 Without a usable mark (none yet, not the delta before the run's first, or a manifest that does
 not record it: a lake written before the mark, or rebuilt) every table is read, as before.
 """

@@ -18,9 +18,11 @@ What this module guarantees:
   tag). Tagging is a second, metadata-only commit; if a process dies between the two, the
   next writer tags it before going on (`last_applied_deltas(repair_tags=True)`), and
   `repair_delta_tags` redoes the newest delta's tag if it is missing. A delta that leaves a state
-  table unchanged costs no data commit: `tag_unchanged` tags the current snapshot (one commit,
-  so the delta is recorded or not), and `last_applied_delta` counts tags on the current
-  snapshot too.
+  table unchanged records nothing on it (issue 57: no commit, no tag; the source's landed mark,
+  `resources/lake/landed_mark.py`, says it has landed, and `resources/lake/as_of.py` resolves
+  "as of N" without a tag per delta). `tag_unchanged` remains for a DDL change with no row (one
+  metadata commit on the current snapshot), and `last_applied_delta` counts tags on the
+  current snapshot too.
 * A range run's state-table commit may fold several consecutive deltas (`merge_upserts` with
   `folded`: each key's last change of the range): its summary records them all as
   ``deltaport.deltas`` (``a-b``) and only the last is tagged; `folded_commits` lists such

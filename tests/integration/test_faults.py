@@ -5,11 +5,12 @@ its emulated story on the real broker, read by the sensor's own code in bounded 
 message read is accounted for, nothing crashes, every corruption that cannot be valid is
 quarantined with its coordinates, and no good message is.
 
-Two kills of `make faults`' eight: `deltaport sync` SIGKILLed between a snapshot MERGE's commit
-and its delta tag, in a range run (before the fix, the interrupted delta had no tag), and while
-table maintenance compacts a snapshot table after the range; the next sync lands every delta
-equal to the truth, nothing twice, every delta readable by its tag. And a change stream's sync
-killed while its two tables' MERGEs run side by side.
+Three kills of `make faults`' eleven: `deltaport sync` SIGKILLed between a snapshot MERGE's
+commit and its delta tag, in a range run (before the fix, the interrupted delta had no tag),
+while table maintenance compacts a snapshot table after the range, and after every snapshot
+commit of the range but before the lake's own landed mark moves (issue 57); the next sync lands
+every delta equal to the truth, nothing twice, every delta that changed a table recorded on it.
+And a change stream's sync killed while its two tables' MERGEs run side by side.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ def test_corruptions_are_quarantined_and_the_good_messages_kept(kafka_bootstrap,
     assert row.survived
 
 
-@pytest.mark.parametrize("case", ["kill-snapshot-commit-before-tag", "kill-inside-compaction"])
+@pytest.mark.parametrize("case", ["kill-snapshot-commit-before-tag", "kill-inside-compaction",
+                                  "kill-before-landed-mark"])
 def test_a_killed_sync_converges_on_the_next(spark_remote, kafka_bootstrap, tmp_path, case):
     row = run_kill_case(kafka_bootstrap, spark_remote, publish_story(kafka_bootstrap, seed=5, deltas=2), case,
                         KILLS[case], tmp_path)

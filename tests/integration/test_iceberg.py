@@ -138,7 +138,9 @@ def test_replace_deltas_lands_a_range_in_one_commit_and_is_idempotent(spark, lak
     assert len(_snapshots(spark, ident)) == count and _rows(spark.table(ident)) == expected[:3]
 
 
-def test_a_delta_that_changes_nothing_is_recorded_by_its_tag_alone(spark, lake_ns):
+def test_tag_unchanged_records_a_delta_by_a_tag_with_no_data_commit(spark, lake_ns):
+    """`tag_unchanged`: what a DDL change with no row costs (a delta that changes nothing of a
+    table records nothing on it, issue 57)."""
     ident = f"{lake_ns}.quiet"
     ensure_table(spark, ident, spark.createDataFrame([], INCREMENT).schema)
     assert not tag_unchanged(spark, ident, 0)  # no snapshot yet: nothing to tag, nothing done

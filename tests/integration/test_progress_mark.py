@@ -1,6 +1,7 @@
 """A steady delta reads the progress of the tables it changes only; the source's mark answers for
 the others (resources/lake/prostore_progress.py), and a run that dies between its tables'
-commits, before the mark, is re-run exactly (issue 57, item 2).
+commits, before the mark, is re-run exactly (issue 57, item 2). A delta records only the tables it
+changes (item 1): the one it leaves alone gets no tag, and the lake's own mark follows the runs.
 
 Real broker, Spark and Iceberg; an emulated datamart of two tables (seed 23: delta 1 and 3
 change `sales` alone, delta 2 both). A death between tables is injected at the snapshot's own
@@ -15,7 +16,9 @@ import pytest
 
 from platform_assets.prostore import delta_step
 from resources.lake import prostore_snapshot
+from resources.lake.landed_mark import lake_landed_through
 from resources.spark.iceberg import DELTA_PROPERTY, _quote
+from resources.spark.iceberg_reads import delta_tags
 from resources.state.delta_marks import DeltaMarks
 from tests.support.killed_between import dies_once_at
 from tests.integration.test_delta_step import DM, equal_to_truth, four_deltas_platform, run
@@ -65,10 +68,14 @@ def test_a_delta_reads_the_progress_of_what_it_changes_and_survives_a_death_betw
         for k in range(n + 1):
             assert equal_to_truth(sc, spark, layout, k), (n, k)
     assert changed_by(sc, 3) == {"sales"}  # the story this test relies on: `stores` left alone
+    assert lake_landed_through(spark, layout, DM) == 3  # the lake's own mark, moved by every run
     for table in sc.truth[DM][3]:
         ident = layout.snapshot(DM, table)
+        tags = delta_tags(spark, ident)
         for n in range(4):  # re-runs after a death apply nothing twice
             assert commits_of(spark, ident, n) <= 1, (table, n)
+            # a delta records only the tables it changes (issue 57): no tag where it left one alone
+            assert (n in tags) == (n == 0 or table in changed_by(sc, n)), (table, n, sorted(tags))
     rows = next(e.event_specific_data.materialization for e in result.get_asset_materialization_events()
                 if e.asset_key == dg.AssetKey([DM, "snapshot"])).metadata
     # The rows of the tables the delta changed are counted; the one the mark answered for is not.
