@@ -52,7 +52,7 @@ from resources.lake.prostore import (IncrementDelta, TableStats, changelog_histo
 from resources.lake.key_check import KeyCheckPlan
 from resources.lake.prostore_history import history_ident
 from resources.lake.prostore_progress import tables_to_read
-from resources.lake.landed_mark import lake_landed_through, mark_landed
+from resources.lake.landed_mark import lake_landed_through
 from resources.lake.prostore_snapshot import apply_snapshots, at_least, snapshot_progress
 from resources.lake.side_by_side import side_by_side
 from resources.prostore.delta_index import DeltaIndex
@@ -407,9 +407,6 @@ def _apply_snapshot(session, layout: LakeLayout, datamart: str, target: int, inp
                               progress=inputs.progress, known_from=inputs.known_from, keep_history=keep_history,
                               history_written=history_written, rows=inputs.rows, unread=inputs.unread,
                               floor=inputs.floor)
-    # Every snapshot commit of the run is done: the lake's own mark moves (before the state
-    # store's, which `record_landed` moves when the materialization below comes by).
-    mark_landed(session, layout, datamart, target)
     if key_check.deltas is None and not key_check.every_key:  # not due: the rows as the commits count them
         return applied, _summary_rows(layout, datamart, target, inputs, applied), [
             key_check_not_due(key, applied, key_check.next_due, check_name=checks.PK_UNIQUE)]

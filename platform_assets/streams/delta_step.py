@@ -42,7 +42,6 @@ from platform_assets.io_managers.streams import StreamSlice
 from resources.lake.cdc import (CdcDelta, apply_cdc_through, cdc_landed_deltas, changes_frame, increment_columns,
                                 infer_columns, land_cdc_increments, lowest_applied)
 from resources.lake.key_check import KeyCheckPlan
-from resources.lake.landed_mark import mark_landed
 from resources.lake.layout import LakeLayout
 from resources.lake.prostore_history import history_ident
 from resources.lake.stream_changelog import changelog_entries, changes_by_table, land_stream_changelogs
@@ -202,9 +201,6 @@ def _apply_snapshot(session, layout: LakeLayout, source: str, target: int, key: 
     applied = apply_cdc_through(session, layout, source, target, keys, progress=progress, tombstones=tombstones,
                                 keep_history=keep_history, landed=landed, untouched=read.untouched(),
                                 floor=read.floor)
-    # Every snapshot commit of the run is done: the lake's own mark moves (before the state
-    # store's, which `record_landed` moves when the materialization comes by).
-    mark_landed(session, layout, source, target)
     if plan.deltas is None and not plan.every_key:  # not due: the rows as the commits count them
         counts = _summary_rows(layout, source, target, keys, progress, applied, sizes, tombstones)
         if counts is not None:

@@ -89,6 +89,7 @@ from resources.lake.cdc_columns import (  # shaped there; landed and applied her
 from resources.lake.cdc_fold import fold_changes, stored_of_changes
 from resources.lake.cdc_merge import merge_folded
 from resources.lake.cdc_read import cdc_columns_as_of, cdc_recorded_deltas, cdc_rows_as_of, cdc_snapshot_as_of
+from resources.lake.landed_mark import mark_landed
 from resources.lake.layout import LakeLayout
 from resources.lake.prostore import SNAPSHOT_TABLE_PROPERTIES, MissingDeltasError, _since, verify_committed
 from resources.lake.prostore_history import mark_history_start, version_fields
@@ -619,4 +620,7 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
         failpoint("cdc.applied")
         return applied
 
-    return [a for applied in side_by_side(apply, todo) for a in applied]
+    done = [a for applied in side_by_side(apply, todo) for a in applied]
+    # Every table is at `target` now: the lake's own mark moves (readers bound "as of" by it).
+    mark_landed(spark, layout, source, target)
+    return done

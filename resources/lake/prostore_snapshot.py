@@ -12,6 +12,7 @@ from itertools import groupby
 
 from resources.codecs.ddl import ColumnTransition, EntitySchema, column_transition, replay_changelog
 from resources.failpoints import failpoint
+from resources.lake.landed_mark import mark_landed
 from resources.lake.layout import LakeLayout
 from resources.lake.prostore import (MissingDeltasError, TableStats, _c, _struct, _table_columns, changelog_history,
                                      data_tables, landed_deltas)
@@ -167,6 +168,8 @@ def apply_snapshots(spark, layout: LakeLayout, datamart: str, target: int, histo
         applied += [a for done in side_by_side(step_done, [(step, commit_id) for step in group]) for a in done]
         if i + 1 < len(groups):
             failpoint("snapshot.delta_done")
+    # Every table is at `target` now: the lake's own mark moves (readers bound "as of" by it).
+    mark_landed(spark, layout, datamart, target)
     return applied
 
 
