@@ -211,7 +211,8 @@ def phases(config: Path, fmt: str, engine: str, delta: int | None, repeat: int) 
         t.append(time.perf_counter())
         n = reader.last_landed(DM, TABLE) if delta is None else delta
         t.append(time.perf_counter())
-        entity, df = frame_as_of(reader.spark, reader.layout, DM, TABLE, n, last=n if delta is None else None)
+        entity, df = frame_as_of(reader.spark, reader.layout, DM, TABLE, n, last=reader.recorded.get((DM, TABLE)),
+                                 mark=reader._mark(DM))
         t.append(time.perf_counter())
         arrow = df.toArrow()
         t.append(time.perf_counter())

@@ -5,16 +5,18 @@ In: the config, a source and a table. Out: what `deltaport read` prints, (column
 `pyarrow.Table` of the canonical lake values in print order: resources/lake/arrow_order.py), for
 each of Prostore's FOR SYSTEM_TIME forms:
 - `close_times(source)`: each landed delta's close time (AS OF a time picks a delta from them);
-- `last_landed(source, table)`: the last delta landed in the table;
+- `last_landed(source, table)`: the source's landed delta L (the lake's mark; a lake written
+  before it: the table's newest tag), which a read with no form reads as of;
 - `state(source, table, delta)`: the table right after `delta` (AS OF DELTA_NUM);
 - `versions(source, table, form)`: the versions STARTED IN / FINISHED IN select, with
   sys_from, sys_to, sys_op;
 - `mart_deltas(source, asset)`, `mart(source, asset, delta)`: a user mart's landed deltas and
   one delta's rows (resources/lake/mart_read.py).
-Both read a datamart's or a change stream's history where it answers the form (no tag needed),
-tags otherwise, and give the same rows in the same order (tests/support/read_engines.py runs
-both); only a delta folded into a range run's commit of a table without history is the Spark
-engine's alone (it rebuilds it from the increments).
+Both resolve "as of N" by the same rules (resources/lake/as_of.py: a table a delta left alone has
+no tag of it): the history where it answers the form, else the newest tag at or below N; both
+give the same rows in the same order (tests/support/read_engines.py runs both); only a delta
+folded into a range run's commit of a table without history is the Spark engine's alone (it
+rebuilds it from the increments).
 """
 
 from __future__ import annotations

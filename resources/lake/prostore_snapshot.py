@@ -217,7 +217,7 @@ def _fold_steps(plan, prepared: Mapping[str, object]) -> list[list]:
     for run in runs:
         if len(run) > 1 and any(stats.rows for _, _, stats, _ in run):
             steps.append(run)
-        else:  # nothing to fold: a tag per delta records them, as a run of one delta would
+        else:  # nothing to fold: each delta its own step, as a run of one delta would
             steps += [[item] for item in run]
     return sorted(steps, key=lambda step: step[0][0])
 

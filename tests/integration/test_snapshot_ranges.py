@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from resources.codecs.backup import ChangelogRecord
+from resources.lake.landed_mark import lake_landed_through
 from resources.lake.layout import LakeLayout
 from resources.lake.prostore import IncrementDelta, land_changelogs, land_increments
 from resources.lake.prostore_history import history_ident
@@ -61,7 +62,7 @@ def test_a_range_lands_in_one_commit_per_increment_table_and_reads_exact_at_ever
     assert commits(session, layout.meta("dm", "changelog")) == 1
 
     applied = apply_snapshots(session, layout, "dm", 3)
-    assert [a.delta_num for a in applied] == [0, 1, 2, 3]
+    assert [a.delta_num for a in applied] == [0, 1, 3]  # delta 2 left `t` alone: no step of its own
     # The range folds into one commit (each key's last change), tagged with its last delta and
     # recording all four; the states between are read from its parent plus the increments.
     snap = layout.snapshot("dm", "t")
@@ -161,12 +162,14 @@ def test_folds_stop_at_a_column_change_and_stack_on_earlier_folds_exact_at_every
 
 def test_a_fold_whose_changes_cancel_out_still_records_every_delta(lake):
     """A key inserted and deleted inside one range: the fold's MERGE changes no row, and its
-    commit still records the range, so every delta is applied once and reads back."""
+    commit still records the range, so every delta is applied once and reads back; delta 2,
+    which leaves the table alone, commits nothing to it and is landed all the same."""
     session, layout = lake
     land_range(session, layout, "dm3", {0: [(1, "x", 0)], 1: [(1, None, 1)], 2: []})
-    assert [a.delta_num for a in apply_snapshots(session, layout, "dm3", 2)] == [0, 1, 2]
+    assert [a.delta_num for a in apply_snapshots(session, layout, "dm3", 2)] == [0, 1]
     snap = layout.snapshot("dm3", "t")
-    assert last_applied_delta(session, snap) == 2
+    assert last_applied_delta(session, snap) == 1
+    assert lake_landed_through(session, layout, "dm3") == 2
     assert [rows_as_of(session, layout, "dm3", "t", n) for n in (0, 1, 2)] == [[{"id": 1, "a": "x"}], [], []]
     assert apply_snapshots(session, layout, "dm3", 2) == []
 

@@ -136,11 +136,11 @@ def test_sql_and_the_versions_view_as_of_every_delta(wide, capsys, engine):
 def test_a_delta_not_landed_is_refused_in_one_line_on_both_engines(wide, capsys):
     story, cfg, config, spark, layout, _ = wide
     for engine in ("spark", "pyiceberg"):
-        code = main(["read", f"{DM}.{UNTOUCHED}", "--delta", str(DELTAS), "--engine", engine, "--config", str(config)])
+        code = main(["read", f"{DM}.{UNTOUCHED}", "--as-of-delta", str(DELTAS), "--engine", engine, "--config", str(config)])
         err = capsys.readouterr().err
         assert code == 2 and "not landed" in err and len(err.strip().splitlines()) == 1, (engine, err)
     for engine in ("spark", "pyiceberg"):  # the last delta reads the untouched table as it is
-        code = main(["read", f"{DM}.{UNTOUCHED}", "--delta", str(DELTAS - 1), "--format", "jsonl",
+        code = main(["read", f"{DM}.{UNTOUCHED}", "--as-of-delta", str(DELTAS - 1), "--format", "jsonl",
                      "--engine", engine, "--config", str(config)])
         out = capsys.readouterr()
         assert code == 0, out.err
