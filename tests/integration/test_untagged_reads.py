@@ -1,28 +1,32 @@
 """The Spark readers on a lake where a delta commits only to the tables it changes (issue 57, item 1):
 no `delta_<N>` tag on a table delta N left alone, the source's landed delta on its manifest
-(`deltaport.landed-through`, `resources/lake/landed_mark.py`).
+(`deltaport.landed-through`, `resources/lake/landed_mark.py`, moved at the end of
+`apply_snapshots` / `apply_cdc_through`).
 
-The writers still tag every table every delta, so the new shape is made by hand from a lake they
-wrote: the emulator's `marketing` (seed 29: `sales` untouched in deltas 2-6, `stores` in 0 and 3-7,
-`returns` born by DDL in 4 and untouched after; deltas 3, 5 and 6 change nothing), landed twice
-from the same backup topic with range runs (0, 1-2, 3, 4-6, 7: `stores` folds 1-2), once keeping
-history and once without. Then every tag whose snapshot is the previous tag's (no commit: the delta left the table
-alone, which the emulator's increments must confirm) is dropped, and the mark is set.
+The lakes: the emulator's `marketing` (seed 29: `sales` untouched in deltas 2-6, `stores` in 0 and
+3-7, `returns` born by DDL in 4 and untouched after; deltas 3, 5 and 6 change nothing), landed
+twice from the same backup topic with range runs (0, 1-2, 3, 4-6, 7: `stores` folds 1-2), once
+keeping history and once without. The writers land them in the new shape, which is checked first
+against the emulator's increments: a delta that left a table alone (no tag, not inside one of its
+folds) has no change of it, a tagged delta (but a table's birth) or its fold has one, and the
+mark is the last delta. Then the old shape (deltaport before issue 57: every table tagged every
+delta it existed in, but inside its folds, each untouched delta on its tag before; no mark) is
+made by hand, read, and turned back into the new shape.
 
 Checked against the emulator's truth: every table as of every delta (`rows_as_of`: the history,
-the newest tag at or below N, a fold's rebuild, the table as it is); `deltaport read` (Spark
-engine) prints what it printed on the lake before (every delta, and with no form the source's
-landed delta, named on stderr); a user asset's `DeltaView` gives the same rows as before; a delta
-above the mark is "not landed" (the library's `DeltaNotLandedError`, the CLI's one-line error),
-and while the mark is one behind a table's last commit (a run in flight) the delta before reads
-exact. A lake without the mark reads as before: test_read_cli.py, test_history_forms.py,
-test_snapshot_ranges.py and the first half of this test.
+the newest tag at or below N, a fold's rebuild, the table as it is), on both shapes; `deltaport
+read` (Spark engine) prints on the new shape what it printed on the old (every delta, and with no
+form the source's landed delta, named on stderr); a user asset's `DeltaView` gives the same rows;
+a delta above the mark is "not landed" (the library's `DeltaNotLandedError`, the CLI's one-line
+error), and while the mark is one behind a table's last commit (a run in flight) the delta before
+reads exact. A lake without the mark reads as before: the old shape here, test_read_cli.py,
+test_history_forms.py and test_snapshot_ranges.py.
 
 A Qlik change stream, each table's changes in deltas of their own (so every delta leaves the other
-table alone; a range run folds 3-5; no history), gets the same treatment: `cdc_rows_as_of`
-against the truth and its rows before, a table before its first delta empty,
-`cdc_recorded_deltas` from each table's first delta to the mark, and the stream export's
-increments (plain and snapshot) unchanged.
+table alone; a range run folds 3-5; no history), gets the same treatment: the new shape checked,
+`cdc_rows_as_of` against the truth and equal to its rows on the old shape, a table before its
+first delta empty, `cdc_recorded_deltas` from each table's first delta to the mark, and the
+stream export's increments (plain and snapshot) the same on both shapes.
 """
 
 from __future__ import annotations
@@ -34,11 +38,12 @@ import yaml
 from platform_assets.build_on_view import DeltaView
 from platform_assets.cli import main
 from resources.emulator.scenario import EmulatorConfig, Faults, build_scenario
-from resources.lake.as_of import DeltaNotLandedError
+from resources.lake.as_of import LANDED_PROPERTY, DeltaNotLandedError
 from resources.lake.landed_mark import lake_landed_through, mark_landed
 from resources.lake.layout import LakeLayout
 from resources.lake.prostore_snapshot import apply_snapshots
 from resources.lake.read import rows_as_of
+from resources.spark.iceberg import _quote
 from resources.spark.iceberg_reads import delta_tags, folded_commits
 from resources.spark.session import CatalogConfig, connect
 from tests.support.landing import land_delta, published_backup
@@ -51,27 +56,69 @@ CONFIG = EmulatorConfig(seed=29, deltas=8, datamarts=(DM,), rows_per_delta=3, ca
 APPLY_AT = (0, 2, 3, 6, 7)  # the snapshot runs: 1-2 and 4-6 are range runs (folds)
 
 
-def untag_untouched(spark, layout: LakeLayout, source: str, changed) -> dict[str, list[int]]:
-    """Drop the `delta_<N>` tag of every table of `source` whose tag is on the same snapshot as the
-    table's tag before it (the writer made no commit: N left the table alone); {table: dropped}.
-    `changed(table, a, b)`: whether the truth has a change of the table in deltas a..b: a dropped
-    tag must have none (else the story this test relies on is not what it thinks)."""
-    dropped: dict[str, list[int]] = {}
-    for t in spark.sql(f"SHOW TABLES IN {layout.catalog}.{source}").collect():
-        ident = layout.snapshot(source, t.tableName)
-        before = None
-        for n, snapshot_id in delta_tags(spark, ident).items():
-            if before is not None and snapshot_id == before[1]:
-                assert not changed(t.tableName, before[0] + 1, n), (t.tableName, before[0], n)
-                spark.sql(f"ALTER TABLE {ident} DROP TAG `delta_{n}`")
-                dropped.setdefault(t.tableName, []).append(n)
-            before = (n, snapshot_id)
-    return dropped
+def recorded(spark, ident: str) -> tuple[dict[int, int], list[tuple[int, ...]]]:
+    """The table's `delta_<N>` tags ({N: snapshot id}) and its folds (each fold's deltas)."""
+    return delta_tags(spark, ident), [c.deltas for c in folded_commits(spark, ident)]
+
+
+def untouched_deltas(spark, layout: LakeLayout, source: str, tables, last: int, exists) -> dict[str, list[tuple[int, int]]]:
+    """{table: [(N, snapshot id)]}: each delta N from the table's first tag to `last` where the
+    table exists (`exists(table, N)`) with no tag of it and not inside one of its folds (N in a
+    fold's deltas below the last), with the snapshot of its newest tag below N (the table as N
+    left it): the deltas the writers left the table alone."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    for table in tables:
+        tags, folds = recorded(spark, layout.snapshot(source, table))
+        for n in range(min(tags), last + 1):
+            if n in tags or any(n in f and n < max(f) for f in folds) or not exists(table, n):
+                continue
+            out.setdefault(table, []).append((n, tags[max(m for m in tags if m <= n)]))
+    return out
+
+
+def assert_new_shape(spark, layout: LakeLayout, source: str, tables, last: int, exists, changed) -> dict[str, list]:
+    """The lake as the writers land it (issue 57): the mark is `last`; a delta that left a table
+    alone (`untouched_deltas`, returned) has no change of it in the truth (`changed(table, a, b)`:
+    one in deltas a..b), and every tag but a table's first (its birth) records a change: of its
+    delta, or of its fold's."""
+    assert lake_landed_through(spark, layout, source) == last
+    for table in tables:
+        tags, folds = recorded(spark, layout.snapshot(source, table))
+        for n in list(tags)[1:]:
+            lo = min((min(f) for f in folds if max(f) == n), default=n)
+            assert changed(table, lo, n), ("a tag with no change", source, table, n)
+    untouched = untouched_deltas(spark, layout, source, tables, last, exists)
+    for table, deltas in untouched.items():
+        for n, _ in deltas:
+            assert not changed(table, n, n), ("no tag on a change", source, table, n)
+    return untouched
+
+
+def to_old_shape(spark, layout: LakeLayout, source: str, untouched: dict[str, list[tuple[int, int]]]) -> None:
+    """The shape deltaport wrote before issue 57, by hand: every untouched delta tagged on the
+    table's snapshot as that delta left it, and no lake mark."""
+    for table, deltas in untouched.items():
+        ident = _quote(layout.snapshot(source, table))
+        for n, snapshot_id in deltas:
+            spark.sql(f"ALTER TABLE {ident} CREATE TAG `delta_{n}` AS OF VERSION {snapshot_id}")
+    spark.sql(f"ALTER TABLE {_quote(layout.meta(source, 'manifest'))} UNSET TBLPROPERTIES ('{LANDED_PROPERTY}')")
+    assert lake_landed_through(spark, layout, source) is None
+
+
+def back_to_new_shape(spark, layout: LakeLayout, source: str, untouched: dict[str, list[tuple[int, int]]],
+                      mark: int | None) -> None:
+    """Undo `to_old_shape`: the added tags dropped, and (unless `mark` is None) the mark set again."""
+    for table, deltas in untouched.items():
+        ident = _quote(layout.snapshot(source, table))
+        for n, _ in deltas:
+            spark.sql(f"ALTER TABLE {ident} DROP TAG IF EXISTS `delta_{n}`")
+    if mark is not None:
+        mark_landed(spark, layout, source, mark)
 
 
 @pytest.fixture(scope="module")
 def lakes(spark_remote, kafka_bootstrap, tmp_path_factory):
-    """{"history": ..., "plain": ...}: (session, layout, config path) of the two lakes, landed (old shape)."""
+    """{"history": ..., "plain": ...}: (session, layout, config path) of the two lakes, as the writers land them."""
     sc = build_scenario(CONFIG)
     assert sorted(sc.truth[DM]) == list(range(CONFIG.deltas))
     work = tmp_path_factory.mktemp("untagged")
@@ -124,11 +171,26 @@ def test_every_table_as_of_every_delta_without_the_tags_of_untouched_tables(lake
     last = deltas[-1]
     every = [(n, t) for n in deltas for t in sorted(sc.truth[DM][n])]
 
+    tables = sorted(set().union(*sc.truth[DM].values()))
+
     def changed(table, a, b):
         return any(c.table == table for n in range(a, b + 1) for c in sc.increments[DM][n])
 
-    # The lake as the writers leave it today (no mark, a tag per delta): what the readers gave.
-    assert lake_landed_through(session, layout, DM) is None
+    def exists(table, n):
+        return table in sc.truth[DM][n]
+
+    # The lake as the writers land it: no tag where a delta left the table alone, and the mark.
+    untouched_by = assert_new_shape(session, layout, DM, tables, last, exists, changed)
+    assert set(untouched_by) == {"sales", "stores", "returns"} and len(untouched_by["sales"]) >= 2, untouched_by
+    untouched = {(n, t) for t, ns in untouched_by.items() for n, _ in ns}
+    assert untouched & {(n, t) for n, t in every} == untouched  # every one is read below
+    assert (last, "stores") in untouched and (last, "returns") in untouched, "the last delta left tables alone"
+    for n, t in every:
+        assert rows_as_of(session, layout, DM, t, n) == truth_rows(sc, t, n), (name, "as landed", t, n)
+
+    # The lake as deltaport wrote it before (no mark, a tag per delta): what the readers gave.
+    to_old_shape(session, layout, DM, untouched_by)
+    assert untouched_deltas(session, layout, DM, tables, last, exists) == {}
     for n, t in every:
         assert rows_as_of(session, layout, DM, t, n) == truth_rows(sc, t, n), (name, "before", t, n)
     printed = {}
@@ -142,12 +204,10 @@ def test_every_table_as_of_every_delta_without_the_tags_of_untouched_tables(lake
               if n in c.deltas and n < max(c.deltas)}
     assert (1, "stores") in inside, inside
 
-    # The new shape: no tag where a delta left the table alone, and the lake's mark.
-    dropped = untag_untouched(session, layout, DM, changed)
-    assert set(dropped) == {"sales", "stores", "returns"} and len(dropped["sales"]) >= 2, dropped
-    untouched = {(n, t) for t, ns in dropped.items() for n in ns}
-    assert untouched & {(n, t) for n, t in every} == untouched  # every one is read below
-    assert last in dropped["stores"] and last in dropped["returns"], "the last delta left tables alone"
+    # Back to the new shape, the mark set below.
+    back_to_new_shape(session, layout, DM, untouched_by, None)
+    assert untouched_deltas(session, layout, DM, tables, last, exists) == untouched_by
+    assert lake_landed_through(session, layout, DM) is None
 
     # A run in flight: every table committed through the last delta, the mark one behind. The
     # delta before reads exact (the last delta's commits are not seen), the last is not landed.
@@ -228,6 +288,20 @@ def test_a_change_stream_without_the_tags_of_untouched_tables(spark_remote, tmp_
     for n in (0, 1, 2, last):  # 3-5 as one fold
         apply_cdc_through(session, layout, src, n, keys, keep_history=False)
     every = [(n, t) for n in range(len(deltas)) for t in (first, second) if truth(t, n) is not None]
+
+    def changed(table, a, b):
+        return any(t == table for _, t in deltas[a:b + 1])
+
+    def exists(table, n):
+        return (n, table) in every
+
+    # As the writers land it: every delta left one table alone (but inside the other's fold).
+    untouched_by = assert_new_shape(session, layout, src, (first, second), last, exists, changed)
+    assert untouched_by and sum(map(len, untouched_by.values())) >= 3, untouched_by
+    landed = {(n, t): cdc_rows_as_of(session, layout, src, t, n) for n, t in every}
+
+    # The old shape (a tag per delta, no mark): the rows and the export's increments deltaport gave.
+    to_old_shape(session, layout, src, untouched_by)
     before = {(n, t): cdc_rows_as_of(session, layout, src, t, n) for n, t in every}
     for (n, t), rows in before.items():
         same(rows, truth(t, n), f"{t} as of {n}, before")
@@ -244,15 +318,12 @@ def test_a_change_stream_without_the_tags_of_untouched_tables(spark_remote, tmp_
         list(stream_export.export_stream(session, layout, src, list(range(1, len(deltas))), snapshot=snapshot))
     exported_before, exported[:] = list(exported), []
 
-    def changed(table, a, b):
-        return any(t == table for _, t in deltas[a:b + 1])
-
-    dropped = untag_untouched(session, layout, src, changed)
-    assert dropped, "deltas left tables alone"
-    assert mark_landed(session, layout, src, last)
+    back_to_new_shape(session, layout, src, untouched_by, last)
+    assert lake_landed_through(session, layout, src) == last
+    assert untouched_deltas(session, layout, src, (first, second), last, exists) == untouched_by
     for n, t in every:
         rows = cdc_rows_as_of(session, layout, src, t, n)
-        assert rows == before[n, t], (t, n)
+        assert rows == before[n, t] == landed[n, t], (t, n)
         same(rows, truth(t, n), f"{t} as of {n}")
     # From each table's first delta to the mark, those that left it alone too (the export's gate).
     for t in (first, second):

@@ -8,14 +8,16 @@ emulator (seed 4: most tables left alone by several deltas, `returns` and `table
 by DDL at delta 3, some tables without rows for their first deltas):
 - `marketing` with history, snapshots applied as range runs (folds of two deltas);
 - `sourcedb` without history, one run per delta (so only tags answer the past).
-Each is landed as the platform lands it today (every delta tags every table), every table as of
-every delta is read with `read --engine pyiceberg` (the old shape: the answers today), then the
-lake is turned into the NEW shape by hand with Spark: the tag `delta_<N>` of every table N left
-unchanged (its tag's snapshot is the previous tag's) is dropped, and the manifest's
-`deltaport.landed-through` is set (`landed_mark.mark_landed`). The oracle: the emulator's truth
-(PyIceberg's rows compared value for value) and, for the printed text, what `read` printed on
-the old shape. A delta above L is "not landed", one line, on both commands; with the mark below a
-table's newest delta (a run in flight) every delta up to the mark still reads exactly.
+The writers land it in the NEW shape (checked against the emulator's increments: a delta that
+left a table alone has no tag of it and no change of it, a tag records a change, and the
+manifest's `deltaport.landed-through` is the last delta). The old shape (every table tagged every
+delta it existed in, but inside its folds, no mark: what deltaport wrote before) is made by hand
+with Spark, every table as of every delta is read with `read --engine pyiceberg` (the answers
+before issue 57), and the lake is turned back into the new shape (the added tags dropped, the
+mark set again with `landed_mark.mark_landed`). The oracle: the emulator's truth (PyIceberg's
+rows compared value for value) and, for the printed text, what `read` printed on the old shape.
+A delta above L is "not landed", one line, on both commands; with the mark below a table's newest
+delta (a run in flight) every delta up to the mark still reads exactly.
 
 Real broker (the backup topic), real Spark, real Iceberg.
 """
@@ -41,9 +43,9 @@ from resources.lake.prostore_snapshot import apply_snapshots
 from resources.lake.pyiceberg_read import delta_tags as pyiceberg_tags
 from resources.lake.pyiceberg_read import last_delta
 from resources.lake.pyiceberg_rows import datamart_rows
-from resources.spark.iceberg import _quote, delta_tag
-from resources.spark.iceberg_reads import delta_tags
+from resources.spark.iceberg import _quote
 from resources.spark.session import CatalogConfig, connect
+from tests.integration.test_untagged_reads import assert_new_shape, back_to_new_shape, to_old_shape
 from tests.support.landing import land_delta, published_backup
 
 pytestmark = pytest.mark.integration
@@ -73,19 +75,17 @@ def _csv_records(text: str) -> tuple[list, list]:
     return records[0], sorted(records[1:])
 
 
-def _untag(spark, source: str, tables) -> dict[str, set[int]]:
-    """The NEW shape by hand: drop `delta_<N>` where N left the table unchanged (the tag names
-    the previous tag's snapshot); {table: the deltas whose tag went}."""
-    dropped: dict[str, set[int]] = {}
-    for table in tables:
-        ident = LAYOUT.snapshot(source, table)
-        tags = delta_tags(spark, ident)
-        ordered = sorted(tags)
-        gone = {n for before, n in zip(ordered, ordered[1:]) if tags[n] == tags[before]}
-        for n in sorted(gone):
-            spark.sql(f"ALTER TABLE {_quote(ident)} DROP TAG `{delta_tag(n)}`")
-        dropped[table] = gone
-    return dropped
+def _shape(sc, dm) -> tuple[list[str], object, object]:
+    """(tables, exists, changed) of `dm` for `tests/integration/test_untagged_reads.py`'s shape
+    helpers: the tables of its last delta, whether one exists as of a delta, whether the
+    emulator's increments change it in deltas a..b."""
+    def exists(table, n):
+        return table in sc.truth[dm].get(n, {})
+
+    def changed(table, a, b):
+        return any(c.table == table for n in range(a, b + 1) for c in sc.increments[dm].get(n, ()))
+
+    return sorted(sc.truth[dm][max(sc.truth[dm])]), exists, changed
 
 
 @pytest.fixture(scope="module")
@@ -126,20 +126,32 @@ def _truth(sc, dm, table, n) -> list[dict]:
 def test_every_table_as_of_every_delta_reads_exactly_once_untouched_tables_lose_their_tags(lake, capsys):
     sc, spark, config = lake
     cfg = load_config(str(config))
-    # The old shape (every delta tags every table): what `read` prints today.
-    before = {}
+    # As the writers land it: the NEW shape.
+    untouched = {}
     for dm in (HISTORY, FLAT):
-        for n, table in _pairs(sc, dm):
-            code, out, err = _cli(capsys, "read", f"{dm}.{table}", "--engine", "pyiceberg", "--format", "jsonl",
-                                  "--config", str(config), "--as-of-delta", str(n))
-            assert code == 0, err
-            before[dm, table, n] = out
-    # The NEW shape.
-    dropped = {dm: _untag(spark, dm, sc.truth[dm][max(sc.truth[dm])]) for dm in (HISTORY, FLAT)}
+        tables, exists, changed = _shape(sc, dm)
+        untouched[dm] = assert_new_shape(spark, LAYOUT, dm, tables, max(sc.truth[dm]), exists, changed)
+        assert untouched[dm], f"{dm}: no delta left a table alone"
+    dropped = {dm: {t: {n for n, _ in ns} for t, ns in untouched[dm].items()} for dm in (HISTORY, FLAT)}
+    # The old shape (every delta tags every table, no mark): what `read` printed before.
+    before = {}
+    try:
+        for dm in (HISTORY, FLAT):
+            to_old_shape(spark, LAYOUT, dm, untouched[dm])
+        for dm in (HISTORY, FLAT):
+            for n, table in _pairs(sc, dm):
+                code, out, err = _cli(capsys, "read", f"{dm}.{table}", "--engine", "pyiceberg", "--format", "jsonl",
+                                      "--config", str(config), "--as-of-delta", str(n))
+                assert code == 0, err
+                before[dm, table, n] = out
+    finally:  # back to the NEW shape: the added tags dropped, the mark moved forward from none
+        moved = {}
+        for dm in (HISTORY, FLAT):
+            back_to_new_shape(spark, LAYOUT, dm, untouched[dm], None)
+            moved[dm] = (lake_landed_through(spark, LAYOUT, dm), mark_landed(spark, LAYOUT, dm, max(sc.truth[dm])))
     for dm in (HISTORY, FLAT):
         last = max(sc.truth[dm])
-        assert lake_landed_through(spark, LAYOUT, dm) is None
-        assert mark_landed(spark, LAYOUT, dm, last) and lake_landed_through(spark, LAYOUT, dm) == last
+        assert moved[dm] == (None, True) and lake_landed_through(spark, LAYOUT, dm) == last, moved
         assert not mark_landed(spark, LAYOUT, dm, last - 1)  # forward only
     open_table = pyiceberg_tables(cfg)
     # What the new shape asks of the readers: deltas with no tag of their own, some after the
@@ -153,7 +165,7 @@ def test_every_table_as_of_every_delta_reads_exactly_once_untouched_tables_lose_
             untagged += 1
             if n > last_delta(lake_table):
                 after_newest += 1
-            elif dm == FLAT and n in dropped[dm][table]:
+            elif dm == FLAT and n in dropped[dm].get(table, ()):
                 between += 1
     assert untagged >= 10 and after_newest >= 3 and between >= 2, (untagged, after_newest, between)
 
@@ -183,10 +195,9 @@ def test_every_table_as_of_every_delta_reads_exactly_once_untouched_tables_lose_
 def test_a_delta_above_the_mark_is_not_landed_and_a_run_in_flight_reads_up_to_the_mark(lake, capsys):
     sc, spark, config = lake
     cfg = load_config(str(config))
-    for dm in (HISTORY, FLAT):
-        if lake_landed_through(spark, LAYOUT, dm) is None:  # run alone: the NEW shape first
-            _untag(spark, dm, sc.truth[dm][max(sc.truth[dm])])
-            mark_landed(spark, LAYOUT, dm, max(sc.truth[dm]))
+    for dm in (HISTORY, FLAT):  # the NEW shape, as the writers land it (and the test above leaves it)
+        tables, exists, changed = _shape(sc, dm)
+        assert_new_shape(spark, LAYOUT, dm, tables, max(sc.truth[dm]), exists, changed)
     for dm in (HISTORY, FLAT):
         last = max(sc.truth[dm])
         table = sorted(sc.truth[dm][last])[0]
