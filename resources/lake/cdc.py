@@ -69,7 +69,6 @@ import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import reduce
 from typing import Any
 
 from resources.codecs.cdc import BEFORE_IMAGE, DELETE, UPSERT
@@ -118,6 +117,7 @@ from resources.spark.iceberg_merge import narrow_to_changed_keys
 from resources.spark.merge_keys import PRUNING_KEYS
 from resources.spark.table_properties import ensure_properties
 from resources.spark.session_properties import own_property
+from resources.spark.unions import union_all
 
 __all__ = [
     "CdcApplied",
@@ -260,7 +260,7 @@ def land_cdc_increments(spark, layout: LakeLayout, source: str, deltas: Sequence
             return frame.select(*[(F.col(f"`{given[f.name.lower()]}`") if f.name.lower() in given
                                    else F.lit(None)).cast(f.dataType).alias(f.name) for f in have.fields])
 
-        written[table] = reduce(lambda a, b: a.unionByName(b), [aligned(f) for f in parts])
+        written[table] = union_all([aligned(f) for f in parts], by_name=True)
     stats: dict[int, list[CdcLandStats]] = {d.delta_num: [] for d in deltas}
     commits: dict[str, str] = {}
     rows_sent: dict[str, int] = {}

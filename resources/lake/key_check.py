@@ -22,6 +22,9 @@ import json
 from dataclasses import dataclass
 from functools import reduce
 
+from resources.spark.unions import union_all
+
+
 # Up to this many touched keys, they go to every task that scans the table (broadcast).
 BROADCAST_KEYS = 1_000_000
 
@@ -145,7 +148,7 @@ def key_check_frame(frames: Sequence[KeyCheckInput]):
         # A duplicated key as JSON text: the tables' key types differ, and only those few are built.
         per_table.append(per_key.select(F.lit(f.name).alias("t"), "n", "live", dup.alias("dup"),
                                         F.when(dup, F.to_json("_deltaport_key")).alias("key")))
-    union = reduce(lambda a, b: a.unionByName(b), per_table)
+    union = union_all(per_table, by_name=True)
     named = F.slice(F.collect_list("key"), 1, NAMED_KEYS)  # collect_list skips the NULLs
     return union.groupBy("t").agg(F.sum("live").alias("rows"), F.count(F.when(F.col("dup"), 1)).alias("dups"),
                                   named.alias("named"))

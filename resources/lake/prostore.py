@@ -55,7 +55,6 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import reduce
 
 from resources.codecs.backup import ChangelogRecord
 from resources.codecs.ddl import EntitySchema, replay_changelog
@@ -70,6 +69,7 @@ from resources.spark.iceberg import (
     replace_deltas,
     table_exists,
 )
+from resources.spark.unions import union_all
 
 
 # Snapshot tables take row-level changes: merge-on-read writes the delta's changed rows and
@@ -277,7 +277,7 @@ def land_increment_tables(spark, layout: LakeLayout, datamart: str,
         # Columns dropped from (or renamed in) the DDL stay in the table: NULL in this delta.
         table_schema = spark.table(ident).schema
         parts, counted = _range_parts(spark, name, seen, table_schema)
-        frame = reduce(lambda x, y: x.unionByName(y), parts) if parts else spark.createDataFrame([], table_schema)
+        frame = union_all(parts, by_name=True) if parts else spark.createDataFrame([], table_schema)
         ids = ",".join(dict.fromkeys(d.increment_id for d in seen))
         failpoint("increment.write")
         commit = replace_deltas(spark, ident, frame, [d.delta_num for d in seen],

@@ -27,7 +27,6 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import reduce
 
 from resources.lake.cdc import KEYS_PROPERTY, at_mark, cdc_landed_deltas
 from resources.lake.landed_mark import lake_landed_through
@@ -37,6 +36,7 @@ from resources.lake.stream_changelog import key_rows, keys_as_of, table_keys
 from resources.spark.existence import namespace_exists
 from resources.spark.iceberg import DELTA_PROPERTY, metadata_table
 from resources.spark.iceberg_reads import recorded_property_sql, writer_progress
+from resources.spark.unions import union_all
 
 _log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def _newest_keys(spark, before: Mapping[str, int | None]) -> dict[str, tuple[str
             wanted = wanted & (F.col("summary")[DELTA_PROPERTY].cast("bigint") < int(first))
         parts.append(metadata_table(spark, ident, "snapshots").where(wanted)
                      .agg(F.max_by(keys, F.col("committed_at")).alias("keys")).select(F.lit(ident).alias("ident"), "keys"))
-    rows = reduce(lambda a, b: a.unionByName(b), parts).collect()
+    rows = union_all(parts, by_name=True).collect()
     return {r["ident"]: tuple(json.loads(r["keys"])) for r in rows if r["keys"] is not None}
 
 

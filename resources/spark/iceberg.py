@@ -55,12 +55,12 @@ import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import reduce
 from typing import TYPE_CHECKING, Literal
 
 from resources.errors import BadInputError, DeltaportError
 from resources.spark import existence
 from resources.spark.session_properties import without_session_properties
+from resources.spark.unions import union_all
 
 _log = logging.getLogger(__name__)
 
@@ -464,7 +464,7 @@ def committed_records(spark: SparkSession, commits: Mapping[str, str], *,
                          f"{LIVE_ROWS_SQL} AS live")
              for ident, commit in commits.items()]
     # No refresh: the writing session's catalog already holds its own commit (as `_tag_commit`).
-    rows = reduce(lambda x, y: x.unionAll(y), parts).collect()
+    rows = union_all(parts).collect()
     if live is not None:
         live.update({r["ident"]: max(0, int(r["live"] or 0)) for r in rows})
     return {r["ident"]: int(r["added"] or 0) for r in rows}

@@ -17,7 +17,6 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import reduce
 from typing import TYPE_CHECKING
 
 from resources.spark import existence
@@ -35,6 +34,7 @@ from resources.spark.iceberg import (
     delta_tag,
     metadata_table,
 )
+from resources.spark.unions import union_all
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -107,7 +107,7 @@ def last_applied_deltas(spark: SparkSession, idents: Sequence[str], *, repair_ta
             .selectExpr(f"{name} AS ident", "'COMMIT' AS kind", "snapshot_id",
                         f"CAST(summary[{delta}] AS BIGINT) AS delta", f"{LIVE_ROWS_SQL} AS live_rows",
                         f"CAST({recorded_property_sql(TOMBSTONES_PROPERTY, ident)} AS BIGINT) AS tombstones")]
-    rows = reduce(lambda x, y: x.unionAll(y), parts).collect()
+    rows = union_all(parts).collect()
     current = {r["ident"]: r["snapshot_id"] for r in rows if r["kind"] == "BRANCH"}
     if tags is not None:
         for ident in existing:
