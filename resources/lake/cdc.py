@@ -394,10 +394,25 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
     it, plus the keys the fold leaves deleted, minus the folded keys whose stored row was one
     (every folded key's change is newer than its stored row, so the MERGE applies it). With
     the summary's rows that gives the live rows without a scan (`CdcApplied.live_rows`)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
     keys = list(key_columns)
+    done = _nothing_to_apply(layout, source, table, keys, deltas, landed, last)
+    if done is not None:
+        return done
+    snap = _snapshot_table(spark, layout, source, table, keys, columns, deltas, keep_history, tombstones)
+    unchanged = [CdcApplied(n, table, skipped=False) for n in deltas]
+    fold = _fold(spark, snap, table, keys, deltas, landed, keep_history)
+    if not fold.counts:  # every change was a duplicate, late or a before-image: the state stays as it is
+        _record_keys_only(spark, snap, keys, deltas[-1])
+        return unchanged
+    return [*unchanged[:-1], _commit_fold(spark, layout, source, table, snap, fold, keys, deltas, commit_id,
+                                          keep_history)]
+
+
+def _nothing_to_apply(layout: LakeLayout, source: str, table: str, keys: list[str], deltas: Sequence[int],
+                      landed: Mapping[int, Mapping[str, CdcLandStats]], last: int | None) -> list[CdcApplied] | None:
+    """What `_apply` returns without touching the table (applied already, or no delta changes
+    it), or None: it has work. Raises when the deltas cannot be applied (no key, not landed, an
+    earlier delta with changes of the table not applied yet)."""
     delta_num, first = deltas[-1], deltas[0]
     if not keys:
         raise DeltaportError(f"{source}.{table}: no key columns: changes of a table without a key cannot be "
@@ -405,7 +420,6 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
     not_landed = [n for n in deltas if n not in landed]
     if not_landed:
         raise MissingDeltasError(source, delta_num, not_landed)
-    ident = layout.snapshot(source, table)
     if last is not None and last >= delta_num:
         return [CdcApplied(n, table, skipped=True) for n in deltas]
     # A delta commits only to the tables it changes (issue 57): a table's last applied delta may
@@ -416,15 +430,35 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
         raise MissingDeltasError(source, delta_num, not_landed)
     behind = sorted(n for n in between if not _untouched_by(landed, table, [n]))
     if behind:
-        raise UnappliedDeltasError(ident, first, behind)
+        raise UnappliedDeltasError(layout.snapshot(source, table), first, behind)
     if _untouched_by(landed, table, deltas):
         # The manifest (written after the increment commits) says none of these deltas changed
         # the table: nothing records them (no commit, no tag; readers resolve "as of N" through
         # the source's landed mark, resources/lake/as_of.py), and a table with no change yet is
         # not made until its first one.
         return [CdcApplied(n, table, skipped=False) for n in deltas]
+    return None
 
-    inc_ident = layout.increment(source, table)
+
+@dataclass
+class _Snapshot:
+    """A stream table's snapshot as `_apply` found (or made) it, and its increment table."""
+    ident: str
+    increment: str
+    frame: Any  # the snapshot table's DataFrame
+    types: dict
+    data: list[str]  # the data columns
+    created: bool
+    tombstones: int | None
+
+
+def _snapshot_table(spark, layout: LakeLayout, source: str, table: str, keys: list[str],
+                    columns: Sequence[tuple[str, Any]] | None, deltas: Sequence[int], keep_history: bool,
+                    tombstones: int | None) -> _Snapshot:
+    """The snapshot table with every column of the increment's (created or widened here)."""
+    from pyspark.sql import types as T
+
+    ident, inc_ident = layout.snapshot(source, table), layout.increment(source, table)
     has_increment = table_exists(spark, inc_ident)
     if has_increment:
         spark.catalog.refreshTable(inc_ident)
@@ -438,67 +472,98 @@ def _apply(spark, layout: LakeLayout, source: str, deltas: Sequence[int], table:
         raise DeltaportError(f"{source}.{table}: key column(s) {missing_keys} are not among the columns {data}")
     schema = _plain_schema([*columns, ("_order", T.StringType()), ("_tombstone", T.BooleanType()),
                             ("_event_time_us", T.LongType()), *version_fields()])
-    ensured = ensure_table(spark, ident, schema, properties=stream_table_properties(keep_history, first))
-    created = ensured.created
-    if created:
+    ensured = ensure_table(spark, ident, schema, properties=stream_table_properties(keep_history, deltas[0]))
+    if ensured.created:
         tombstones = 0
     if ensured.changed:
         follow_columns(spark, layout, source, table, keep_history=keep_history, stream=True)
-    if not created:  # a table from before stream snapshots were merge-on-read
+    if not ensured.created:  # a table from before stream snapshots were merge-on-read
         ensure_properties(spark, ident, SNAPSHOT_TABLE_PROPERTIES)
     spark.catalog.refreshTable(ident)
     target = spark.table(ident)
-    types = {f.name: f.dataType for f in target.schema.fields}
-    unchanged = [CdcApplied(n, table, skipped=False) for n in deltas]
-
     if not has_increment:  # the manifest counts changes its increment table does not have
         raise DeltaportError(f"{inc_ident} does not exist, but the manifest has changes of {table} in deltas "
                              f"{deltas[0]}-{deltas[-1]}")
-    changes = spark.table(inc_ident).where(F.col("delta_num").between(first, delta_num))
+    return _Snapshot(ident, inc_ident, target, {f.name: f.dataType for f in target.schema.fields}, data,
+                     ensured.created, tombstones)
+
+
+@dataclass
+class _Fold:
+    """The deltas' net change per key (`cdc_fold.fold_changes`), checkpointed, with its counts."""
+    folded: Any
+    counts: dict  # {op: (keys, events)}
+    were_tombstones: int
+    before: Any  # the stored rows of the changes' keys (the history reads them)
+    changes: Any
+    rows: int  # the deltas' change rows, as the manifest counts them
+    narrowed: str | None  # the MERGE's key filter, when short enough to prune the scan
+
+
+def _fold(spark, snap: _Snapshot, table: str, keys: list[str], deltas: Sequence[int],
+          landed: Mapping[int, Mapping[str, CdcLandStats]], keep_history: bool) -> _Fold:
+    from pyspark.sql import functions as F
+
+    first, delta_num = deltas[0], deltas[-1]
+    changes = spark.table(snap.increment).where(F.col("delta_num").between(first, delta_num))
     rows = sum(landed[n][table].rows for n in deltas if landed[n].get(table) is not None)
-    before = target  # the fold and the history read the stored rows of the changes' keys only: once
+    before = snap.frame  # the fold and the history read the stored rows of the changes' keys only: once
     narrowed = None
-    if keep_history and not created:
+    if keep_history and not snap.created:
         # A short key list prunes the scan's row groups too (merge_keys.py) and serves the MERGE;
         # a longer one is left to the MERGE, which works out its own from the folded keys.
         if rows <= PRUNING_KEYS:
-            narrowed = narrow_to_changed_keys(spark, ident, changes.select(*[_q(k) for k in keys]), keys, rows=rows,
-                                              null_safe=True).text
-        scanned = target.alias("t").where(F.expr(narrowed)) if narrowed else target
-        before = stored_of_changes(changes, scanned, keys, changes_rows=rows) or target
-    folded = fold_changes(changes, before, keys, data, types, several_deltas=len(deltas) > 1, changes_rows=rows)
+            narrowed = narrow_to_changed_keys(spark, snap.ident, changes.select(*[_q(k) for k in keys]), keys,
+                                              rows=rows, null_safe=True).text
+        scanned = snap.frame.alias("t").where(F.expr(narrowed)) if narrowed else snap.frame
+        before = stored_of_changes(changes, scanned, keys, changes_rows=rows) or snap.frame
+    folded = fold_changes(changes, before, keys, snap.data, snap.types, several_deltas=len(deltas) > 1,
+                          changes_rows=rows)
     # localCheckpoint: Spark 4.1 cannot plan a MERGE whose source still reads another Iceberg
     # table ("No plan for TableReference"); the deltas' net changes are small.
     folded = local_checkpoint(folded)
     per_op = {r["_op"]: r for r in folded.groupBy("_op").agg(
         F.count(F.lit(1)).alias("keys"), F.sum("__dp_events").alias("events"),
         F.count(F.when(F.col("__dp_was_tomb"), 1)).alias("were_tombstones")).collect()}
-    counts = {op: (r["keys"], r["events"]) for op, r in per_op.items()}
-    if not counts:  # every change was a duplicate, late or a before-image: the state stays as it is
-        # Nothing to record, unless the table is new or the key columns the deltas' changes carry
-        # are not those its newest commit records (`resources/lake/stream_keys.py` reads them
-        # back): then the last delta's empty commit records them, as a MERGE's would.
-        if created or _recorded_keys(spark, ident) != tuple(keys):
-            commit_delta(spark, ident, spark.createDataFrame([], target.schema), delta_num=delta_num, mode="append",
-                         extra_summary={own_property(KEYS_PROPERTY, ident): json.dumps(keys),
-                                        **({} if tombstones is None else
-                                           {own_property(TOMBSTONES_PROPERTY, ident): str(tombstones)})})
-        return unchanged
+    return _Fold(folded, {op: (r["keys"], r["events"]) for op, r in per_op.items()},
+                 sum(r["were_tombstones"] for r in per_op.values()), before, changes, rows, narrowed)
+
+
+def _record_keys_only(spark, snap: _Snapshot, keys: list[str], delta_num: int) -> None:
+    """Deltas whose changes left the state as it was: nothing to record, unless the table is new
+    or the key columns the changes carry are not those its newest commit records
+    (`resources/lake/stream_keys.py` reads them back): then the last delta's empty commit records
+    them, as a MERGE's would."""
+    if snap.created or _recorded_keys(spark, snap.ident) != tuple(keys):
+        commit_delta(spark, snap.ident, spark.createDataFrame([], snap.frame.schema), delta_num=delta_num,
+                     mode="append", extra_summary={own_property(KEYS_PROPERTY, snap.ident): json.dumps(keys),
+                                                   **({} if snap.tombstones is None else
+                                                      {own_property(TOMBSTONES_PROPERTY, snap.ident):
+                                                       str(snap.tombstones)})})
+
+
+def _commit_fold(spark, layout: LakeLayout, source: str, table: str, snap: _Snapshot, fold: _Fold,
+                 keys: list[str], deltas: Sequence[int], commit_id: str | None, keep_history: bool) -> CdcApplied:
+    """The history of the versions the fold closes, then its MERGE: one commit for `deltas`."""
+    from pyspark.sql import functions as F
+
+    counts = fold.counts
+    tombstones = snap.tombstones
     if tombstones is None:  # a table whose commits do not record them yet (made by an older deltaport)
-        tombstones = target.where(F.col("_tombstone")).count()
-    tombstones += counts.get(DELETE, (0, 0))[0] - sum(r["were_tombstones"] for r in per_op.values())
-    if not created:
-        mark_history_start(spark, ident, first, keep_history)
+        tombstones = snap.frame.where(F.col("_tombstone")).count()
+    tombstones += counts.get(DELETE, (0, 0))[0] - fold.were_tombstones
+    if not snap.created:
+        mark_history_start(spark, snap.ident, deltas[0], keep_history)
+    changed_keys = sum(k for k, _ in counts.values())
     if keep_history:  # before the MERGE, from the state it has not touched yet
-        write_stream_history(spark, layout, source, table, before, keys, deltas, folded=folded, changes=changes,
-                             folded_rows=sum(k for k, _ in counts.values()), changes_rows=rows)
-    commit = merge_folded(spark, ident, folded, keys, data, deltas, commit_id or uuid.uuid4().hex,
-                    changes_rows=sum(k for k, _ in counts.values()), tombstones=tombstones, key_filter=narrowed)
+        write_stream_history(spark, layout, source, table, fold.before, keys, deltas, folded=fold.folded,
+                             changes=fold.changes, folded_rows=changed_keys, changes_rows=fold.rows)
+    commit = merge_folded(spark, snap.ident, fold.folded, keys, snap.data, deltas, commit_id or uuid.uuid4().hex,
+                          changes_rows=changed_keys, tombstones=tombstones, key_filter=fold.narrowed)
     rows = live_rows(commit.summary)
-    applied = CdcApplied(delta_num, table, skipped=False, events=sum(e for _, e in counts.values()),
-                         upserts=counts.get(UPSERT, (0, 0))[0], deletes=counts.get(DELETE, (0, 0))[0],
-                         live_rows=None if rows is None else max(0, rows - tombstones))
-    return [*unchanged[:-1], applied]
+    return CdcApplied(deltas[-1], table, skipped=False, events=sum(e for _, e in counts.values()),
+                      upserts=counts.get(UPSERT, (0, 0))[0], deletes=counts.get(DELETE, (0, 0))[0],
+                      live_rows=None if rows is None else max(0, rows - tombstones))
 
 
 def _recorded_keys(spark, ident: str) -> tuple[str, ...] | None:
