@@ -99,9 +99,9 @@ dev: jars
 # 1k, 100k and 300k deltas held to the default window (PARTITIONS_UI_BENCH_ARGS="--without-window --window 10000");
 # then the same deltas on the local lake and on a REST catalog over
 # an S3 store, with the S3 requests and the files per delta (OBJSTORE_BENCH_ARGS="--rows 2000");
-# then the same 2-table change landed by `sync` in a datamart of 2 tables and of 50: a steady delta's seconds,
-# files and commits, wide against narrow, and the first delta's (WIDTH_BENCH_ARGS="--wide 100 --sql"); the same
-# for a Qlik stream of 2 tables and of 50 (`--format qlik`).
+# then the same 2-table change landed by `sync` in a datamart of 2 tables and of 100: a steady delta's seconds,
+# files and commits, wide against narrow, and the first delta's (WIDTH_BENCH_ARGS="--wide 500 --deltas 4 --sql":
+# the first delta of 500 tables takes minutes); the same for a Qlik stream of 2 tables and of 100 (`--format qlik`).
 # Results: bench-results/*.json.
 bench: jars
 	$(PY) bench/avro_decode.py
@@ -125,8 +125,8 @@ bench: jars
 	$(PY) bench/run_files_bench.py $(RUN_FILES_BENCH_ARGS)
 	$(PY) bench/partitions_ui_bench.py $(PARTITIONS_UI_BENCH_ARGS)
 	$(PY) bench/objstore_bench.py $(OBJSTORE_BENCH_ARGS)
-	$(PY) bench/width_bench.py $(WIDTH_BENCH_ARGS)
-	$(PY) bench/width_bench.py --format qlik $(WIDTH_BENCH_ARGS)
+	$(PY) bench/width_bench.py --wide 100 $(WIDTH_BENCH_ARGS)
+	$(PY) bench/width_bench.py --format qlik --wide 100 $(WIDTH_BENCH_ARGS)
 
 # The fault suite at full size (issue 11; its quick cases are in `make test`): `sync` killed at six
 # points of a range run, then recovered and compared with the truth; `sync` killed at three points of
