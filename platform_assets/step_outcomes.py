@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from resources.errors import DeltaportError
-from resources.lake.prostore import MissingDeltasError
+from resources.lake.source_tables import MissingDeltasError
 
 
 class ChangelogNotLandedError(DeltaportError):

@@ -90,7 +90,7 @@ from resources.lake.cdc_merge import merge_folded
 from resources.lake.cdc_read import cdc_columns_as_of, cdc_recorded_deltas, cdc_rows_as_of, cdc_snapshot_as_of
 from resources.lake.landed_mark import mark_landed
 from resources.lake.layout import LakeLayout
-from resources.lake.prostore import SNAPSHOT_TABLE_PROPERTIES, MissingDeltasError, _since, verify_committed
+from resources.lake.source_tables import SNAPSHOT_TABLE_PROPERTIES, MissingDeltasError, _since, verify_committed
 from resources.lake.prostore_history import mark_history_start, version_fields
 from resources.lake.side_by_side import side_by_side
 from resources.lake.versions_view import follow_columns

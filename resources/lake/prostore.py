@@ -62,6 +62,9 @@ from resources.codecs.types import Column, spark_type
 from resources.errors import DeltaportError
 from resources.failpoints import failpoint
 from resources.lake.layout import LakeLayout
+# Shared by every source's tables; importable from here as before.
+from resources.lake.source_tables import (SNAPSHOT_TABLE_PROPERTIES, IncrementNotLandedError,  # noqa: F401
+                                          MissingDeltasError, _since, verify_committed)
 from resources.lake.side_by_side import side_by_side
 from resources.spark.iceberg import (
     committed_records,
@@ -72,31 +75,6 @@ from resources.spark.iceberg import (
 from resources.spark.unions import union_all
 
 
-# Snapshot tables take row-level changes: merge-on-read writes the delta's changed rows and
-# delete files instead of rewriting every data file a MERGE touches (copy-on-write rewrote the
-# whole table for a 1% delta of random keys: `make bench`, section 3).
-# Parquet row groups of 8 MB (Iceberg's default: 128 MB, a 20M-row table in 4 row groups): a
-# delta of a few keys has its key list pushed into the history's and the MERGE's scans, and
-# Iceberg skips each row group whose key range holds none of them; keys with locality (recent
-# keys changed) then read a few row groups, not the table (`make bench`, bench/size_bench.py
-# --shape locality --changes 100: 20M against 200k rows 1.97x -> 1.51x). Whole scans cost the same.
-SNAPSHOT_TABLE_PROPERTIES = {
-    "format-version": "2",
-    "write.merge.mode": "merge-on-read",
-    "write.update.mode": "merge-on-read",
-    "write.delete.mode": "merge-on-read",
-    "write.parquet.row-group-size-bytes": str(8 << 20),
-}
-
-
-class MissingDeltasError(DeltaportError):
-    """A snapshot cannot advance: earlier deltas have not landed as increments."""
-
-    def __init__(self, datamart: str, target: int, missing: Sequence[int]):
-        self.missing = list(missing)
-        super().__init__(f"datamart {datamart!r}: cannot bring snapshots to delta {target}: "
-                         f"increments of delta(s) {', '.join(map(str, missing))} have not landed; "
-                         f"materialize them first")
 
 
 @dataclass(frozen=True)
@@ -184,12 +162,6 @@ def changelog_history(spark, layout: LakeLayout, datamart: str, since: int | Non
                                                        "change_query").collect():
         out.setdefault(r.delta_num, []).append(ChangelogRecord(r.change_num, r.entity_name, r.change_query))
     return out
-
-
-def _since(frame, since: int | None):
-    from pyspark.sql import functions as F
-
-    return frame if since is None else frame.where(F.col("delta_num") >= since)
 
 
 def _plain_schema(fields):
@@ -353,26 +325,6 @@ def _range_parts(spark, name: str, seen: Sequence[IncrementDelta], table_schema)
         parts.append(_table_columns(local_frame(spark, pa.concat_tables(tables).combine_chunks(), struct),
                                     table_schema, columns=struct.names))
     return parts, counted
-
-
-class IncrementNotLandedError(DeltaportError):
-    """An increment table's commit does not hold the rows the write sent: nothing is claimed."""
-
-
-def verify_committed(datamart: str, deltas: Sequence[int], written: Mapping[str, int],
-                     committed: Mapping[str, int]) -> None:
-    """Raise `IncrementNotLandedError` unless each table's commit added exactly the rows the write
-    counted as it sent them ({ident: rows}, `written`; `committed` from the commits' summaries).
-    Checked before the manifest is written, so "increment N landed" is never claimed for a
-    commit that lost or gained rows; the rows are counted from the write and the commit, not by
-    scanning the table again."""
-    wrong = {ident: (rows, committed.get(ident)) for ident, rows in sorted(written.items())
-             if committed.get(ident, 0 if rows == 0 else None) != rows}
-    if wrong:
-        detail = "; ".join(f"{ident}: {rows} rows written, {'no commit found' if got is None else f'{got} committed'}"
-                           for ident, (rows, got) in wrong.items())
-        raise IncrementNotLandedError(f"datamart {datamart!r} delta(s) {', '.join(map(str, deltas))}: "
-                                      f"increment not landed as written ({detail}); the manifest was not written")
 
 
 def record_increments(spark, layout: LakeLayout, datamart: str, deltas: Sequence[IncrementDelta],

@@ -44,7 +44,7 @@ HISTORY_PROPERTIES = {"format-version": "2", **METRICS}
 
 def snapshot_properties(keep_history: bool) -> dict[str, str]:
     """A new snapshot table's properties: its history, when kept, is complete from its birth."""
-    from resources.lake.prostore import SNAPSHOT_TABLE_PROPERTIES
+    from resources.lake.source_tables import SNAPSHOT_TABLE_PROPERTIES
 
     return {**SNAPSHOT_TABLE_PROPERTIES, **({HISTORY_FROM_PROPERTY: "0"} if keep_history else {})}
 

@@ -32,7 +32,7 @@ from resources.codecs.cdc import DELETE
 from resources.lake.cdc_fold import broadcast_up_to, fold_changes, rows_of_keys
 from resources.lake.history_forms import LIVE
 from resources.lake.layout import LakeLayout
-from resources.lake.prostore import SNAPSHOT_TABLE_PROPERTIES
+from resources.lake.source_tables import SNAPSHOT_TABLE_PROPERTIES
 from resources.lake.prostore_history import HISTORY_FROM_PROPERTY, write_history
 from resources.spark.iceberg import _col as _q
 
