@@ -28,7 +28,6 @@ Results: bench-results/width.json and lines on stdout.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import logging
 import os
 import shutil
@@ -36,7 +35,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,9 +49,8 @@ from platform_assets.config import parse_config  # noqa: E402
 from platform_assets.definitions import resources_for  # noqa: E402
 from platform_assets.sync import sync  # noqa: E402
 from resources.codecs.backup import ChangelogRecord  # noqa: E402
-from resources.codecs.backup_writer import BackupWriteOptions, TableChanges, encode_increment  # noqa: E402
+from resources.codecs.backup_writer import TableChanges  # noqa: E402
 from resources.codecs.ddl import replay_changelog  # noqa: E402
-from resources.codecs.signal import DeltaClose, DeltaOpen, SignalEvent, SignalKey, WriteOk, encode_signal  # noqa: E402
 from resources.emulator.outgoing import BACKUP, SIGNAL, Outgoing  # noqa: E402
 from resources.kafka.admin import create_topic  # noqa: E402
 from resources.kafka.broker import kafka_bootstrap  # noqa: E402
@@ -63,8 +60,8 @@ from resources.lake.read import rows_as_of  # noqa: E402
 from resources.lake.cdc import cdc_rows_as_of  # noqa: E402
 from resources.emulator.qlik import QLIK  # noqa: E402
 from bench.width_qlik import QlikStream  # noqa: E402
+from tests.support.delta_messages import closed_delta_messages  # noqa: E402
 
-START = dt.datetime(2024, 2, 28, 8, 0, 0, tzinfo=dt.timezone.utc)
 CHANGED = 2  # tables every steady delta changes, in both datamarts
 
 
@@ -105,23 +102,9 @@ class Datamart:
                 out.append({**state[k], "sys_op": 0})
             self.next_key += initial if n == 0 else rows
             changes[t] = out
-        when = START + dt.timedelta(minutes=n)
-        signals = [DeltaOpen(n)]
-        for t, out in changes.items():
-            self.cn += 1
-            signals.append(WriteOk(t, self.cn, int(when.timestamp() * 1_000_000), len(out)))
-        signals.append(DeltaClose(n, when + dt.timedelta(seconds=30)))
-        msgs = []
-        for i, value in enumerate(signals):
-            code = {DeltaOpen: "DELTA_OPEN", WriteOk: "WRITE_OK", DeltaClose: "DELTA_CLOSE"}[type(value)]
-            k, v = encode_signal(SignalEvent(SignalKey(self.name, when + dt.timedelta(seconds=i), code,
-                                                       str(uuid.uuid4())), value))
-            msgs.append(Outgoing(SIGNAL, 0, k, v, f"{self.name}:{code}"))
-        date_us = int((when + dt.timedelta(seconds=30)).timestamp() * 1_000_000)
         tables = {t: TableChanges(self.columns[t], out) for t, out in changes.items()}
-        for m in encode_increment(self.name, n, date_us, str(uuid.uuid4()), self.changelog, tables,
-                                  BackupWriteOptions(chunk_size=1000, streams=1, partitions=1)):
-            msgs.append(Outgoing(BACKUP, m.partition, m.key, m.value, m.note))
+        msgs = closed_delta_messages(self.name, n, self.changelog, tables, first_write=self.cn + 1)
+        self.cn += len(tables)
         return msgs
 
     def expected(self, table: str) -> list[dict]:

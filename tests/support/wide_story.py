@@ -11,16 +11,13 @@ DDL, as BACKUP_TO_KAFKA writes it.
 
 from __future__ import annotations
 
-import datetime as dt
-import uuid
 
 from resources.codecs.backup import ChangelogRecord
-from resources.codecs.backup_writer import BackupWriteOptions, TableChanges, encode_increment
+from resources.codecs.backup_writer import TableChanges
 from resources.codecs.ddl import replay_changelog
-from resources.codecs.signal import DeltaClose, DeltaOpen, SignalEvent, SignalKey, WriteOk, encode_signal
-from resources.emulator.outgoing import BACKUP, SIGNAL, Outgoing
+from resources.emulator.outgoing import Outgoing
+from tests.support.delta_messages import closed_delta_messages
 
-START = dt.datetime(2024, 2, 28, 8, 0, 0, tzinfo=dt.timezone.utc)
 NEW = "tnew"
 
 
@@ -98,22 +95,8 @@ class WideStory:
         return self._messages(n, changes)
 
     def _messages(self, n: int, changes: dict[str, list[dict]]) -> list[Outgoing]:
-        when = START + dt.timedelta(minutes=n)
-        signals = [DeltaOpen(n)]
-        for t, out in changes.items():
-            self.cn += 1
-            signals.append(WriteOk(t, self.cn, int(when.timestamp() * 1_000_000), len(out)))
-        signals.append(DeltaClose(n, when + dt.timedelta(seconds=30)))
-        msgs = []
-        for i, value in enumerate(signals):
-            code = {DeltaOpen: "DELTA_OPEN", WriteOk: "WRITE_OK", DeltaClose: "DELTA_CLOSE"}[type(value)]
-            k, v = encode_signal(SignalEvent(SignalKey(self.name, when + dt.timedelta(seconds=i), code,
-                                                       str(uuid.uuid4())), value))
-            msgs.append(Outgoing(SIGNAL, 0, k, v, f"{self.name}:{code}"))
-        date_us = int((when + dt.timedelta(seconds=30)).timestamp() * 1_000_000)
         entities = replay_changelog(self.changelog)
         tables = {t: TableChanges(entities[t].columns, out) for t, out in changes.items()}
-        for m in encode_increment(self.name, n, date_us, str(uuid.uuid4()), self.changelog, tables,
-                                  BackupWriteOptions(chunk_size=1000, streams=1, partitions=1)):
-            msgs.append(Outgoing(BACKUP, m.partition, m.key, m.value, m.note))
+        msgs = closed_delta_messages(self.name, n, self.changelog, tables, first_write=self.cn + 1)
+        self.cn += len(tables)
         return msgs
