@@ -15,6 +15,7 @@ from resources.changestream.resource import CdcLedgerResource
 from resources.kafka.resource import KafkaResource
 from resources.prostore.resource import DeltaIndexResource
 from resources.state.delta_marks import DeltaMarks
+from resources.state.resource import StateStoreResource
 
 
 def build_lag_check(*, source, kind: str, max_lag_seconds: float) -> dg.AssetChecksDefinition:
@@ -40,7 +41,7 @@ def build_lag_check(*, source, kind: str, max_lag_seconds: float) -> dg.AssetChe
 
     @dg.asset_check(asset=key, name=LAG_CHECK, description=about)
     def stream_lag_check(context: dg.AssetCheckExecutionContext, ledger: CdcLedgerResource, kafka: KafkaResource,
-                         index: DeltaIndexResource):
+                         index: StateStoreResource):
         return result(live_lag(source, kind=kind, instance=context.instance, kafka=kafka, ledger=ledger.get(),
                                marks=DeltaMarks(index.store())))
     return stream_lag_check

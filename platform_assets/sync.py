@@ -176,7 +176,7 @@ def fail_orphaned_runs(instance: dg.DagsterInstance, source: str, echo=print) ->
             continue
         if run.tags.get(SYNC_HOST_TAG) == socket.gethostname() and run_process_alive(instance, run.run_id)[1]:
             continue
-        instance.report_run_failed(run, message=f"failed by a later `deltaport sync`: the sync that ran it ended "
+        instance.report_run_failed(run, message="failed by a later `deltaport sync`: the sync that ran it ended "
                                                 "without ending it (killed, or its host went down)")
         echo(f"{source}: run {run.run_id[:8]} ({run.status.value}) of an earlier sync that died marked failed; "
              "its deltas are landed again")

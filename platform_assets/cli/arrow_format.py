@@ -237,7 +237,6 @@ def _quoted(column):
     """JSON strings: Arrow adds the quotes where nothing needs escaping, `json` encodes the rest."""
     import pyarrow as pa
 
-    pc = _pc()
     column = column.cast(pa.string())
     quoted = _join([pa.scalar('"'), column, pa.scalar('"')])
     special = _holding(column, _JSON_SPECIAL)

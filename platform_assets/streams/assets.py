@@ -47,9 +47,9 @@ from platform_assets.io_managers.inputs import INPUT_TAG_PREFIX
 from platform_assets.io_managers.streams import StreamSlice
 from resources.lake.layout import LakeLayout
 from resources.lake.prostore_history import history_ident
-from resources.prostore.resource import DeltaIndexResource
 from resources.spark.resource import SparkResource
 from resources.state.delta_marks import DeltaMarks
+from resources.state.resource import StateStoreResource
 
 STREAM_IO = "stream_topic_io"
 
@@ -88,9 +88,11 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_
         pool=f"deltaport_{src}", backfill_policy=dg.BackfillPolicy.multi_run(max_deltas_per_run),
         description=f"Lands a sealed delta (or a range) of {src}: every selected asset, in one step.")
     def deltas(context: dg.AssetExecutionContext, topic: list[StreamSlice], spark: SparkResource,
-               index: DeltaIndexResource):
+               index: StateStoreResource):
         session = spark.get_session()
-        marks = DeltaMarks(index.store())  # the source's landed and retired marks (resources/state/delta_marks.py)
+        # `index` is the state store the delta index lives in (typed by the source-neutral base: a stream
+        # reads no Prostore index, only the landed and retired marks kept beside it: resources/state/delta_marks.py)
+        marks = DeltaMarks(index.store())
         landing = land_stream_step(context, source=src, layout=layout, keys=keys, topic=topic, session=session,
                                    keep_history=stream.history, key_check_every=key_check_every,
                                    maintaining=maintenance_due(context, source=src, settings=maintenance),

@@ -27,8 +27,8 @@ from platform_assets.deltas.requests import MAX_DELTAS_PER_TICK, delta_runs, res
 from platform_assets.deltas.topic_observations import TopicRead, topic_observations_if_changed
 from resources.errors import DeltaportError
 from resources.changestream.resource import CdcLedgerResource
-from resources.prostore.resource import DeltaIndexResource
 from resources.state.delta_marks import DeltaMarks
+from resources.state.resource import StateStoreResource
 from resources.kafka.resource import KafkaResource
 from resources.changestream.sealing import SealPolicy, SealResult, seal_topic
 
@@ -72,7 +72,7 @@ def build_seal_sensor(*, stream: StreamConfig, job, settings: SensorConfig) -> d
                description=f"Seals deltas of {stream.name} ({stream.format}) from {stream.topic} and requests "
                            "each sealed delta in order.")
     def seal_sensor(context: dg.SensorEvaluationContext, kafka: KafkaResource, ledger: CdcLedgerResource,
-                    index: DeltaIndexResource):
+                    index: StateStoreResource):
         marks = DeltaMarks(index.store())  # what landed (resources/state/delta_marks.py), in the index's store
         cursor = resume_cursor(context, stream.name, marks)
         try:

@@ -232,7 +232,7 @@ def _nothing_to_apply(layout: LakeLayout, source: str, table: str, keys: list[st
                              "applied to a snapshot")
     not_landed = [n for n in deltas if n not in landed]
     if not_landed:
-        raise MissingDeltasError(source, delta_num, not_landed)
+        raise MissingDeltasError(source, delta_num, not_landed, kind="change stream")
     if last is not None and last >= delta_num:
         return [CdcApplied(n, table, skipped=True) for n in deltas]
     # A delta commits only to the tables it changes (issue 57): a table's last applied delta may
@@ -240,7 +240,7 @@ def _nothing_to_apply(layout: LakeLayout, source: str, table: str, keys: list[st
     between = range(last + 1, first) if last is not None else [n for n in landed if n < first]
     not_landed = [n for n in between if n not in landed] if last is not None else []
     if not_landed:
-        raise MissingDeltasError(source, delta_num, not_landed)
+        raise MissingDeltasError(source, delta_num, not_landed, kind="change stream")
     behind = sorted(n for n in between if not _untouched_by(landed, table, [n]))
     if behind:
         raise UnappliedDeltasError(layout.snapshot(source, table), first, behind)
@@ -482,7 +482,7 @@ def apply_cdc_through(spark, layout: LakeLayout, source: str, target: int,
         plans[table] = (last, list(range(start, target + 1)))
     missing = sorted({n for _, ns in plans.values() for n in ns if n not in landed})
     if missing:
-        raise MissingDeltasError(source, target, missing)
+        raise MissingDeltasError(source, target, missing, kind="change stream")
     for table in untouched:
         if table not in tables and table in plans:
             _check_untouched(layout, source, table, plans[table][1], landed)

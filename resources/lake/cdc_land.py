@@ -95,62 +95,84 @@ def land_cdc_increments(spark, layout: LakeLayout, source: str, deltas: Sequence
     keeps its earlier rows of N). `before_manifest` is called once every table has committed
     and been verified, before the manifest: what it raises leaves the deltas unrecorded (the
     caller's own condition for "landed", e.g. the changelog of the same deltas committed)."""
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import LongType
-
     deltas = sorted(deltas, key=lambda d: d.delta_num)
     ids = {d.delta_num: d.increment_id or f"{source}:{d.delta_num}" for d in deltas}
-    written: dict[str, Any] = {}
-    observed: dict[tuple[str, int], Any] = {}  # (table, delta) -> its rows counted by the write
-    landed_in: dict[str, list[int]] = {}
-    for table in sorted({t for d in deltas for t in d.frames}):
-        ident = layout.increment(source, table)
-        parts, struct = [], None
-        for d in deltas:  # in delta order: the table's columns grow as the changes did
-            frame = d.frames.get(table)
-            if frame is None:
-                continue
-            missing = [c for c in ("_op", "_order", "_event_id", "_captured") if c not in frame.columns]
-            if missing:
-                raise CdcTypeError(f"{source}.{table}: the frame lacks {missing}: build it with changes_frame")
-            date = (F.timestamp_micros(F.lit(d.delta_date_us)) if d.delta_date_us is not None else F.lit(None))
-            frame = (frame.withColumn("delta_num", F.lit(d.delta_num).cast("long"))
-                     .withColumn("delta_date", date.cast("timestamp_ntz")))
-            if frame.schema != struct:  # one schema round trip per table unless the columns changed
-                struct = frame.schema
-                ensure_table(spark, ident, _plain_schema([(f.name, f.dataType) for f in struct.fields]),
-                             partition_by=["delta_num"])
-            # Counted as the write reads it: no job of its own, no second evaluation.
-            observed[(table, d.delta_num)] = seen = Observation(f"deltaport_cdc_increment_{uuid.uuid4().hex}")
-            parts.append(frame.observe(seen, F.count(F.lit(1)).alias("rows"),
-                                       *[F.count_if(F.col("_op") == op).alias(op) for op in _OPS]))
-            landed_in.setdefault(table, []).append(d.delta_num)
-        have = spark.table(ident).schema
+    tables = sorted({t for d in deltas for t in d.frames})
+    staged = {table: _stage_table(spark, layout, source, table, deltas) for table in tables}
+    stats, rows_sent, commits = _write_tables(spark, layout, source, deltas, ids, staged)
+    verify_committed(source, [d.delta_num for d in deltas], rows_sent, committed_records(spark, commits))
+    if before_manifest is not None:
+        before_manifest()
+    _record_manifest(spark, layout, source, deltas, ids, stats)
+    return stats
 
-        def aligned(frame):
-            given = {c.lower(): c for c in frame.columns}
-            return frame.select(*[(F.col(f"`{given[f.name.lower()]}`") if f.name.lower() in given
-                                   else F.lit(None)).cast(f.dataType).alias(f.name) for f in have.fields])
 
-        written[table] = union_all([aligned(f) for f in parts], by_name=True)
+@dataclass
+class _StagedTable:
+    """One table's frame to write for all the deltas that have it, and its rows counted per delta."""
+
+    frame: Any
+    deltas: list[int]
+    observed: dict[int, Any]  # delta -> the Observation counting its rows as the write reads them
+
+
+def _stage_table(spark, layout: LakeLayout, source: str, table: str, deltas: Sequence[CdcDelta]) -> _StagedTable:
+    """The table's frames of `deltas` (in delta order) aligned to its increment table's columns, which
+    are created or grown first, and one union; each delta's frame observed (counted by operation)."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    ident = layout.increment(source, table)
+    parts, struct, landed, observed = [], None, [], {}
+    for d in deltas:  # in delta order: the table's columns grow as the changes did
+        frame = d.frames.get(table)
+        if frame is None:
+            continue
+        missing = [c for c in ("_op", "_order", "_event_id", "_captured") if c not in frame.columns]
+        if missing:
+            raise CdcTypeError(f"{source}.{table}: the frame lacks {missing}: build it with changes_frame")
+        date = (F.timestamp_micros(F.lit(d.delta_date_us)) if d.delta_date_us is not None else F.lit(None))
+        frame = (frame.withColumn("delta_num", F.lit(d.delta_num).cast("long"))
+                 .withColumn("delta_date", date.cast("timestamp_ntz")))
+        if frame.schema != struct:  # one schema round trip per table unless the columns changed
+            struct = frame.schema
+            ensure_table(spark, ident, _plain_schema([(f.name, f.dataType) for f in struct.fields]),
+                         partition_by=["delta_num"])
+        # Counted as the write reads it: no job of its own, no second evaluation.
+        observed[d.delta_num] = seen = Observation(f"deltaport_cdc_increment_{uuid.uuid4().hex}")
+        parts.append(frame.observe(seen, F.count(F.lit(1)).alias("rows"),
+                                   *[F.count_if(F.col("_op") == op).alias(op) for op in _OPS]))
+        landed.append(d.delta_num)
+    have = spark.table(ident).schema
+
+    def aligned(frame):
+        given = {c.lower(): c for c in frame.columns}
+        return frame.select(*[(F.col(f"`{given[f.name.lower()]}`") if f.name.lower() in given
+                               else F.lit(None)).cast(f.dataType).alias(f.name) for f in have.fields])
+
+    return _StagedTable(union_all([aligned(f) for f in parts], by_name=True), landed, observed)
+
+
+def _write_tables(spark, layout: LakeLayout, source: str, deltas: Sequence[CdcDelta], ids: Mapping[int, str],
+                  staged: Mapping[str, _StagedTable]):
+    """Commit every staged table (side by side); returns (stats per delta, rows sent per table, commits)."""
     stats: dict[int, list[CdcLandStats]] = {d.delta_num: [] for d in deltas}
     commits: dict[str, str] = {}
     rows_sent: dict[str, int] = {}
 
-    def write(table: str, frame) -> str:
+    def write(table: str, one: _StagedTable) -> str:
         # No tag: increments are read by their delta_num column, never by time travel.
-        increment_ids = ",".join(ids[n] for n in landed_in[table])
-        return replace_deltas(spark, layout.increment(source, table), frame, landed_in[table],
+        increment_ids = ",".join(ids[n] for n in one.deltas)
+        return replace_deltas(spark, layout.increment(source, table), one.frame, one.deltas,
                               extra_summary={"deltaport.increment-id": increment_ids})
 
     # The tables go side by side, as a datamart's do (`land_increment_tables`): each write mostly
     # waits on the server (its rows converted on the driver, its commit), which another overlaps.
-    for table, commit in zip(written, side_by_side(write, list(written.items()))):
+    for (table, one), commit in zip(staged.items(), side_by_side(write, list(staged.items()))):
         ident = layout.increment(source, table)
         commits[ident] = commit
-        for n in landed_in[table]:
-            got = observed[(table, n)].get
+        for n in one.deltas:
+            got = one.observed[n].get
             if "rows" not in got:
                 # The write committed but its observation never reached the client (seen once, on a
                 # standalone cluster under load: an empty dict). The rows are counted back instead.
@@ -158,9 +180,15 @@ def land_cdc_increments(spark, layout: LakeLayout, source: str, deltas: Sequence
             stats[n].append(CdcLandStats(table, int(got["rows"]), int(got[UPSERT]), int(got[DELETE]),
                                          int(got[BEFORE_IMAGE])))
             rows_sent[ident] = rows_sent.get(ident, 0) + int(got["rows"])
-    verify_committed(source, [d.delta_num for d in deltas], rows_sent, committed_records(spark, commits))
-    if before_manifest is not None:
-        before_manifest()
+    return stats, rows_sent, commits
+
+
+def _record_manifest(spark, layout: LakeLayout, source: str, deltas: Sequence[CdcDelta], ids: Mapping[int, str],
+                     stats: Mapping[int, list[CdcLandStats]]) -> None:
+    """The manifest's rows of `deltas` (one per delta and table; a delta with no table gets one row
+    with no table), replacing those deltas' partitions in one commit."""
+    from pyspark.sql.types import LongType
+
     schema = _plain_schema([("delta_num", LongType()), ("table_name", _string()), ("rows", LongType()),
                             ("upserts", LongType()), ("deletes", LongType()), ("increment_id", _string()),
                             ("delta_date_us", LongType()), ("provenance", _string()),
@@ -174,7 +202,6 @@ def land_cdc_increments(spark, layout: LakeLayout, source: str, deltas: Sequence
     ensure_table(spark, ident, schema, partition_by=["delta_num"])
     # read by delta_num, never by tag
     replace_deltas(spark, ident, spark.createDataFrame(rows, schema), [d.delta_num for d in deltas])
-    return stats
 
 
 _OPS = (UPSERT, DELETE, BEFORE_IMAGE)

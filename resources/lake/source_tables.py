@@ -32,9 +32,10 @@ SNAPSHOT_TABLE_PROPERTIES = {
 class MissingDeltasError(DeltaportError):
     """A snapshot cannot advance: earlier deltas have not landed as increments."""
 
-    def __init__(self, datamart: str, target: int, missing: Sequence[int]):
+    def __init__(self, source: str, target: int, missing: Sequence[int], *, kind: str = "datamart"):
+        # `kind` names the source as its operator knows it: "datamart" (Prostore) or "change stream"
         self.missing = list(missing)
-        super().__init__(f"datamart {datamart!r}: cannot bring snapshots to delta {target}: "
+        super().__init__(f"{kind} {source!r}: cannot bring snapshots to delta {target}: "
                          f"increments of delta(s) {', '.join(map(str, missing))} have not landed; "
                          f"materialize them first")
 

@@ -10,7 +10,6 @@ topic, partition and offset, on both paths.
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
 from collections import defaultdict

@@ -43,7 +43,7 @@ from resources.codecs.qlik_values import (
     order_key,
 )
 from resources.emulator.qlik import FORMATS, METADATA_SCHEMA, QlikConfig, build_qlik_story
-from resources.errors import BadJsonError, DecodeError, Location
+from resources.errors import BadJsonError, Location
 
 # ---------------------------------------------------------------------------------------------
 # Messages built from the seed's field tables
