@@ -44,6 +44,7 @@ from resources.lake.cdc import (CdcDelta, apply_cdc_through, cdc_landed_deltas, 
 from resources.lake.key_check import KeyCheckPlan
 from resources.lake.layout import LakeLayout
 from resources.lake.prostore_history import history_ident
+from resources.lake.side_by_side import side_by_side
 from resources.lake.stream_changelog import changelog_entries, changes_by_table, land_stream_changelogs
 from resources.lake.stream_keys import SnapshotProgress, current_keys, snapshot_progress
 
@@ -163,14 +164,16 @@ def _land_increment(context, session, layout: LakeLayout, source: str, reads: li
     """The increment tables, then (once the changelog of the same deltas has committed, when
     this step lands it) the manifest: ([row changes decoded per table, per delta], {delta: stats},
     {table: its data columns, comma-separated})."""
-    known: dict[str, list] = {}  # each table's columns so far: the lake's, then what the run adds
+    tables = [changes_by_table(rec for _, _, records in r.good for rec in records) for r in reads]
+    named = sorted({t for by_table in tables for t in by_table})
+    # Each table's columns so far: the lake's (asked side by side: a source's first delta names
+    # every table, each a few catalog round trips), then what the run adds.
+    known: dict[str, list] = dict(zip(named, side_by_side(increment_columns,
+                                                          [(session, layout, source, t) for t in named])))
     todo, decoded = [], []
-    for r in reads:
-        by_table = changes_by_table(rec for _, _, records in r.good for rec in records)
+    for r, by_table in zip(reads, tables):
         frames = {}
         for t, chs in by_table.items():
-            if t not in known:
-                known[t] = increment_columns(session, layout, source, t)
             known[t] = infer_columns(chs, known[t])
             frames[t] = changes_frame(session, chs, known[t])
         d = r.delta

@@ -98,7 +98,9 @@ def land_cdc_increments(spark, layout: LakeLayout, source: str, deltas: Sequence
     deltas = sorted(deltas, key=lambda d: d.delta_num)
     ids = {d.delta_num: d.increment_id or f"{source}:{d.delta_num}" for d in deltas}
     tables = sorted({t for d in deltas for t in d.frames})
-    staged = {table: _stage_table(spark, layout, source, table, deltas) for table in tables}
+    # Side by side, as the writes: a source's first delta creates every table it names (a CREATE
+    # TABLE each, mostly waiting on the catalog), which another table's can overlap.
+    staged = dict(zip(tables, side_by_side(_stage_table, [(spark, layout, source, t, deltas) for t in tables])))
     stats, rows_sent, commits = _write_tables(spark, layout, source, deltas, ids, staged)
     verify_committed(source, [d.delta_num for d in deltas], rows_sent, committed_records(spark, commits))
     if before_manifest is not None:
