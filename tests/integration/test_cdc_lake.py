@@ -483,3 +483,15 @@ def test_a_short_key_list_narrows_the_stored_rows_scan_and_the_merge_and_stays_e
         assert got == want, f"as of delta {n}"
     closed = spark.table(history_ident(LAYOUT, source, T)).where("sys_to = 3")
     assert sorted((r["id"], r["a"], r["sys_op"]) for r in closed.collect()) == [(5, "v5", 0), (7, "v7", 1)]
+
+
+def test_a_write_whose_counts_never_reach_the_client_counts_its_commit_back(spark, source, monkeypatch):
+    """As a datamart's landing (test_snapshot_ranges): no observed counts (SPARK-54279, a loaded
+    server) -> each delta's rows, upserts and deletes counted back from the commit, exact."""
+    from pyspark.sql.connect.observation import Observation
+
+    monkeypatch.setattr(Observation, "get", property(lambda self: {}))
+    changes = [full(1, (1,), "a", 1, 1.0), full(2, (2,), "b", 2, 2.0), change(DELETE, 1, (3,))]
+    frames = {T: changes_frame(spark, changes, infer_columns(changes, []))}
+    stats = land_cdc_increment(spark, LAYOUT, source, 0, frames)
+    assert [(s.table, s.rows, s.upserts, s.deletes) for s in stats] == [(T, 3, 2, 1)]
