@@ -169,7 +169,8 @@ class ObjectStoreLake:
         ops = Counter(op for _, op, _, _ in sent)
         new = added(before, self.objects(source))
         return {"files": new["files"], "requests": {op: ops[op] for op in OPERATIONS},
-                "requests_by_kind": requests_by_kind(sent), "tables_committed": new["tables_committed"]}
+                "requests_by_kind": requests_by_kind(sent), "tables_committed": new["tables_committed"],
+                "by_table": new["by_table"]}
 
 
 def run(args) -> dict:
@@ -278,7 +279,7 @@ def print_table(sm: dict, wide: int) -> None:
     print(f"\nsteady delta (median) {'2 tables':>20} {f'{wide} tables':>12} {'ratio':>8}")
     for label, key in rows:
         ratio = sm[f"steady_{key}_ratio"]
-        print(f"{label:32} {sm[f'steady_{key}_{CHANGED}']:>10} {sm[f'steady_{key}_{wide}']:>12} "
+        print(f"{label:32} {round(sm[f'steady_{key}_{CHANGED}'], 2):>10} {round(sm[f'steady_{key}_{wide}'], 2):>12} "
               f"{'-' if ratio is None else f'{ratio}x':>8}")
 
 
