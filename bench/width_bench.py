@@ -19,10 +19,18 @@ one, are compared with the bench's own truth (a benchmark of wrong results is vo
 With `--format qlik` the two are Qlik Replicate change streams instead (bench/width_qlik.py: the
 same change in the same 2 tables, one source per width); the truth compared is each table's keys.
 
-    python bench/width_bench.py [--format prostore|qlik] [--wide 50] [--deltas 4] [--rows 200]
-        [--initial 100] [--sql]
+With `--objstore` the lake is on S3 behind Iceberg's REST catalog (bench/objstore_bench.py's
+machinery: the demo's in-process S3 store, resources/demo_objstore/, behind
+tests/support/fault_proxy.py with its faults off, which counts every S3 request: Spark's
+S3FileIO and the REST catalog server's). Per delta and width it then also reports the S3
+requests by method (PUT, GET, HEAD, LIST, DELETE, POST) and by file kind, and the objects the
+delta wrote under the source's namespaces by kind (listed from the store itself, not through the
+proxy); catalog commits are the new `*.metadata.json` (every commit of a table or view writes one).
 
-Results: bench-results/width.json and lines on stdout.
+    python bench/width_bench.py [--format prostore|qlik] [--wide 50] [--deltas 4] [--rows 200]
+        [--initial 100] [--sql] [--objstore]
+
+Results: bench-results/width[_qlik][_s3].json and lines on stdout.
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
+from contextlib import ExitStack
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,6 +71,11 @@ from resources.lake.cdc import cdc_rows_as_of  # noqa: E402
 from resources.emulator.qlik import QLIK  # noqa: E402
 from bench.width_qlik import QlikStream  # noqa: E402
 from tests.support.delta_messages import closed_delta_messages  # noqa: E402
+from bench.objstore_bench import OPERATIONS, added, requests_by_kind, store_listing  # noqa: E402
+from resources.demo_objstore.rest_catalog import RestCatalogServer  # noqa: E402
+from resources.demo_objstore.s3_server import S3Server  # noqa: E402
+from tests.support.fault_proxy import FaultProxy  # noqa: E402
+from tests.support.objstore import CREDENTIAL_ENV, SECRET_ENV, new_secret, rest_lake, s3_properties  # noqa: E402
 
 CHANGED = 2  # tables every steady delta changes, in both datamarts
 
@@ -126,6 +141,38 @@ def lake_files(lake: Path, namespace: str) -> dict[str, int]:
     return counts
 
 
+class ObjectStoreLake:
+    """The lake on S3 behind the REST catalog, every S3 request counted by the proxy."""
+
+    def __init__(self, stack: ExitStack, work: Path):
+        # The secret and the catalog's credential, named in the lake block as {env: NAME}, as the tests do.
+        os.environ.setdefault(SECRET_ENV, new_secret())
+        os.environ.setdefault(CREDENTIAL_ENV, f"deltaport:{new_secret()}")
+        store = stack.enter_context(S3Server(work / "s3"))
+        self.proxy = stack.enter_context(FaultProxy(store.endpoint))  # counts; never armed here
+        bucket = store.make_bucket("widthbench")
+        catalog = stack.enter_context(RestCatalogServer(
+            work / "rest", warehouse=f"{bucket}/warehouse",
+            properties={**s3_properties(self.proxy.endpoint, os.environ[SECRET_ENV]), **store.client_properties}))
+        self.lake = rest_lake(catalog, self.proxy.endpoint, "s3lake")
+        self.listing = store_listing(store, bucket.removeprefix("s3://"))
+
+    def objects(self, source: str) -> dict[str, int]:
+        """{key: bytes} of the objects under `source`'s namespaces (<src>, <src>_meta, ...)."""
+        return {k: n for k, n in self.listing().items() if f"/{source}/" in f"/{k}" or f"/{source}_" in f"/{k}"}
+
+    def measure(self, source: str, land) -> dict:
+        """Run `land()` and say what it did on the store: requests by method and by file kind, objects added."""
+        before, first = self.objects(source), len(self.proxy.requests)
+        land()
+        sent = self.proxy.requests[first:]
+        ops = Counter(op for _, op, _, _ in sent)
+        new = added(before, self.objects(source))
+        return {"files": new["files"], "requests": {op: ops[op] for op in OPERATIONS},
+                "requests_by_kind": requests_by_kind(sent), "tables_committed": new["tables_committed"],
+                "by_table": new["by_table"]}
+
+
 def run(args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="deltaport-width-bench-"))
     os.environ["DAGSTER_HOME"] = str(work / "dagster")
@@ -136,7 +183,11 @@ def run(args) -> dict:
     res: dict = {"config": vars(args) | {"out": str(args.out)}, "deltas": {w: [] for w in marts}}
     ui_port = free_port() if args.sql else None
     try:
-        with kafka_bootstrap() as bootstrap, bench_engine(work, conf=ui_conf(ui_port) if ui_port else None) as engine:
+        with ExitStack() as stack:
+            bootstrap = stack.enter_context(kafka_bootstrap())
+            engine = stack.enter_context(bench_engine(work, conf=ui_conf(ui_port) if ui_port else None))
+            s3 = ObjectStoreLake(stack, work) if args.objstore else None
+            lake = s3.lake if s3 else {"catalog": "lake", "warehouse": str(work / "lake")}
             sql = SqlLog(ui_port) if ui_port else None
             cfgs, topics = {}, {}
             for w, dm in marts.items():
@@ -153,26 +204,35 @@ def run(args) -> dict:
                 cfgs[w] = parse_config({**source, "sensor": {"max_messages_per_tick": 10**6},  # a delta per sync
                                         "kafka": {"bootstrap_servers": bootstrap},
                                         "spark": {"remote": engine.url},
-                                        "lake": {"catalog": "lake", "warehouse": str(work / "lake")},
-                                        "state_dir": str(work / "state")})
-            layout = LakeLayout("lake")
+                                        "lake": lake, "state_dir": str(work / "state")})
+            layout = LakeLayout(cfgs[CHANGED].lake.catalog)
             with dg.DagsterInstance.get() as instance:
                 for n in range(args.deltas):
                     for w, dm in marts.items():
-                        before = lake_files(work / "lake", dm.name)
                         publish(dm.delta(n, initial=args.initial, rows=args.rows), bootstrap, topics[w])
                         if sql:
                             sql.mark()
-                        t0 = time.perf_counter()
-                        out = sync(cfgs[w], instance, echo=lambda line: None)
-                        seconds = time.perf_counter() - t0
-                        after = lake_files(work / "lake", dm.name)
-                        entry = {"delta": n, "seconds": round(seconds, 2), "landed": [d for _, d in out.landed()],
-                                 "files": {k: after[k] - before[k] for k in after}}
+                        done: dict = {}
+
+                        def land() -> None:
+                            t0 = time.perf_counter()
+                            done["out"] = sync(cfgs[w], instance, echo=lambda line: None)
+                            done["seconds"] = time.perf_counter() - t0
+
+                        if s3:
+                            store = s3.measure(dm.name, land)
+                        else:
+                            before = lake_files(work / "lake", dm.name)
+                            land()
+                            after = lake_files(work / "lake", dm.name)
+                            store = {"files": {k: after[k] - before[k] for k in after}}
+                        entry = {"delta": n, "seconds": round(done["seconds"], 2),
+                                 "landed": [d for _, d in done["out"].landed()], **store}
                         if sql:
                             entry["sql_executions"] = len(sql.since())
                         res["deltas"][w].append(entry)
-                        print(f"{dm.name} delta {n}: {seconds:.2f} s, files {entry['files']}"
+                        print(f"{dm.name} delta {n}: {entry['seconds']:.2f} s, files {entry['files']}"
+                              + (f", S3 requests {entry['requests']}" if s3 else "")
                               + (f", {entry['sql_executions']} SQL executions" if sql else ""), flush=True)
                 spark = resources_for(cfgs[CHANGED])["spark"].get_session()
                 last = args.deltas - 1
@@ -199,10 +259,28 @@ def summarize(deltas: dict[int, list[dict]], wide: int) -> dict:
         out[f"steady_commits_{w}"] = steady(w, lambda e: e["files"]["metadata_json"])
         if "sql_executions" in deltas[w][0]:
             out[f"steady_sql_executions_{w}"] = steady(w, lambda e: e["sql_executions"])
-    for what in ("s", "files", "commits"):
-        out[f"steady_{what}_ratio"] = round(out[f"steady_{what}_{wide}"] / max(out[f"steady_{what}_{CHANGED}"], 1e-9), 2)
+        if "requests" in deltas[w][0]:  # --objstore: each method apart, then all of them
+            for op in (*OPERATIONS, "all"):
+                out[f"steady_{op}_{w}"] = steady(w, lambda e: (sum(e["requests"].values()) if op == "all"
+                                                                else e["requests"][op]))
+            out[f"steady_files_by_kind_{w}"] = {k: steady(w, lambda e: e["files"][k]) for k in deltas[w][0]["files"]}
+    whats = ("s", "files", "commits") + ((*OPERATIONS, "all") if "requests" in deltas[wide][0] else ())
+    for what in whats:  # none where the narrow source made none (an S3 method neither used)
+        narrow = out[f"steady_{what}_{CHANGED}"]
+        out[f"steady_{what}_ratio"] = round(out[f"steady_{what}_{wide}"] / narrow, 2) if narrow else None
     out["first_delta_ratio"] = round(out[f"first_delta_s_{wide}"] / out[f"first_delta_s_{CHANGED}"], 2)
     return out
+
+
+def print_table(sm: dict, wide: int) -> None:
+    """The steady medians, narrow and wide side by side (with --objstore: the S3 figures too)."""
+    rows = [("seconds", "s"), ("objects/files written", "files"), ("catalog commits (metadata.json)", "commits")]
+    rows += [(f"S3 {op} requests", op) for op in (*OPERATIONS, "all") if f"steady_{op}_{wide}" in sm]
+    print(f"\nsteady delta (median) {'2 tables':>20} {f'{wide} tables':>12} {'ratio':>8}")
+    for label, key in rows:
+        ratio = sm[f"steady_{key}_ratio"]
+        print(f"{label:32} {round(sm[f'steady_{key}_{CHANGED}'], 2):>10} {round(sm[f'steady_{key}_{wide}'], 2):>12} "
+              f"{'-' if ratio is None else f'{ratio}x':>8}")
 
 
 def main(argv=None) -> int:
@@ -214,14 +292,18 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", type=int, default=200, help="inserts per changed table per steady delta")
     ap.add_argument("--initial", type=int, default=100, help="rows of every table at delta 0")
     ap.add_argument("--sql", action="store_true", help="count the Spark SQL executions of each delta")
-    ap.add_argument("--out", type=Path, default=None, help="default: bench-results/width[_qlik].json")
+    ap.add_argument("--objstore", action="store_true",
+                    help="the lake on S3 behind Iceberg's REST catalog; count the S3 requests of each delta")
+    ap.add_argument("--out", type=Path, default=None, help="default: bench-results/width[_qlik][_s3].json")
     args = ap.parse_args(argv)
     if args.out is None:
-        args.out = ROOT / "bench-results" / ("width_qlik.json" if args.format == "qlik" else "width.json")
+        name = "width" + ("_qlik" if args.format == "qlik" else "") + ("_s3" if args.objstore else "")
+        args.out = ROOT / "bench-results" / f"{name}.json"
     if args.deltas < 2:
         ap.error("--deltas must be at least 2 (the first one creates the tables)")
     logging.basicConfig(level=logging.WARNING)
     sm = save_results(res := run(args), args.out)
+    print_table(sm, args.wide)
     print(f"steady delta, {args.wide} tables against 2: {sm['steady_s_ratio']}x seconds, "
           f"{sm['steady_files_ratio']}x files, {sm['steady_commits_ratio']}x commits; first delta "
           f"{sm['first_delta_ratio']}x; equal {res['equal']}")

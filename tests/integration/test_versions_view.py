@@ -2,7 +2,8 @@
 on that catalog.
 
 One lake, landed with the lake layer (no Dagster): test_history_forms' table whose keys are
-deleted and inserted again, with a column `w` added by delta 3's DDL; deltas 0-2 one by one, 3-6
+deleted and inserted again, with a column `w` added by delta 3's DDL, and beside it a table `u`
+that deltas 0 and 1 change and every later delta leaves alone; deltas 0-2 one by one, 3-6
 in one range run (split at the column change, 4-6 folded); and test_stream_history's change
 stream `hand.things` (late and duplicate changes, tombstones, a key deleted and re-inserted), landed
 as the SQL corpus lands it. Checked:
@@ -16,7 +17,12 @@ as the SQL corpus lands it. Checked:
   every form, a join of two forms, AS OF a time), by `deltaport sql` on both engines on this JDBC
   lake, equal the corpus' oracle (the truth of what each reference selects, the rest run by DuckDB);
 - the stream's view `lake.hand_versions.things`: its data columns, no tombstone, and each form's
-  WHERE equal to its oracle (test_stream_history's versions).
+  WHERE equal to its oracle (test_stream_history's versions);
+- the untouched table (issue 57): no commit and no tag after delta 1, only the source's mark
+  moved (to 2, then 6), and docs/using.md's recipe ("As of a delta from another engine": L from
+  the manifest, history-from and R from the table's own metadata, each by the SQL given there)
+  then the view with AS OF DELTA_NUM's WHERE equal the truth at every delta 0-6, and STARTED IN
+  and FINISHED IN the oracle.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import datetime as dt
 from urllib.parse import urlparse
 
+import pyarrow as pa
 import pytest
 import yaml
 
@@ -51,7 +58,9 @@ RE, CS, CATALOG = "reinsert", "hand", "vjdbc"
 SYSTEM = ["sys_from", "sys_from_date", "sys_to", "sys_op", "sys_close_date", "delta_num"]
 CREATE = ChangelogRecord(0, "t", "CREATE TABLE reinsert.t (id BIGINT NOT NULL, v VARCHAR, PRIMARY KEY (id)) "
                                  "DISTRIBUTED BY (id)")
-ADD_W = ChangelogRecord(1, "t", "ALTER TABLE reinsert.t ADD COLUMN w VARCHAR")
+CREATE_U = ChangelogRecord(1, "u", "CREATE TABLE reinsert.u (id BIGINT NOT NULL, v VARCHAR, PRIMARY KEY (id)) "
+                                   "DISTRIBUTED BY (id)")
+ADD_W = ChangelogRecord(2, "t", "ALTER TABLE reinsert.t ADD COLUMN w VARCHAR")
 W_FROM = 3  # the delta whose DDL adds `w`
 STORY = [  # each delta's changes (id, v, w, sys_op)
     [(1, "a", None, 0), (2, "b", None, 0), (3, "c", None, 0)],
@@ -63,6 +72,22 @@ STORY = [  # each delta's changes (id, v, w, sys_op)
     [(3, "c7", "z7", 0), (1, "a5", "y5", 1)],
 ]
 LAST = len(STORY) - 1
+# Table u: changed by deltas 0 and 1 (an update, a delete, an insert), left alone by 2-6.
+U_STORY = {0: [(1, "p", 0), (2, "q", 0), (3, "r", 0)], 1: [(1, "p1", 0), (2, "q", 1), (4, "s", 0)]}
+U_LAST = max(U_STORY)
+
+
+def u_states() -> list[dict]:
+    """u's rows after each delta 0..LAST, {(id,): row}."""
+    states, state = [], {}
+    for n in range(LAST + 1):
+        for i, v, op in U_STORY.get(n, []):
+            if op:
+                state.pop((i,), None)
+            else:
+                state[(i,)] = {"id": i, "v": v}
+        states.append(dict(state))
+    return states
 
 
 def columns_at(n: int) -> list[str]:
@@ -71,10 +96,17 @@ def columns_at(n: int) -> list[str]:
 
 def land(session, layout, n: int, before: dict) -> dict:
     """Land delta n (changelog and increment); the table's state after it, {(id,): row}."""
-    entities = land_changelog(session, layout, RE, n, f"inc-{n}", [CREATE, ADD_W] if n >= W_FROM else [CREATE])
+    entities = land_changelog(session, layout, RE, n, f"inc-{n}",
+                              [CREATE, CREATE_U, ADD_W] if n >= W_FROM else [CREATE, CREATE_U])
     width = len(columns_at(n))
     rows = [(i, v, w, op, 0, k)[:width] + (op, 0, k) for k, (i, v, w, op) in enumerate(STORY[n])]
     frames = {"t": session.createDataFrame(rows, output_spark_schema(entities["t"].columns))} if rows else {}
+    if n in U_STORY:  # as the Kafka reader gives rows the driver read: Arrow, counted on the client
+        frames["u"] = pa.Table.from_pylist(
+            [{"id": i, "v": v, "sys_op": op, "_kafka_partition": 0, "_kafka_offset": k}
+             for k, (i, v, op) in enumerate(U_STORY[n])],
+            pa.schema([("id", pa.int64()), ("v", pa.string()), ("sys_op", pa.int32()),
+                       ("_kafka_partition", pa.int32()), ("_kafka_offset", pa.int64())]))
     land_increment(session, layout, RE, n, int((close_at(n) - dt.datetime(1970, 1, 1)).total_seconds()) * 1_000_000,
                    f"inc-{n}", entities, frames)
     state = dict(before)
@@ -230,3 +262,44 @@ def test_a_change_streams_view_answers_every_form_as_the_oracle(lake):
         assert normal([r.asDict() for r in got]) == normal(want), f"{form} on the stream's view"
         checked += len(want)
     assert checked > 20
+
+
+def test_an_untouched_table_reads_exact_through_its_view_at_every_delta(lake):
+    """u: no commit since delta 1, only the mark moved; the docs' recipe on the view is exact."""
+    session = lake[0]
+    ident, view = f"{CATALOG}.{RE}.u", view_ident(CATALOG, RE, "u")
+    # untouched: its current snapshot is delta 1's tagged one, and no tag came after
+    tags = {r.name: r.snapshot_id for r in session.sql(f"SELECT name, snapshot_id FROM {ident}.refs").collect()}
+    assert sorted(t for t in tags if t != "main") == [f"delta_{n}" for n in range(U_LAST + 1)]
+    assert tags["main"] == tags[f"delta_{U_LAST}"], "no commit on u after its last change"
+    # 1. L, the source's landed delta: the manifest's property (moved by deltas 2 and 3-6 alone)
+    landed = int(properties(session, f"{CATALOG}.{RE}_meta.manifest")["deltaport.landed-through"])
+    assert landed == LAST
+    # 2. history kept, from `history-from`; R: the greater of the newest tag and the current snapshot's delta
+    history_from = int(properties(session, ident)["deltaport.history-from"])
+    newest_tag = session.sql(f"SELECT max(CAST(substring(name, 7) AS BIGINT)) FROM {ident}.refs WHERE type = 'TAG' "
+                             f"AND name RLIKE '^delta_[0-9]+$'").collect()[0][0]
+    current = session.sql(f"SELECT summary['deltaport.delta'] FROM {ident}.snapshots WHERE snapshot_id = "
+                          f"(SELECT snapshot_id FROM {ident}.refs WHERE name = 'main')").collect()[0][0]
+    r = max(newest_tag, int(current))
+    assert r == U_LAST
+    states = u_states()
+    for n in range(landed + 1):
+        assert n >= history_from - 1, "the history answers every delta here"
+        got = session.sql(f"SELECT id, v FROM {view} WHERE ({AsOfDelta(n).where()}) "
+                          f"AND (delta_num IS NULL OR delta_num <= {r})").collect()
+        assert sorted(tuple(x) for x in got) == sorted((x["id"], x["v"]) for x in states[n].values()), \
+            f"u AS OF DELTA_NUM {n} on the view"
+    versions = oracle_versions(list(range(LAST + 1)), lambda d: [({"id": i}, op) for i, _, op in U_STORY.get(d, [])],
+                               lambda row: (row["id"],))
+    for form in (StartedIn(0, LAST), StartedIn(2, LAST), FinishedIn(0, LAST), FinishedIn(1, 1), FinishedIn(2, LAST)):
+        want = sorted((x["id"], x["v"], x["sys_from"], x["sys_to"])
+                      for x in expected(versions, form, ["id", "v"], lambda d: states[d], LAST))
+        got = session.sql(f"SELECT id, v, sys_from, sys_to FROM {view} WHERE ({form.where()}) "
+                          f"AND (delta_num IS NULL OR delta_num <= {r})").collect()
+        assert sorted(tuple(x) for x in got) == want, f"u {form} on the view"
+    assert states[0] != states[LAST] and states[U_LAST] == states[LAST]  # the story has something to tell
+
+
+def properties(session, ident: str) -> dict[str, str]:
+    return {r.key: r.value for r in session.sql(f"SHOW TBLPROPERTIES {ident}").collect()}
