@@ -127,9 +127,12 @@ def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
         jobs.append(job)
         sensors.append(build_delta_sensor(datamart=dm, job=job, settings=cfg.sensor))
     for stream in cfg.streams:
+        tables = load_tables(stream.name)
         assets += build_stream_assets(stream=stream, layout=layout, max_deltas_per_run=cfg.sensor.max_deltas_per_run,
                                       maintenance=maintenance, partition_window=cfg.sensor.partition_window,
-                                      key_check_every=cfg.lake.key_check_every_deltas)
+                                      key_check_every=cfg.lake.key_check_every_deltas, known_tables=tables)
+        assets += table_specs(stream.name, tables, upstream=dg.AssetKey([stream.name, "snapshot"]),
+                              ident=lambda t, src=stream.name: layout.snapshot(src, t), uri=layout.location)
         checks.append(build_lag_check(source=stream, kind="stream", max_lag_seconds=cfg.sensor.max_lag_seconds))
         job = dg.define_asset_job(f"{stream.name}_delta_job", selection=_delta_selection(stream.name, checks[-1]),
                                   tags=source_tags(stream.name),
