@@ -18,7 +18,7 @@ only if its name is in an asset key.
 Guarantees:
 - No run waits for a reload. The table assets are external (no materialization function, in
   no job): a delta that creates a table lands it whether or not its asset exists; the asset
-  appears at the code location's next load (the UI's Reload).
+  appears at the code location's next load (the UI's "Reload definitions").
 - No event per delta. Nothing materializes the table assets; the step writes the list only when
   it differs from the one its definitions were built from and from the latest stored (a DDL
   change, or a first delta): a steady delta reads and writes nothing.
@@ -114,8 +114,7 @@ def load_tables(source: str) -> Tables:
 
 
 def table_specs(source: str, tables: Mapping[str, list[tuple[str, str]]], *, upstream: dg.AssetKey,
-                ident: Callable[[str], str], uri: Callable[[str], str | None] | None = None,
-                about: str = "") -> list[dg.AssetSpec]:
+                ident: Callable[[str], str], uri: Callable[[str], str | None] | None = None) -> list[dg.AssetSpec]:
     """One external asset per table: `ident(table)` is its Iceberg table, `upstream` the asset
     that writes it (the snapshot)."""
     return [dg.AssetSpec(table_key(source, t), deps=[upstream], group_name=tables_group(source), kinds={"iceberg"},
@@ -123,9 +122,9 @@ def table_specs(source: str, tables: Mapping[str, list[tuple[str, str]]], *, ups
                          tags=table_tags(ident(t)),
                          description=f"Iceberg table {ident(t)}: {source}'s table {t} as of its last landed delta, "
                                      f"written by {upstream.to_user_string()} (its `tables` entry counts each delta's "
-                                     f"changes){about}. Not materialized on its own: listed so that the catalog "
+                                     "changes). Not materialized on its own: listed so that the catalog "
                                      "finds it by name and shows its columns; a table created since the code "
-                                     "location loaded appears after a Reload.")
+                                     "location loaded appears after \"Reload definitions\".")
             for t, cols in sorted(tables.items())]
 
 
@@ -160,4 +159,4 @@ def remember_tables(context: dg.AssetExecutionContext, source: str, tables: Mapp
         return None
     added, gone = sorted(set(tables) - set(known)), sorted(set(known) - set(tables))
     return (f"{len(tables)} lake tables stored for the catalog" + (f" (new: {', '.join(added)})" if added else "")
-            + (f" (gone: {', '.join(gone)})" if gone else "") + ": Reload the code location to list them")
+            + (f" (gone: {', '.join(gone)})" if gone else "") + ": \"Reload definitions\" lists them")
