@@ -575,7 +575,7 @@ def mart_lineage_pages(base: str, datamart: str, users: dict[str, set[str]], bac
 
 def run_ui_check(*, dagster_home: str | os.PathLike, workspace: str | os.PathLike, config: str | os.PathLike,
                  out_dir: str | os.PathLike = DEFAULT_OUT, datamart: str = "marketing",
-                 expected_partitions: list[str] | None = None, port: int | None = None, table: str = "sales",
+                 expected_partitions: list[str] | None = None, port: int | None = None, datamart_table: str = "sales",
                  startup_timeout: float = 180) -> UICheckResult:
     started = time.monotonic()
     chromium = find_chromium()  # before starting anything: say how to install it first
@@ -595,7 +595,7 @@ def run_ui_check(*, dagster_home: str | os.PathLike, workspace: str | os.PathLik
         keys, materialized = check_partitions(ws, datamart, expected_partitions)
         checks = check_asset_checks(ws)
         table, columns = check_lake_table(ws, [datamart, "signal_events"])
-        dm_table, dm_columns = check_lake_table(ws, [datamart, "tables", table])
+        dm_table, dm_columns = check_lake_table(ws, [datamart, "tables", datamart_table])
         dismiss_community_dialog(ws)
         base = ws.base_url
         group_assets = ["signal_events", "changelog", "increment", "snapshot", "history",
