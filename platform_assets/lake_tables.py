@@ -128,6 +128,22 @@ def table_specs(source: str, tables: Mapping[str, list[tuple[str, str]]], *, ups
             for t, cols in sorted(tables.items())]
 
 
+def _latest(storage: DefsStateStorage, key: str) -> tuple[int, Tables | None]:
+    """The latest stored list, or (-1, None) when there is none this host can read: a version
+    stored from another host on a local folder (storage not shared) is written again here, so
+    that the runs on this host find theirs and stop writing, rather than warn on every delta."""
+    latest = storage.get_latest_version(key)
+    if latest is None:
+        return -1, None
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "state"
+            storage.download_state_to_path(key, latest, path)
+            return decode(path.read_text(encoding="utf-8"))
+    except Exception:  # noqa: BLE001 - unreadable here: as if none were stored
+        return -1, None
+
+
 def remember_tables(context: dg.AssetExecutionContext, source: str, tables: Mapping[str, list[tuple[str, str]]],
                     known: Mapping[str, list[tuple[str, str]]], *, delta: int) -> str | None:
     """Store `tables` (as of `delta`) as the source's list when it differs from `known` (what the
@@ -141,14 +157,9 @@ def remember_tables(context: dg.AssetExecutionContext, source: str, tables: Mapp
         if storage is None:
             return None
         key = state_key(source)
-        latest = storage.get_latest_version(key)
-        if latest is not None:
-            with tempfile.TemporaryDirectory() as tmp:
-                path = Path(tmp) / "state"
-                storage.download_state_to_path(key, latest, path)
-                stored_delta, stored = decode(path.read_text(encoding="utf-8"))
-            if _same(stored, tables) or stored_delta > delta:
-                return None  # stored by an earlier run (the code location has not reloaded since), or newer
+        stored_delta, stored = _latest(storage, key)
+        if stored is not None and (_same(stored, tables) or stored_delta > delta):
+            return None  # stored by an earlier run (the code location has not reloaded since), or newer
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "state"
             path.write_text(encode(tables, delta), encoding="utf-8")
