@@ -101,7 +101,7 @@ def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: 
     (`KeyCheckPlan.for_run`). `mark`: the source's `landed_through`; when it is the delta before
     the run, only the tables the run's deltas change have their progress read, the others are
     at it and get nothing (resources/lake/stream_progress.py). A maintenance run checks every table's
-    keys, so it reads every table. `tables_seen`: given the source's tables as of the target, the
+    keys, so it reads every table. `tables_seen`: given the tables the run counted or applied, the
     columns of those the run landed, and the target, once the snapshot landed
     (platform_assets/lake_tables.py); what it returns is logged."""
     chosen = context.selected_asset_keys

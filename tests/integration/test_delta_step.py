@@ -374,7 +374,7 @@ def test_the_step_keeps_the_datamarts_tables_for_the_catalog(platform):
 
 
 def test_the_stream_step_keeps_its_tables_for_the_catalog(kafka_bootstrap, qlik_platform):
-    from platform_assets.lake_tables import load_tables
+    from platform_assets.lake_tables import load_tables, state_key
 
     story, cfg, defs, instance = qlik_platform
     if not instance.get_materialized_partitions(dg.AssetKey(["src", "snapshot"])):
@@ -387,3 +387,14 @@ def test_the_stream_step_keeps_its_tables_for_the_catalog(kafka_bootstrap, qlik_
     for table, columns in tables.items():
         assert spark.catalog.tableExists(layout.snapshot("src", table)), table
         assert columns and all(kind for _, kind in columns), (table, columns)
+    # A later delta keeps every table listed (a run counts only those it read), and stores nothing
+    # new unless it added a table or a column.
+    key = state_key("src")
+    before = instance.defs_state_storage.get_latest_version(key)
+    n = len(instance.get_materialized_partitions(dg.AssetKey(["src", "snapshot"])))
+    if partition_key(n) in instance.get_dynamic_partitions("src_deltas"):
+        assert stream_run(defs, instance, n).success
+    with instance:
+        after = load_tables("src")
+    assert set(tables) <= set(after)
+    assert (instance.defs_state_storage.get_latest_version(key) == before) == (after == tables)
