@@ -144,13 +144,18 @@ def _latest(storage: DefsStateStorage, key: str) -> tuple[int, Tables | None]:
         return -1, None
 
 
-def remember_tables(context: dg.AssetExecutionContext, source: str, tables: Mapping[str, list[tuple[str, str]]],
+def remember_tables(context: dg.AssetExecutionContext, source: str,
+                    tables: Mapping[str, list[tuple[str, str]]] | Callable[[Tables], Tables],
                     known: Mapping[str, list[tuple[str, str]]], *, delta: int) -> str | None:
     """Store `tables` (as of `delta`) as the source's list when it differs from `known` (what the
     definitions were built from) and from the latest stored one, unless that one is of a later
-    delta (a re-run of an old partition leaves the newer list). Returns what it stored, for the
-    step's one log line (a log line of its own would be an event), or None. Never raises."""
-    if _same(tables, known):
+    delta (a re-run of an old partition leaves the newer list). `tables` may be a function of the
+    list it updates (`known`, then the latest stored): a change stream's run sees only some of its
+    tables. Returns what it stored, for the step's one log line (a log line of its own would be
+    an event), or None. Never raises."""
+    build = tables if callable(tables) else (lambda _base: dict(tables))
+    wanted, base = build(known), dict(known)
+    if _same(wanted, known):
         return None
     try:
         storage = context.instance.defs_state_storage
@@ -158,16 +163,18 @@ def remember_tables(context: dg.AssetExecutionContext, source: str, tables: Mapp
             return None
         key = state_key(source)
         stored_delta, stored = _latest(storage, key)
-        if stored is not None and (_same(stored, tables) or stored_delta > delta):
-            return None  # stored by an earlier run (the code location has not reloaded since), or newer
+        if stored is not None:
+            wanted, base = build(stored), stored
+            if _same(stored, wanted) or stored_delta > delta:
+                return None  # stored by an earlier run (the code location has not reloaded since), or newer
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "state"
-            path.write_text(encode(tables, delta), encoding="utf-8")
+            path.write_text(encode(wanted, delta), encoding="utf-8")
             storage.upload_state_from_path(key, version=str(uuid.uuid4()), path=path)
     except Exception as exc:
         context.log.warning(f"source {source}: its lake tables' list was not stored ({type(exc).__name__}: {exc}); "
                             "the next delta tries again")
         return None
-    added, gone = sorted(set(tables) - set(known)), sorted(set(known) - set(tables))
-    return (f"{len(tables)} lake tables stored for the catalog" + (f" (new: {', '.join(added)})" if added else "")
+    added, gone = sorted(set(wanted) - set(base)), sorted(set(base) - set(wanted))
+    return (f"{len(wanted)} lake tables stored for the catalog" + (f" (new: {', '.join(added)})" if added else "")
             + (f" (gone: {', '.join(gone)})" if gone else "") + ": \"Reload definitions\" lists them")

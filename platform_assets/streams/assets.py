@@ -100,9 +100,10 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_
                                    maintaining=maintenance_due(context, source=src, settings=maintenance),
                                    mark=marks.get(src).landed_through,
                                    # A stream's tables only add up (no DROP), and a run counts only those it
-                                   # read: the ones known before stay listed.
+                                   # read: the ones listed before (loaded, or stored since) stay listed.
                                    tables_seen=lambda names, seen, target: remember_tables(
-                                       context, src, merged(known, seen, set(known) | names), known, delta=target))
+                                       context, src, lambda base: merged(base, seen, set(base) | names), known,
+                                       delta=target))
         yield from record_landed(landing, marks=marks, source=src, snapshot=keys.snapshot, deltas=run_deltas(context))
         yield from maintain_after_landing(context, session, catalog=layout.catalog, source=src, settings=maintenance)
         yield from retire_after_landing(context, source=src, marks=marks, window=partition_window,
