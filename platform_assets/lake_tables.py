@@ -3,7 +3,7 @@
 What flows through: a source's table list, {table: [(column, type), ...]}, as its snapshot step
 saw it (the delta's changelog). The step keeps it in Dagster's defs state storage (the
 instance's `defs_state_storage`: one versioned file per source, by default under
-$DAGSTER_HOME/storage/defs_state, its latest version named in the run storage), the mechanism
+$DAGSTER_HOME/defs_state, its latest version named in the run storage), the mechanism
 Dagster's own state-backed integrations use. When the code location loads it reads the list and
 declares one external asset per table: key `[<source>, "tables", <table>]`, downstream of the
 source's snapshot, in group `<source>_tables`, kind iceberg, with Dagster's table metadata
