@@ -1,7 +1,7 @@
 """A lake where a delta commits only to the tables it changes (issue 57), read without a JVM:
-`deltaport read --engine pyiceberg` and `deltaport sql` (DuckDB over PyIceberg, and Spark) answer
-every table as of every delta exactly, from the source's landed mark (L) and each table's own
-newest delta (R), by the rules of resources/lake/as_of.py.
+`deltaport read --engine pyiceberg` and `deltaport sql` (DuckDB over PyIceberg; and Spark, on the
+deltas a table has no tag of) answer every table as of every delta exactly, from the source's
+landed mark (L) and each table's own newest delta (R), by the rules of resources/lake/as_of.py.
 
 ONE lake (catalog `untag`), built once with the lake layer (no Dagster) from the Prostore
 emulator (seed 4: most tables left alone by several deltas, `returns` and `table2_adqm` created
