@@ -7,10 +7,10 @@ Real broker, Spark and Iceberg, through `sync` (the sensor's code, then the delt
 process). A Prostore datamart of 8 tables (bench/width_bench.py's `Datamart`): delta 0 loads
 every table, each later delta changes two of them, a different pair each time. The same for a
 Qlik change stream of 8 tables (bench/width_qlik.py), each later delta changing one or two.
-Checked after every steady delta: the untouched tables' snapshots and refs (their metadata
-file, read with PyIceberg) are the same as before it (no commit, no tag), their last recorded
-delta did not move, the manifest carries the mark at the delta, and the changed tables as they
-are now (`spark.table`: no as-of resolution needed) equal the generator's truth. Reading an untouched table as of a
+Checked after every steady delta: the untouched tables' `snapshots` and `refs` metadata tables
+hold the same rows as before it (no commit, no tag), their last recorded delta did not move, the
+manifest carries the mark at the delta, and the changed tables as they are now (`spark.table`:
+no as-of resolution needed) equal the generator's truth. Reading an untouched table as of a
 delta is the readers' part (resources/lake/as_of.py), tested with them.
 """
 
@@ -25,7 +25,6 @@ from bench.width_bench import Datamart
 from bench.width_qlik import QlikStream
 from platform_assets.config import parse_config
 from platform_assets.definitions import build_definitions
-from platform_assets.engine import pyiceberg_tables
 from platform_assets.sync import sync
 from resources.emulator.outgoing import BACKUP, SIGNAL
 from resources.emulator.qlik import QLIK
@@ -34,7 +33,7 @@ from resources.kafka.publish import publish
 from resources.lake import landed_mark
 from resources.lake.landed_mark import lake_landed_through
 from resources.lake.layout import LakeLayout
-from resources.spark.iceberg import DELTA_PROPERTY
+from resources.spark.iceberg import DELTA_PROPERTY, _quote
 from resources.spark.iceberg_reads import last_applied_deltas
 from tests.support.killed_between import dies_once_at
 
@@ -44,25 +43,20 @@ WIDTH = 8
 INITIAL, ROWS = 20, 8
 
 
-def metadata(open_table, ident: str):
-    """The table's metadata as committed now (its snapshots and refs), read from its metadata file
-    with PyIceberg: what Spark's `snapshots` and `refs` metadata tables list, without a Spark job
-    per table and delta."""
-    return open_table(ident.split(".", 1)[1]).metadata
+def metadata_rows(spark, ident: str) -> tuple[int, int]:
+    """(rows of the table's `snapshots`, rows of its `refs`), as committed now."""
+    spark.catalog.refreshTable(ident)
+    quoted = _quote(ident)
+    return tuple(spark.sql(f"SELECT count(*) FROM {quoted}.`{m}`").collect()[0][0] for m in ("snapshots", "refs"))
 
 
-def metadata_rows(meta) -> tuple[tuple[int, ...], tuple[tuple[str, int], ...]]:
-    """(every snapshot's id, every ref's name and snapshot id): what must not move without a commit."""
-    return (tuple(s.snapshot_id for s in meta.snapshots),
-            tuple(sorted((name, ref.snapshot_id) for name, ref in meta.refs.items())))
+def commits_of(spark, ident: str, n: int) -> int:
+    return spark.sql(f"SELECT count(*) FROM {_quote(ident)}.`snapshots` "
+                     f"WHERE summary['{DELTA_PROPERTY}'] = '{n}'").collect()[0][0]
 
 
-def commits_of(meta, n: int) -> int:
-    return sum(1 for s in meta.snapshots if s.summary is not None and s.summary.get(DELTA_PROPERTY) == str(n))
-
-
-def tags_of(meta) -> set[str]:
-    return {name for name, ref in meta.refs.items() if ref.snapshot_ref_type == "tag"}
+def tags_of(spark, ident: str) -> set[str]:
+    return {r[0] for r in spark.sql(f"SELECT name FROM {_quote(ident)}.`refs` WHERE type = 'TAG'").collect()}
 
 
 class _Story:
@@ -153,13 +147,11 @@ def test_a_delta_commits_only_to_the_tables_it_changes(spark_remote, kafka_boots
     story = (prostore_story if kind == "prostore" else qlik_story)(kafka_bootstrap, tmp_path)
     spark = build_definitions(story.cfg).resources["spark"].get_session()
     layout = LakeLayout(story.cfg.lake.catalog)
-    open_table = pyiceberg_tables(story.cfg)
-    idents = list(story.idents.values())
     deltas = 5
     with dg.instance_for_test() as instance:
         for n in range(deltas):
-            before = {t: metadata_rows(metadata(open_table, i)) for t, i in story.idents.items()} if n else {}
-            recorded = last_applied_deltas(spark, idents) if n else {}
+            before = {t: metadata_rows(spark, i) for t, i in story.idents.items()} if n else {}
+            recorded = last_applied_deltas(spark, list(story.idents.values())) if n else {}
             story.publish_delta(n)
             kill = n == 3  # once, after every snapshot commit of the run, before the lake's mark
             if kill:
@@ -172,19 +164,16 @@ def test_a_delta_commits_only_to_the_tables_it_changes(spark_remote, kafka_boots
             assert result.ok and (story.source, n) in result.landed(), (n, result)
             assert lake_landed_through(spark, layout, story.source) == n, n
             changed = set(story.changed_at(n))
-            now = last_applied_deltas(spark, idents) if n else {}
             for table, ident in story.idents.items():
-                meta = metadata(open_table, ident)
                 if n and table not in changed:  # no commit, no tag: its metadata did not change
-                    assert metadata_rows(meta) == before[table], (n, table)
-                    assert now[ident] == recorded[ident], (n, table)
-                    assert f"delta_{n}" not in tags_of(meta), (n, table)
+                    assert metadata_rows(spark, ident) == before[table], (n, table)
+                    assert last_applied_deltas(spark, [ident])[ident] == recorded[ident], (n, table)
+                    assert f"delta_{n}" not in tags_of(spark, ident), (n, table)
                 else:
                     assert story.current(spark, table) == story.expected(table), (n, table)
-                    assert commits_of(meta, n) == 1, (n, table)  # the kill's re-run did not commit again
-                    assert f"delta_{n}" in tags_of(meta), (n, table)
+                    assert commits_of(spark, ident, n) == 1, (n, table)  # the kill's re-run did not commit again
+                    assert f"delta_{n}" in tags_of(spark, ident), (n, table)
     # Every table has its own story: changed by some deltas only, equal to the truth as it is now.
     for table, ident in story.idents.items():
         assert story.current(spark, table) == story.expected(table), table
-        want = {f"delta_{n}" for n in range(deltas) if table in story.changed_at(n)}
-        assert tags_of(metadata(open_table, ident)) == want, table
+        assert tags_of(spark, ident) == {f"delta_{n}" for n in range(deltas) if table in story.changed_at(n)}, table
