@@ -66,8 +66,10 @@ def demo_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> DemoO
 # the other idles). Longest first, the unit tests' many short files fill the end. A file not
 # listed keeps its place after these; a stale list only orders worse, it never fails.
 LONGEST_FIRST = (
-    "integration/test_multi_host.py", "integration/test_partition_window.py", "integration/test_cdc_lake.py",
+    "integration/test_wide_datamart.py", "integration/test_multi_host.py", "integration/test_partition_window.py",
+    "integration/test_untagged_reads.py", "integration/test_cdc_lake.py",
     "integration/test_streams_e2e.py", "integration/test_objstore_platform.py", "ui/test_ui.py",
+    "integration/test_stream_progress_mark.py", "integration/test_untouched_tables.py",
     "integration/test_daemon_faults.py", "integration/test_export_roundtrip.py", "integration/test_spark_server.py", "integration/test_objstore_lake.py",
     "integration/test_history_forms.py", "integration/test_platform.py", "integration/test_read_cli.py",
     "integration/test_delta_step.py", "integration/test_stream_history.py", "integration/test_clean_logs.py",
