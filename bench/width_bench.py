@@ -20,7 +20,10 @@ With `--format qlik` the two are Qlik Replicate change streams instead (bench/wi
 same change in the same 2 tables, one source per width); the truth compared is each table's keys.
 
     python bench/width_bench.py [--format prostore|qlik] [--wide 50] [--deltas 4] [--rows 200]
-        [--initial 100] [--sql]
+        [--initial 100] [--sql] [--profile DIR]
+
+`--profile DIR` dumps a cProfile of each steady delta's `sync` (DIR/w<width>_d<n>.prof; read with
+`python -m pstats` or bench/profile_diff.py): what a steady delta's driver spends, per function.
 
 Results: bench-results/width.json and lines on stdout.
 """
@@ -28,6 +31,7 @@ Results: bench-results/width.json and lines on stdout.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import logging
 import os
 import shutil
@@ -133,7 +137,7 @@ def run(args) -> dict:
     qlik = args.format == "qlik"
     marts = {w: (QlikStream(f"qwidth{w}", w, changed=CHANGED) if qlik else Datamart(f"width{w}", w))
              for w in (CHANGED, args.wide)}
-    res: dict = {"config": vars(args) | {"out": str(args.out)}, "deltas": {w: [] for w in marts}}
+    res: dict = {"config": vars(args) | {"out": str(args.out), "profile": str(args.profile or "")}, "deltas": {w: [] for w in marts}}
     ui_port = free_port() if args.sql else None
     try:
         with kafka_bootstrap() as bootstrap, bench_engine(work, conf=ui_conf(ui_port) if ui_port else None) as engine:
@@ -163,9 +167,16 @@ def run(args) -> dict:
                         publish(dm.delta(n, initial=args.initial, rows=args.rows), bootstrap, topics[w])
                         if sql:
                             sql.mark()
+                        prof = cProfile.Profile() if args.profile and n > 0 else None
                         t0 = time.perf_counter()
+                        if prof:
+                            prof.enable()
                         out = sync(cfgs[w], instance, echo=lambda line: None)
+                        if prof:
+                            prof.disable()
                         seconds = time.perf_counter() - t0
+                        if prof:
+                            prof.dump_stats(args.profile / f"w{w}_d{n}.prof")
                         after = lake_files(work / "lake", dm.name)
                         entry = {"delta": n, "seconds": round(seconds, 2), "landed": [d for _, d in out.landed()],
                                  "files": {k: after[k] - before[k] for k in after}}
@@ -214,10 +225,13 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", type=int, default=200, help="inserts per changed table per steady delta")
     ap.add_argument("--initial", type=int, default=100, help="rows of every table at delta 0")
     ap.add_argument("--sql", action="store_true", help="count the Spark SQL executions of each delta")
+    ap.add_argument("--profile", type=Path, default=None, help="dump a cProfile of each steady delta's sync here")
     ap.add_argument("--out", type=Path, default=None, help="default: bench-results/width[_qlik].json")
     args = ap.parse_args(argv)
     if args.out is None:
         args.out = ROOT / "bench-results" / ("width_qlik.json" if args.format == "qlik" else "width.json")
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     if args.deltas < 2:
         ap.error("--deltas must be at least 2 (the first one creates the tables)")
     logging.basicConfig(level=logging.WARNING)
