@@ -20,10 +20,11 @@ With `--format qlik` the two are Qlik Replicate change streams instead (bench/wi
 same change in the same 2 tables, one source per width); the truth compared is each table's keys.
 
     python bench/width_bench.py [--format prostore|qlik] [--wide 50] [--deltas 4] [--rows 200]
-        [--initial 100] [--sql] [--profile DIR]
+        [--initial 100] [--sql] [--profile DIR [--profiled 2]]
 
-`--profile DIR` dumps a cProfile of each steady delta's `sync` (DIR/w<width>_d<n>.prof; read with
-`python -m pstats` or bench/profile_diff.py): what a steady delta's driver spends, per function.
+`--profile DIR` dumps a cProfile of the last `--profiled` deltas' `sync`, their thread pools'
+work included (DIR/w<width>_d<n>.prof; read with `python -m pstats`): what a steady delta's
+client spends, per function. Those deltas are left out of the steady figures.
 
 Results: bench-results/width.json and lines on stdout.
 """
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import pstats
 import logging
 import os
 import shutil
@@ -39,6 +41,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,6 +118,51 @@ class Datamart:
         return [self.truth[table][k] for k in sorted(self.truth[table])]
 
 
+class ThreadProfiles:
+    """cProfile of a block and of the work its thread pools run meanwhile (the step's jobs run in
+    `ThreadPoolExecutor`s, which a cProfile of the calling thread does not see): one profile per
+    work item, merged with the block's into one file. Times add up across threads (a wait in one
+    thread and the work it waits for both count): compare function by function, not totals."""
+
+    def __init__(self):
+        self.main, self.items = cProfile.Profile(), []
+
+    def __enter__(self):
+        from concurrent.futures import thread
+
+        self._run = run = thread._WorkItem.run
+        items = self.items
+
+        def profiled(item):
+            prof = cProfile.Profile()
+            items.append(prof)
+            prof.enable()
+            try:
+                return run(item)
+            finally:
+                prof.disable()
+
+        thread._WorkItem.run = profiled
+        self.main.enable()
+        return self
+
+    def __exit__(self, *exc):
+        from concurrent.futures import thread
+
+        self.main.disable()
+        thread._WorkItem.run = self._run
+        return False
+
+    def dump(self, path: Path) -> None:
+        stats = pstats.Stats(self.main)
+        for prof in self.items:
+            try:
+                stats.add(prof)
+            except TypeError:  # a work item that ran no Python call: nothing to add
+                pass
+        stats.dump_stats(path)
+
+
 def lake_files(lake: Path, namespace: str) -> dict[str, int]:
     """{kind: files} under the datamart's namespaces of the lake folder (Hadoop catalog)."""
     counts = {"data": 0, "metadata_json": 0, "manifests": 0, "other": 0}
@@ -167,19 +215,17 @@ def run(args) -> dict:
                         publish(dm.delta(n, initial=args.initial, rows=args.rows), bootstrap, topics[w])
                         if sql:
                             sql.mark()
-                        prof = cProfile.Profile() if args.profile and n > 0 else None
+                        profiling = bool(args.profile) and n >= args.deltas - args.profiled
+                        profiled = ThreadProfiles() if profiling else nullcontext()
                         t0 = time.perf_counter()
-                        if prof:
-                            prof.enable()
-                        out = sync(cfgs[w], instance, echo=lambda line: None)
-                        if prof:
-                            prof.disable()
+                        with profiled:
+                            out = sync(cfgs[w], instance, echo=lambda line: None)
                         seconds = time.perf_counter() - t0
-                        if prof:
-                            prof.dump_stats(args.profile / f"w{w}_d{n}.prof")
+                        if profiling:
+                            profiled.dump(args.profile / f"w{w}_d{n}.prof")
                         after = lake_files(work / "lake", dm.name)
                         entry = {"delta": n, "seconds": round(seconds, 2), "landed": [d for _, d in out.landed()],
-                                 "files": {k: after[k] - before[k] for k in after}}
+                                 "files": {k: after[k] - before[k] for k in after}, "profiled": profiling}
                         if sql:
                             entry["sql_executions"] = len(sql.since())
                         res["deltas"][w].append(entry)
@@ -199,8 +245,8 @@ def run(args) -> dict:
 
 
 def summarize(deltas: dict[int, list[dict]], wide: int) -> dict:
-    def steady(w: int, key) -> float:
-        return statistics.median(key(e) for e in deltas[w][1:])
+    def steady(w: int, key) -> float:  # the deltas a profiler slowed are left out
+        return statistics.median(key(e) for e in deltas[w][1:] if not e.get("profiled"))
 
     out: dict = {}
     for w in (CHANGED, wide):
@@ -225,13 +271,17 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", type=int, default=200, help="inserts per changed table per steady delta")
     ap.add_argument("--initial", type=int, default=100, help="rows of every table at delta 0")
     ap.add_argument("--sql", action="store_true", help="count the Spark SQL executions of each delta")
-    ap.add_argument("--profile", type=Path, default=None, help="dump a cProfile of each steady delta's sync here")
+    ap.add_argument("--profile", type=Path, default=None, help="dump a cProfile of the last deltas' sync here")
+    ap.add_argument("--profiled", type=int, default=2,
+                    help="with --profile: how many last deltas are profiled (left out of the steady figures)")
     ap.add_argument("--out", type=Path, default=None, help="default: bench-results/width[_qlik].json")
     args = ap.parse_args(argv)
     if args.out is None:
         args.out = ROOT / "bench-results" / ("width_qlik.json" if args.format == "qlik" else "width.json")
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
+    if args.profile and args.deltas - args.profiled < 2:
+        ap.error("--profile needs at least 2 deltas before the profiled ones (the first creates the tables)")
     if args.deltas < 2:
         ap.error("--deltas must be at least 2 (the first one creates the tables)")
     logging.basicConfig(level=logging.WARNING)

@@ -48,7 +48,8 @@ from resources.kafka.fetch import fetch_values
 from platform_assets.io_managers.prostore import BackupSlice, SignalSlice
 from resources.lake.layout import LakeLayout
 from resources.lake.prostore import (IncrementDelta, TableStats, changelog_history, data_tables, land_changelogs,
-                                     land_increment_tables, landed_deltas, record_increments)
+                                     land_increment_tables, landed_deltas, record_increments,
+                                     unchanged_increment_tables)
 from resources.lake.key_check import KeyCheckPlan
 from resources.lake.prostore_history import history_ident
 from resources.lake.prostore_progress import tables_to_read
@@ -215,10 +216,11 @@ def _phase2_jobs(session, layout: LakeLayout, datamart: str, keys: DatamartKeys,
     landing = [done[k] for k in (keys.changelog, keys.increment) if k in done]
     jobs: list = []
     if keys.increment in done and done[keys.increment].error is None:
-        todo, stats = done[keys.increment].result
+        todo, stats, unchanged = done[keys.increment].result
         jobs.append((keys.increment, lambda: checks.increment_checks(
             session, layout, datamart, [(b, t.entities, stats[b.delta_num]) for b, t in zip(backup, todo)],
-            index, key=keys.increment) + [checks.quarantine_check(backup[0].topic, bad, key=keys.increment)]))
+            index, key=keys.increment, unchanged=unchanged)
+            + [checks.quarantine_check(backup[0].topic, bad, key=keys.increment)]))
     before = done.get(keys.snapshot)
     if before is None or before.error is not None or any(o.error is not None for o in landing):
         return jobs, None
@@ -280,12 +282,14 @@ def _increment_delta(session, backup: BackupSlice, records: list) -> IncrementDe
 def _land_increment(session, layout: LakeLayout, datamart: str, backup: list[BackupSlice],
                     records: dict[int, list], changelog: Future | None, tables_landed: Future | None = None):
     """The increment tables, then (once the changelog of the same deltas has landed, when this
-    step lands it) the manifest: ([IncrementDelta], {delta: stats}). `tables_landed` gets the
-    stats (or the error) as soon as the tables have committed, before the manifest."""
+    step lands it) the manifest: ([IncrementDelta], {delta: stats}, the tables the run left as
+    they were: `unchanged_increment_tables`). `tables_landed` gets the stats (or the error) as
+    soon as the tables have committed, before the manifest."""
     try:
         todo = [_increment_delta(session, b, records[b.delta_num]) for b in backup]
+        unchanged = unchanged_increment_tables(session, layout, datamart, todo)
         with task_errors():  # a bad message read by a Spark task surfaces as our typed error
-            stats = land_increment_tables(session, layout, datamart, todo)
+            stats = land_increment_tables(session, layout, datamart, todo, unchanged)
     except BaseException as exc:
         if tables_landed is not None:
             tables_landed.set_exception(exc)
@@ -296,7 +300,7 @@ def _land_increment(session, layout: LakeLayout, datamart: str, backup: list[Bac
         raise ChangelogNotLandedError(f"datamart {datamart!r} delta(s) {delta_span(backup)}: the increment tables "
                                       f"committed but the changelog did not land, so the manifest was not written")
     record_increments(session, layout, datamart, todo, stats)
-    return todo, stats
+    return todo, stats, unchanged
 
 
 def _early_history(session, layout: LakeLayout, datamart: str, delta: int, records: list, before: Future,
@@ -395,7 +399,7 @@ def _merged(before: _SnapshotInputs, changelog: Outcome | None, increment: Outco
     if changelog is not None:
         history.update(records)
     if increment is not None:
-        _, stats = increment.result
+        _, stats, _ = increment.result
         landed.update({n: {s.table: s for s in table_stats} for n, table_stats in stats.items()})
     return replace(before, landed=landed, history=history)
 
@@ -460,7 +464,7 @@ def _increment_materialized(context, said: list[str], key: dg.AssetKey, outcome:
                             layout: LakeLayout, datamart: str, bad: dict[int, list]) -> dg.MaterializeResult:
     """The increment's materialization, each delta's counts on its own partition (`bad`: its
     quarantined messages); each delta's rows per table go to the step's log line (`said`)."""
-    todo, stats = outcome.result
+    todo, stats, _ = outcome.result
     by_delta = {}
     for b, landed in zip(backup, todo):
         mine = stats[b.delta_num]
