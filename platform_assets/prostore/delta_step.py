@@ -468,14 +468,18 @@ def _increment_materialized(context, said: list[str], key: dg.AssetKey, outcome:
     by_delta = {}
     for b, landed in zip(backup, todo):
         mine = stats[b.delta_num]
-        said.append(f"delta {b.delta_num}: " + ", ".join(f"{s.table} {s.rows}" for s in mine))
+        # The tables the delta changed, not every table of its schema (the manifest names them
+        # all): a key or a log entry per untouched table grew with the datamart's width.
+        said.append(f"delta {b.delta_num}: " + (", ".join(f"{s.table} {s.rows}" for s in mine if s.rows) or "no rows")
+                    + f" ({sum(1 for s in mine if not s.rows)} table(s) left alone)")
         columns = _columns_of(landed.entities)
         by_delta[b.delta_num] = {
             "tables": tables_entry([
                 {"table": layout.increment(datamart, s.table), "rows": s.rows, "upserts": s.upserts,
                  "deletes": s.deletes, "columns": columns.get(s.table, "")} for s in mine if s.rows]),
             "rows": sum(s.rows for s in mine), "upserts": sum(s.upserts for s in mine),
-            "deletes": sum(s.deletes for s in mine), **{f"rows/{s.table}": s.rows for s in sorted(mine, key=_table)},
+            "deletes": sum(s.deletes for s in mine),
+            **{f"rows/{s.table}": s.rows for s in sorted(mine, key=_table) if s.rows},
             "delta_date": dg.TimestampMetadataValue(b.report.delta_date / 1e6), "increment_id": b.report.chosen,
             "offsets": b.offsets(), "bytes": b.value_bytes, "messages": len(b.refs),
             "bad_messages": len(bad.get(b.delta_num, ()))}
