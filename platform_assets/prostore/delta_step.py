@@ -287,9 +287,12 @@ def _land_increment(session, layout: LakeLayout, datamart: str, backup: list[Bac
     soon as the tables have committed, before the manifest."""
     try:
         todo = [_increment_delta(session, b, records[b.delta_num]) for b in backup]
-        unchanged = unchanged_increment_tables(session, layout, datamart, todo)
-        with task_errors():  # a bad message read by a Spark task surfaces as our typed error
-            stats = land_increment_tables(session, layout, datamart, todo, unchanged)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="deltaport-asset") as pool:
+            # Read beside the changed tables' writes, which do not wait for it.
+            known = pool.submit(unchanged_increment_tables, session, layout, datamart, todo)
+            with task_errors():  # a bad message read by a Spark task surfaces as our typed error
+                stats = land_increment_tables(session, layout, datamart, todo, known)
+        unchanged = known.result()
     except BaseException as exc:
         if tables_landed is not None:
             tables_landed.set_exception(exc)

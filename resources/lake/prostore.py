@@ -54,6 +54,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from resources.codecs.backup import ChangelogRecord
@@ -230,7 +231,7 @@ def unchanged_increment_tables(spark, layout: LakeLayout, datamart: str,
 
 
 def land_increment_tables(spark, layout: LakeLayout, datamart: str, deltas: Sequence[IncrementDelta],
-                          unchanged: frozenset[str] = frozenset()) -> dict[int, list[TableStats]]:
+                          unchanged: frozenset[str] | Future = frozenset()) -> dict[int, list[TableStats]]:
     """The increment tables' part of `land_increments`: every table's commit, each checked
     against the rows its write sent (`verify_committed`); nothing is recorded in the manifest.
     Returns {delta: stats per table}.
@@ -241,7 +242,8 @@ def land_increment_tables(spark, layout: LakeLayout, datamart: str, deltas: Sequ
     but not in its `entities` is refused: data whose schema the changelog does not describe
     must not land. A table's columns evolve in delta order (a range may hold schema changes).
     The tables are written side by side (`side_by_side`). `unchanged`: tables known to need
-    nothing (`unchanged_increment_tables`): not asked for their schema either.
+    nothing (`unchanged_increment_tables`): not asked for their schema either; as a Future, the
+    tables with rows go first and do not wait for it (its reads overlap their writes).
     """
     from pyspark.sql.types import IntegerType, LongType, TimestampNTZType
 
@@ -258,7 +260,7 @@ def land_increment_tables(spark, layout: LakeLayout, datamart: str, deltas: Sequ
         """(the table's ident, its commit id or None when it made none, [(delta, stats)])"""
         ident = layout.increment(datamart, name)
         seen = [d for d in deltas if name in tables_of[d.delta_num]]
-        if name in unchanged:
+        if not any(d.frames.get(name) is not None for d in seen) and name in known():
             return ident, None, [(d.delta_num, TableStats(name, 0, 0, 0)) for d in seen]
         struct, created = None, False
         for d in seen:  # in delta order: the table's columns evolve as the DDL did
@@ -293,10 +295,19 @@ def land_increment_tables(spark, layout: LakeLayout, datamart: str, deltas: Sequ
     # write can overlap.
     tables_of = {d.delta_num: data_tables(d.entities) for d in deltas}  # not once per table: 500 x 500
     names = sorted({n for d in deltas for n in tables_of[d.delta_num]})
+
+    def known() -> frozenset[str]:
+        return unchanged.result() if isinstance(unchanged, Future) else unchanged
+
+    def idle(name: str) -> bool:
+        return all(d.frames.get(name) is None for d in deltas)
+
     stats: dict[int, list[TableStats]] = {d.delta_num: [] for d in deltas}
     commits: dict[str, str] = {}  # per table: its commit, and the rows its write sent
     written: dict[str, int] = {}
-    for ident, commit, table_stats in side_by_side(land_table, [(n,) for n in names]):
+    first = sorted(names, key=idle)  # the tables with rows first: they need not wait for `known`
+    landed = dict(zip(first, side_by_side(land_table, [(n,) for n in first])))
+    for ident, commit, table_stats in (landed[n] for n in names):
         if commit is not None:
             commits[ident] = commit
         for delta_num, st in table_stats:
