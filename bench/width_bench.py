@@ -9,7 +9,8 @@ platform's real path: its signal events and BACKUP_TO_KAFKA increment published 
 one `sync` (the sensor's code, then the delta's run, in process) of that datamart alone.
 
 Per delta and width: `sync`'s seconds, the files the lake gained (data files, and metadata:
-`*.metadata.json`, i.e. catalog commits, manifests and manifest lists), and with `--sql` the
+`*.metadata.json`, i.e. catalog commits, manifests and manifest lists), the events the Dagster
+instance stored (issue 58: a delta's events follow the tables it changes), and with `--sql` the
 Spark SQL executions the server ran. The first delta is reported apart (it creates the tables);
 the steady figure is the median of the others, and the ratio wide/narrow is the figure of
 merit (goal: <= 1.2x seconds, <= 1.1x files). The two widths alternate delta by delta, so a
@@ -27,8 +28,12 @@ requests by method (PUT, GET, HEAD, LIST, DELETE, POST) and by file kind, and th
 delta wrote under the source's namespaces by kind (listed from the store itself, not through the
 proxy); catalog commits are the new `*.metadata.json` (every commit of a table or view writes one).
 
+`--profile DIR` dumps a cProfile of the last `--profiled` deltas' `sync`, their thread pools'
+work included (DIR/w<width>_d<n>.prof; read with `python -m pstats`): what a steady delta's
+client spends, per function. Those deltas are left out of the steady figures.
+
     python bench/width_bench.py [--format prostore|qlik] [--wide 50] [--deltas 4] [--rows 200]
-        [--initial 100] [--sql] [--objstore]
+        [--initial 100] [--sql] [--objstore] [--profile DIR [--profiled 2]]
 
 Results: bench-results/width[_qlik][_s3].json and lines on stdout.
 """
@@ -36,6 +41,8 @@ Results: bench-results/width[_qlik][_s3].json and lines on stdout.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import logging
 import os
 import shutil
@@ -44,7 +51,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,6 +133,51 @@ class Datamart:
         return [self.truth[table][k] for k in sorted(self.truth[table])]
 
 
+class ThreadProfiles:
+    """cProfile of a block and of the work its thread pools run meanwhile (the step's jobs run in
+    `ThreadPoolExecutor`s, which a cProfile of the calling thread does not see): one profile per
+    work item, merged with the block's into one file. Times add up across threads (a wait in one
+    thread and the work it waits for both count): compare function by function, not totals."""
+
+    def __init__(self):
+        self.main, self.items = cProfile.Profile(), []
+
+    def __enter__(self):
+        from concurrent.futures import thread
+
+        self._run = run = thread._WorkItem.run
+        items = self.items
+
+        def profiled(item):
+            prof = cProfile.Profile()
+            items.append(prof)
+            prof.enable()
+            try:
+                return run(item)
+            finally:
+                prof.disable()
+
+        thread._WorkItem.run = profiled
+        self.main.enable()
+        return self
+
+    def __exit__(self, *exc):
+        from concurrent.futures import thread
+
+        self.main.disable()
+        thread._WorkItem.run = self._run
+        return False
+
+    def dump(self, path: Path) -> None:
+        stats = pstats.Stats(self.main)
+        for prof in self.items:
+            try:
+                stats.add(prof)
+            except TypeError:  # a work item that ran no Python call: nothing to add
+                pass
+        stats.dump_stats(path)
+
+
 def lake_files(lake: Path, namespace: str) -> dict[str, int]:
     """{kind: files} under the datamart's namespaces of the lake folder (Hadoop catalog)."""
     counts = {"data": 0, "metadata_json": 0, "manifests": 0, "other": 0}
@@ -173,6 +225,20 @@ class ObjectStoreLake:
                 "by_table": new["by_table"]}
 
 
+def event_rows(home: Path) -> int:
+    """The events the Dagster instance at `home` has stored (its SQLite event logs: each run's own
+    and the asset index, which keeps the asset events again): what a delta adds to the instance."""
+    import sqlite3
+
+    total = 0
+    for db in sorted((home / "storage").glob("*.db")) if (home / "storage").is_dir() else ():
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'event_logs'").fetchone():
+                total += conn.execute("SELECT count(*) FROM event_logs").fetchone()[0]
+        conn.close()
+    return total
+
+
 def run(args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="deltaport-width-bench-"))
     os.environ["DAGSTER_HOME"] = str(work / "dagster")
@@ -180,7 +246,7 @@ def run(args) -> dict:
     qlik = args.format == "qlik"
     marts = {w: (QlikStream(f"qwidth{w}", w, changed=CHANGED) if qlik else Datamart(f"width{w}", w))
              for w in (CHANGED, args.wide)}
-    res: dict = {"config": vars(args) | {"out": str(args.out)}, "deltas": {w: [] for w in marts}}
+    res: dict = {"config": vars(args) | {"out": str(args.out), "profile": str(args.profile or "")}, "deltas": {w: [] for w in marts}}
     ui_port = free_port() if args.sql else None
     try:
         with ExitStack() as stack:
@@ -213,11 +279,17 @@ def run(args) -> dict:
                         if sql:
                             sql.mark()
                         done: dict = {}
+                        events_before = event_rows(work / "dagster")
+                        profiling = bool(args.profile) and n >= args.deltas - args.profiled
 
                         def land() -> None:
+                            profiled = ThreadProfiles() if profiling else nullcontext()
                             t0 = time.perf_counter()
-                            done["out"] = sync(cfgs[w], instance, echo=lambda line: None)
+                            with profiled:
+                                done["out"] = sync(cfgs[w], instance, echo=lambda line: None)
                             done["seconds"] = time.perf_counter() - t0
+                            if profiling:
+                                profiled.dump(args.profile / f"w{w}_d{n}.prof")
 
                         if s3:
                             store = s3.measure(dm.name, land)
@@ -227,11 +299,13 @@ def run(args) -> dict:
                             after = lake_files(work / "lake", dm.name)
                             store = {"files": {k: after[k] - before[k] for k in after}}
                         entry = {"delta": n, "seconds": round(done["seconds"], 2),
-                                 "landed": [d for _, d in done["out"].landed()], **store}
+                                 "landed": [d for _, d in done["out"].landed()], **store, "profiled": profiling,
+                                 "events": event_rows(work / "dagster") - events_before}
                         if sql:
                             entry["sql_executions"] = len(sql.since())
                         res["deltas"][w].append(entry)
-                        print(f"{dm.name} delta {n}: {entry['seconds']:.2f} s, files {entry['files']}"
+                        print(f"{dm.name} delta {n}: {entry['seconds']:.2f} s, files {entry['files']}, "
+                              f"{entry['events']} Dagster events"
                               + (f", S3 requests {entry['requests']}" if s3 else "")
                               + (f", {entry['sql_executions']} SQL executions" if sql else ""), flush=True)
                 spark = resources_for(cfgs[CHANGED])["spark"].get_session()
@@ -248,8 +322,8 @@ def run(args) -> dict:
 
 
 def summarize(deltas: dict[int, list[dict]], wide: int) -> dict:
-    def steady(w: int, key) -> float:
-        return statistics.median(key(e) for e in deltas[w][1:])
+    def steady(w: int, key) -> float:  # the deltas a profiler slowed are left out
+        return statistics.median(key(e) for e in deltas[w][1:] if not e.get("profiled"))
 
     out: dict = {}
     for w in (CHANGED, wide):
@@ -257,6 +331,7 @@ def summarize(deltas: dict[int, list[dict]], wide: int) -> dict:
         out[f"steady_s_{w}"] = steady(w, lambda e: e["seconds"])
         out[f"steady_files_{w}"] = steady(w, lambda e: sum(e["files"].values()))
         out[f"steady_commits_{w}"] = steady(w, lambda e: e["files"]["metadata_json"])
+        out[f"steady_events_{w}"] = steady(w, lambda e: e["events"])
         if "sql_executions" in deltas[w][0]:
             out[f"steady_sql_executions_{w}"] = steady(w, lambda e: e["sql_executions"])
         if "requests" in deltas[w][0]:  # --objstore: each method apart, then all of them
@@ -264,7 +339,7 @@ def summarize(deltas: dict[int, list[dict]], wide: int) -> dict:
                 out[f"steady_{op}_{w}"] = steady(w, lambda e: (sum(e["requests"].values()) if op == "all"
                                                                 else e["requests"][op]))
             out[f"steady_files_by_kind_{w}"] = {k: steady(w, lambda e: e["files"][k]) for k in deltas[w][0]["files"]}
-    whats = ("s", "files", "commits") + ((*OPERATIONS, "all") if "requests" in deltas[wide][0] else ())
+    whats = ("s", "files", "commits", "events") + ((*OPERATIONS, "all") if "requests" in deltas[wide][0] else ())
     for what in whats:  # none where the narrow source made none (an S3 method neither used)
         narrow = out[f"steady_{what}_{CHANGED}"]
         out[f"steady_{what}_ratio"] = round(out[f"steady_{what}_{wide}"] / narrow, 2) if narrow else None
@@ -274,7 +349,8 @@ def summarize(deltas: dict[int, list[dict]], wide: int) -> dict:
 
 def print_table(sm: dict, wide: int) -> None:
     """The steady medians, narrow and wide side by side (with --objstore: the S3 figures too)."""
-    rows = [("seconds", "s"), ("objects/files written", "files"), ("catalog commits (metadata.json)", "commits")]
+    rows = [("seconds", "s"), ("objects/files written", "files"), ("catalog commits (metadata.json)", "commits"),
+            ("Dagster events stored", "events")]
     rows += [(f"S3 {op} requests", op) for op in (*OPERATIONS, "all") if f"steady_{op}_{wide}" in sm]
     print(f"\nsteady delta (median) {'2 tables':>20} {f'{wide} tables':>12} {'ratio':>8}")
     for label, key in rows:
@@ -294,11 +370,18 @@ def main(argv=None) -> int:
     ap.add_argument("--sql", action="store_true", help="count the Spark SQL executions of each delta")
     ap.add_argument("--objstore", action="store_true",
                     help="the lake on S3 behind Iceberg's REST catalog; count the S3 requests of each delta")
+    ap.add_argument("--profile", type=Path, default=None, help="dump a cProfile of the last deltas' sync here")
+    ap.add_argument("--profiled", type=int, default=2,
+                    help="with --profile: how many last deltas are profiled (left out of the steady figures)")
     ap.add_argument("--out", type=Path, default=None, help="default: bench-results/width[_qlik][_s3].json")
     args = ap.parse_args(argv)
     if args.out is None:
         name = "width" + ("_qlik" if args.format == "qlik" else "") + ("_s3" if args.objstore else "")
         args.out = ROOT / "bench-results" / f"{name}.json"
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+    if args.profile and args.deltas - args.profiled < 2:
+        ap.error("--profile needs at least 2 deltas before the profiled ones (the first creates the tables)")
     if args.deltas < 2:
         ap.error("--deltas must be at least 2 (the first one creates the tables)")
     logging.basicConfig(level=logging.WARNING)

@@ -49,7 +49,8 @@ from resources.kafka.fetch import fetch_values
 from platform_assets.io_managers.prostore import BackupSlice, SignalSlice
 from resources.lake.layout import LakeLayout
 from resources.lake.prostore import (IncrementDelta, TableStats, changelog_history, data_tables, land_changelogs,
-                                     land_increment_tables, landed_deltas, record_increments)
+                                     land_increment_tables, landed_deltas, record_increments,
+                                     unchanged_increment_tables)
 from resources.lake.key_check import KeyCheckPlan
 from resources.lake.prostore_history import history_ident
 from resources.lake.prostore_progress import tables_to_read
@@ -220,10 +221,11 @@ def _phase2_jobs(session, layout: LakeLayout, datamart: str, keys: DatamartKeys,
     landing = [done[k] for k in (keys.changelog, keys.increment) if k in done]
     jobs: list = []
     if keys.increment in done and done[keys.increment].error is None:
-        todo, stats = done[keys.increment].result
+        todo, stats, unchanged = done[keys.increment].result
         jobs.append((keys.increment, lambda: checks.increment_checks(
             session, layout, datamart, [(b, t.entities, stats[b.delta_num]) for b, t in zip(backup, todo)],
-            index, key=keys.increment) + [checks.quarantine_check(backup[0].topic, bad, key=keys.increment)]))
+            index, key=keys.increment, unchanged=unchanged)
+            + [checks.quarantine_check(backup[0].topic, bad, key=keys.increment)]))
     before = done.get(keys.snapshot)
     if before is None or before.error is not None or any(o.error is not None for o in landing):
         return jobs, None
@@ -285,12 +287,17 @@ def _increment_delta(session, backup: BackupSlice, records: list) -> IncrementDe
 def _land_increment(session, layout: LakeLayout, datamart: str, backup: list[BackupSlice],
                     records: dict[int, list], changelog: Future | None, tables_landed: Future | None = None):
     """The increment tables, then (once the changelog of the same deltas has landed, when this
-    step lands it) the manifest: ([IncrementDelta], {delta: stats}). `tables_landed` gets the
-    stats (or the error) as soon as the tables have committed, before the manifest."""
+    step lands it) the manifest: ([IncrementDelta], {delta: stats}, the tables the run left as
+    they were: `unchanged_increment_tables`). `tables_landed` gets the stats (or the error) as
+    soon as the tables have committed, before the manifest."""
     try:
         todo = [_increment_delta(session, b, records[b.delta_num]) for b in backup]
-        with task_errors():  # a bad message read by a Spark task surfaces as our typed error
-            stats = land_increment_tables(session, layout, datamart, todo)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="deltaport-asset") as pool:
+            # Read beside the changed tables' writes, which do not wait for it.
+            known = pool.submit(unchanged_increment_tables, session, layout, datamart, todo)
+            with task_errors():  # a bad message read by a Spark task surfaces as our typed error
+                stats = land_increment_tables(session, layout, datamart, todo, known)
+        unchanged = known.result()
     except BaseException as exc:
         if tables_landed is not None:
             tables_landed.set_exception(exc)
@@ -301,7 +308,7 @@ def _land_increment(session, layout: LakeLayout, datamart: str, backup: list[Bac
         raise ChangelogNotLandedError(f"datamart {datamart!r} delta(s) {delta_span(backup)}: the increment tables "
                                       f"committed but the changelog did not land, so the manifest was not written")
     record_increments(session, layout, datamart, todo, stats)
-    return todo, stats
+    return todo, stats, unchanged
 
 
 def _early_history(session, layout: LakeLayout, datamart: str, delta: int, records: list, before: Future,
@@ -400,7 +407,7 @@ def _merged(before: _SnapshotInputs, changelog: Outcome | None, increment: Outco
     if changelog is not None:
         history.update(records)
     if increment is not None:
-        _, stats = increment.result
+        _, stats, _ = increment.result
         landed.update({n: {s.table: s for s in table_stats} for n, table_stats in stats.items()})
     return replace(before, landed=landed, history=history)
 
@@ -465,18 +472,22 @@ def _increment_materialized(context, said: list[str], key: dg.AssetKey, outcome:
                             layout: LakeLayout, datamart: str, bad: dict[int, list]) -> dg.MaterializeResult:
     """The increment's materialization, each delta's counts on its own partition (`bad`: its
     quarantined messages); each delta's rows per table go to the step's log line (`said`)."""
-    todo, stats = outcome.result
+    todo, stats, _ = outcome.result
     by_delta = {}
     for b, landed in zip(backup, todo):
         mine = stats[b.delta_num]
-        said.append(f"delta {b.delta_num}: " + ", ".join(f"{s.table} {s.rows}" for s in mine))
+        # The tables the delta changed, not every table of its schema (the manifest names them
+        # all): a key or a log entry per untouched table grew with the datamart's width.
+        said.append(f"delta {b.delta_num}: " + (", ".join(f"{s.table} {s.rows}" for s in mine if s.rows) or "no rows")
+                    + f" ({sum(1 for s in mine if not s.rows)} table(s) left alone)")
         columns = _columns_of(landed.entities)
         by_delta[b.delta_num] = {
             "tables": tables_entry([
                 {"table": layout.increment(datamart, s.table), "rows": s.rows, "upserts": s.upserts,
                  "deletes": s.deletes, "columns": columns.get(s.table, "")} for s in mine if s.rows]),
             "rows": sum(s.rows for s in mine), "upserts": sum(s.upserts for s in mine),
-            "deletes": sum(s.deletes for s in mine), **{f"rows/{s.table}": s.rows for s in sorted(mine, key=_table)},
+            "deletes": sum(s.deletes for s in mine),
+            **{f"rows/{s.table}": s.rows for s in sorted(mine, key=_table) if s.rows},
             "delta_date": dg.TimestampMetadataValue(b.report.delta_date / 1e6), "increment_id": b.report.chosen,
             "offsets": b.offsets(), "bytes": b.value_bytes, "messages": len(b.refs),
             "bad_messages": len(bad.get(b.delta_num, ()))}

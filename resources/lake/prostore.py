@@ -54,6 +54,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from resources.codecs.backup import ChangelogRecord
@@ -205,8 +206,32 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
     return stats
 
 
-def land_increment_tables(spark, layout: LakeLayout, datamart: str,
-                          deltas: Sequence[IncrementDelta]) -> dict[int, list[TableStats]]:
+def unchanged_increment_tables(spark, layout: LakeLayout, datamart: str,
+                               deltas: Sequence[IncrementDelta]) -> frozenset[str]:
+    """The tables whose increment tables the run's `deltas` leave as they are: no rows in any of
+    them, and in each the same DDL as in the delta before the run, which the manifest records as
+    landed. That delta's landing made or evolved every table of its changelog to those columns
+    before its manifest row was written, so nothing is to be made, evolved or checked again
+    (issue 57: asking each table's schema cost a round trip per table of the datamart, 500 of
+    them a delta at 500 tables). Two reads of one delta's partition (manifest and changelog);
+    empty when that delta is not recorded (the first, or a lake rebuilt): every table is asked."""
+    before = min(d.delta_num for d in deltas) - 1
+    if before < 0 or all(d.frames.get(name) is not None for d in deltas for name in data_tables(d.entities)):
+        return frozenset()  # nothing before, or every table has rows: no read would spare a thing
+    from resources.lake.side_by_side import side_by_side
+
+    landed, history = side_by_side(lambda read: read(), [
+        (lambda: landed_deltas(spark, layout, datamart, since=before, until=before),),
+        (lambda: changelog_history(spark, layout, datamart, since=before, until=before),)])
+    if before not in landed or before not in history:
+        return frozenset()
+    then = {n: e for n, e in data_tables(replay_changelog(history[before])).items() if n in landed[before]}
+    return frozenset(name for name, entity in then.items()
+                     if all(d.frames.get(name) is None and d.entities.get(name) == entity for d in deltas))
+
+
+def land_increment_tables(spark, layout: LakeLayout, datamart: str, deltas: Sequence[IncrementDelta],
+                          unchanged: frozenset[str] | Future = frozenset()) -> dict[int, list[TableStats]]:
     """The increment tables' part of `land_increments`: every table's commit, each checked
     against the rows its write sent (`verify_committed`); nothing is recorded in the manifest.
     Returns {delta: stats per table}.
@@ -216,7 +241,9 @@ def land_increment_tables(spark, layout: LakeLayout, datamart: str,
     (unless it was made just now). A table in a delta's `frames`
     but not in its `entities` is refused: data whose schema the changelog does not describe
     must not land. A table's columns evolve in delta order (a range may hold schema changes).
-    The tables are written side by side (`side_by_side`).
+    The tables are written side by side (`side_by_side`). `unchanged`: tables known to need
+    nothing (`unchanged_increment_tables`): not asked for their schema either; as a Future, the
+    tables with rows go first and do not wait for it (its reads overlap their writes).
     """
     from pyspark.sql.types import IntegerType, LongType, TimestampNTZType
 
@@ -232,7 +259,9 @@ def land_increment_tables(spark, layout: LakeLayout, datamart: str,
     def land_table(name: str) -> tuple[str, str | None, list[tuple[int, TableStats]]]:
         """(the table's ident, its commit id or None when it made none, [(delta, stats)])"""
         ident = layout.increment(datamart, name)
-        seen = [d for d in deltas if name in data_tables(d.entities)]
+        seen = [d for d in deltas if name in tables_of[d.delta_num]]
+        if not any(d.frames.get(name) is not None for d in seen) and name in known():
+            return ident, None, [(d.delta_num, TableStats(name, 0, 0, 0)) for d in seen]
         struct, created = None, False
         for d in seen:  # in delta order: the table's columns evolve as the DDL did
             if _struct(d.entities[name].columns, extra) != struct:
@@ -266,11 +295,21 @@ def land_increment_tables(spark, layout: LakeLayout, datamart: str,
     # The tables go side by side: a table's write from the client's rows spends much of its
     # time converting them on the server's driver, one thread per write, which another table's
     # write can overlap.
-    names = sorted({n for d in deltas for n in data_tables(d.entities)})
+    tables_of = {d.delta_num: data_tables(d.entities) for d in deltas}  # not once per table: 500 x 500
+    names = sorted({n for d in deltas for n in tables_of[d.delta_num]})
+
+    def known() -> frozenset[str]:
+        return unchanged.result() if isinstance(unchanged, Future) else unchanged
+
+    def idle(name: str) -> bool:
+        return all(d.frames.get(name) is None for d in deltas)
+
     stats: dict[int, list[TableStats]] = {d.delta_num: [] for d in deltas}
     commits: dict[str, str] = {}  # per table: its commit, and the rows its write sent
     written: dict[str, int] = {}
-    for ident, commit, table_stats in side_by_side(land_table, [(n,) for n in names]):
+    first = sorted(names, key=idle)  # the tables with rows first: they need not wait for `known`
+    landed = dict(zip(first, side_by_side(land_table, [(n,) for n in first])))
+    for ident, commit, table_stats in (landed[n] for n in names):
         if commit is not None:
             commits[ident] = commit
         for delta_num, st in table_stats:
@@ -368,15 +407,19 @@ def record_increments(spark, layout: LakeLayout, datamart: str, deltas: Sequence
     replace_deltas(spark, ident, spark.createDataFrame(rows, schema), [d.delta_num for d in deltas])
 
 
-def landed_deltas(spark, layout: LakeLayout, datamart: str,
-                  since: int | None = None) -> dict[int, dict[str, TableStats]]:
+def landed_deltas(spark, layout: LakeLayout, datamart: str, since: int | None = None,
+                  until: int | None = None) -> dict[int, dict[str, TableStats]]:
     """{delta: {table: stats}} of every increment recorded in the manifest; with `since`, of the
-    deltas >= since only (as `changelog_history`)."""
+    deltas >= since only, with `until` those <= until (as `changelog_history`)."""
+    from pyspark.sql import functions as F
+
     ident = layout.meta(datamart, "manifest")
     if not table_exists(spark, ident):
         return {}
     out: dict[int, dict[str, TableStats]] = {}
-    for r in _since(spark.table(ident), since).collect():
+    frame = _since(spark.table(ident), since)
+    frame = frame if until is None else frame.where(F.col("delta_num") <= until)
+    for r in frame.collect():
         tables = out.setdefault(r.delta_num, {})
         if r.table_name is not None:
             tables[r.table_name] = TableStats(r.table_name, r.rows, r.upserts, r.deletes)

@@ -18,6 +18,7 @@ from the current snapshot, stay in its history).
 
 from __future__ import annotations
 
+from dataclasses import replace
 
 import pytest
 
@@ -127,3 +128,33 @@ def test_column_added_again_and_table_created_again(lake):
             assert {r.id: r.b for r in session.table(ident).collect()} == {1: 10, 2: None}
     for n in range(len(story)):  # history intact, each delta under its own DDL
         assert rows_as_of(session, layout, dm, "t", n) == expected[n], f"delta {n}, read again"
+
+
+def test_a_run_leaves_alone_only_increment_tables_with_no_rows_and_the_same_ddl(lake):
+    """`unchanged_increment_tables` (issue 57: a steady delta asks no schema of the tables it left
+    alone): after delta 0 landed, delta 1 writes rows to `a`, none to `b` (same DDL), none to `c`
+    but adds a column to it, and creates `d`: only `b` is left alone; `c`'s increment table still
+    gains the column, `d`'s is made. Without delta 0 in the manifest (a run of delta 0 again, or
+    a lake rebuilt), nothing is."""
+    from resources.lake.prostore import IncrementDelta, land_increment_tables, unchanged_increment_tables
+
+    session, layout = lake
+    dm = "leftalone"
+
+    def create(t: str) -> str:
+        return f"CREATE TABLE {dm}.{t} (id BIGINT NOT NULL, v VARCHAR, PRIMARY KEY (id)) DISTRIBUTED BY (id)"
+
+    log = [ChangelogRecord(i, t, create(t)) for i, t in enumerate("abc")]
+    entities = land_changelog(session, layout, dm, 0, "inc-0", log)
+    land_increment(session, layout, dm, 0, 1_700_000_000_000_000, "inc-0", entities, {})
+    log += [ChangelogRecord(3, "c", f"ALTER TABLE {dm}.c ADD COLUMN w INT32"), ChangelogRecord(4, "d", create("d"))]
+    entities = land_changelog(session, layout, dm, 1, "inc-1", log)
+    rows = session.createDataFrame([(1, "x", 0, 0, 0)], output_spark_schema(entities["a"].columns))
+    delta = IncrementDelta(1, 1_700_000_000_000_001, "inc-1", entities, {"a": rows})
+    unchanged = unchanged_increment_tables(session, layout, dm, [delta])
+    assert unchanged == {"b"}
+    assert unchanged_increment_tables(session, layout, dm, [replace(delta, delta_num=0)]) == frozenset()
+    stats = land_increment_tables(session, layout, dm, [delta], unchanged)
+    assert {s.table: s.rows for s in stats[1]} == {"a": 1, "b": 0, "c": 0, "d": 0}
+    assert "w" in session.table(layout.increment(dm, "c")).columns
+    assert session.catalog.tableExists(layout.increment(dm, "d"))
