@@ -231,7 +231,8 @@ def event_rows(home: Path) -> int:
     import sqlite3
 
     total = 0
-    for db in sorted((home / "storage").glob("*.db")) if (home / "storage").is_dir() else ():
+    logs = home / "history" / "runs"  # Dagster's default SQLite layout: <run id>.db and index.db
+    for db in sorted(logs.glob("*.db")) if logs.is_dir() else ():
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
             if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'event_logs'").fetchone():
                 total += conn.execute("SELECT count(*) FROM event_logs").fetchone()[0]
