@@ -220,9 +220,13 @@ class ObjectStoreLake:
         sent = self.proxy.requests[first:]
         ops = Counter(op for _, op, _, _ in sent)
         new = added(before, self.objects(source))
+        # Which namespace's tables were loaded (a load GETs the table's metadata.json): tells a
+        # load of every snapshot table from one of every increment or history table.
+        loads = Counter(target.split("?", 1)[0].split("/metadata/")[0].rsplit("/", 2)[-2]
+                        for _, op, target, _ in sent if op == "GET" and ".metadata.json" in target)
         return {"files": new["files"], "requests": {op: ops[op] for op in OPERATIONS},
                 "requests_by_kind": requests_by_kind(sent), "tables_committed": new["tables_committed"],
-                "by_table": new["by_table"]}
+                "by_table": new["by_table"], "metadata_gets_by_namespace": dict(sorted(loads.items()))}
 
 
 def event_rows(home: Path) -> int:
