@@ -30,7 +30,6 @@ from resources.lake.layout import LakeLayout
 from resources.lake.prostore import landed_deltas
 from resources.lake.prostore_history import history_ident
 from resources.lake.read import rows_as_of
-from tests.support.defs_state import defs_state
 
 pytestmark = pytest.mark.integration
 
@@ -360,7 +359,7 @@ def test_the_step_keeps_the_datamarts_tables_for_the_catalog(platform):
     storage, key = instance.defs_state_storage, state_key(DM)
     before = storage.get_latest_version(key)
     assert before is not None, "no run stored the datamart's tables"
-    with defs_state(instance):  # as a code server loads (tests/support/defs_state.py)
+    with instance:  # as a code server loads: the instance's defs state storage in context
         tables = load_tables(DM)
     last = instance.get_latest_materialization_event(dg.AssetKey([DM, "snapshot"])).asset_materialization
     counted = {k.split("/", 1)[1] for k in last.metadata if k.startswith("rows/")}
@@ -369,7 +368,7 @@ def test_the_step_keeps_the_datamarts_tables_for_the_catalog(platform):
         assert spark.catalog.tableExists(layout.snapshot(DM, table)), table
         assert columns and {c for c, _ in columns} <= set(spark.table(layout.snapshot(DM, table)).columns), table
     assert run(defs, instance, 3).success
-    with defs_state(instance):
+    with instance:
         after = load_tables(DM)
     assert (storage.get_latest_version(key) == before) == (after == tables)
 
@@ -380,7 +379,7 @@ def test_the_stream_step_keeps_its_tables_for_the_catalog(kafka_bootstrap, qlik_
     story, cfg, defs, instance = qlik_platform
     if not instance.get_materialized_partitions(dg.AssetKey(["src", "snapshot"])):
         assert stream_run(defs, instance, 0).success
-    with defs_state(instance):
+    with instance:
         tables = load_tables("src")
     spark = defs.resources["spark"].get_session()
     layout = LakeLayout(cfg.lake.catalog)
@@ -395,7 +394,7 @@ def test_the_stream_step_keeps_its_tables_for_the_catalog(kafka_bootstrap, qlik_
     n = len(instance.get_materialized_partitions(dg.AssetKey(["src", "snapshot"])))
     if partition_key(n) in instance.get_dynamic_partitions("src_deltas"):
         assert stream_run(defs, instance, n).success
-    with defs_state(instance):
+    with instance:
         after = load_tables("src")
     assert set(tables) <= set(after)
     assert (instance.defs_state_storage.get_latest_version(key) == before) == (after == tables)

@@ -16,7 +16,6 @@ from platform_assets.definitions import build_definitions
 from platform_assets.lake_tables import (decode, encode, load_tables, merged, remember_tables, state_key,
                                          table_key, table_specs, tables_group)
 from platform_assets.prostore.delta_step import table_columns
-from tests.support.defs_state import defs_state
 
 ROOT = Path(__file__).resolve().parents[2]
 SALES = {"sales": [("id", "bigint"), ("store_id", "int")], "stores": [("id", "bigint"), ("name", "varchar(100)")]}
@@ -90,18 +89,18 @@ def test_the_step_stores_the_list_only_when_it_changes(instance):
     said = remember_tables(context, "marketing", grow, {}, delta=7)
     assert said and "new: c" in said and "sales" not in said
     assert remember_tables(context, "marketing", grow, {}, delta=8) is None
-    with defs_state(instance):
+    with instance:
         assert load_tables("marketing") == {"sales": SALES["sales"], "c": [("w", "int")]}
     # The latest version not readable here (stored from another host on a folder of its own): stored again.
     shutil.rmtree(str(storage.base_path))
     assert remember_tables(context, "marketing", {"sales": SALES["sales"]}, {}, delta=9)
-    with defs_state(instance):
+    with instance:
         assert load_tables("marketing") == {"sales": SALES["sales"]}
 
 
 def test_definitions_list_the_stored_tables_and_load_without_them(instance, caplog):
     cfg = load_config(ROOT / "deltaport.yaml")
-    with defs_state(instance):  # as the code server and run workers have it: its defs state storage in context
+    with instance:  # as the code server and run workers enter theirs: its defs state storage in context
         assert load_tables("marketing") == {}
         defs = build_definitions(cfg)
         assert not [k for k in defs.resolve_asset_graph().get_all_asset_keys() if "tables" in k.path]
