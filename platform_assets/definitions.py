@@ -25,6 +25,7 @@ from platform_assets.engine import engine_for, tables_root
 from platform_assets.io_managers.prostore import BackupTopicIOManager, SignalTopicIOManager
 from platform_assets.io_managers.streams import StreamTopicIOManager
 from platform_assets.lag_check import build_lag_check
+from platform_assets.lake_tables import load_tables, table_specs
 from platform_assets.deltas.topics import topic_key
 from platform_assets.prostore.assets import BACKUP_IO, SIGNAL_IO, build_datamart_assets
 from platform_assets.deltas.requests import source_tags
@@ -111,9 +112,12 @@ def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
     jobs, sensors, checks = [], [], []
     maintenance = maintenance_settings(cfg)
     for dm in cfg.datamarts:
+        tables = load_tables(dm.name)  # each table an asset of its own in the catalog (lake_tables.py)
         assets += build_datamart_assets(datamart=dm, layout=layout, max_deltas_per_run=cfg.sensor.max_deltas_per_run,
                                         maintenance=maintenance, partition_window=cfg.sensor.partition_window,
-                                        key_check_every=cfg.lake.key_check_every_deltas)
+                                        key_check_every=cfg.lake.key_check_every_deltas, known_tables=tables)
+        assets += table_specs(dm.name, tables, upstream=dg.AssetKey([dm.name, "snapshot"]),
+                              ident=lambda t, dm=dm.name: layout.snapshot(dm, t), uri=layout.location)
         checks.append(build_lag_check(source=dm, kind="prostore", max_lag_seconds=cfg.sensor.max_lag_seconds))
         job = dg.define_asset_job(f"{dm.name}_delta_job", selection=_delta_selection(dm.name, checks[-1]),
                                   tags=source_tags(dm.name),
@@ -123,9 +127,12 @@ def _build_definitions(cfg: PlatformConfig) -> dg.Definitions:
         jobs.append(job)
         sensors.append(build_delta_sensor(datamart=dm, job=job, settings=cfg.sensor))
     for stream in cfg.streams:
+        tables = load_tables(stream.name)
         assets += build_stream_assets(stream=stream, layout=layout, max_deltas_per_run=cfg.sensor.max_deltas_per_run,
                                       maintenance=maintenance, partition_window=cfg.sensor.partition_window,
-                                      key_check_every=cfg.lake.key_check_every_deltas)
+                                      key_check_every=cfg.lake.key_check_every_deltas, known_tables=tables)
+        assets += table_specs(stream.name, tables, upstream=dg.AssetKey([stream.name, "snapshot"]),
+                              ident=lambda t, src=stream.name: layout.snapshot(src, t), uri=layout.location)
         checks.append(build_lag_check(source=stream, kind="stream", max_lag_seconds=cfg.sensor.max_lag_seconds))
         job = dg.define_asset_job(f"{stream.name}_delta_job", selection=_delta_selection(stream.name, checks[-1]),
                                   tags=source_tags(stream.name),

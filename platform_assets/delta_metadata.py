@@ -15,6 +15,8 @@ its partition, not a copy of the range's total: the range's totals go under `ran
 The layer assets (increment, snapshot: one Iceberg table per logical table) carry a `tables`
 entry, a table of the tables the delta changed (name, rows, upserts, deletes, columns): the
 tables a delta leaves alone are not in it, so its size follows the delta, not the lake's width.
+Each of those tables is also an external asset of its own, listed when the code location loads
+(platform_assets/lake_tables.py): the catalog finds it by name and shows its columns.
 
 Single-table assets (signal_events, changelog, a mart) also carry Dagster's table metadata:
 `dagster/table_name` on their definition (the catalog names their Iceberg table) and a

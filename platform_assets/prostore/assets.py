@@ -31,6 +31,7 @@ from platform_assets.config import DatamartConfig
 from platform_assets.deltas.topics import topic_key
 from platform_assets.delta_metadata import table_metadata, table_tags
 from platform_assets.history_asset import history_spec
+from platform_assets.lake_tables import Tables, remember_tables
 from platform_assets.prostore import checks
 from platform_assets.maintenance_step import maintain_after_landing, maintenance_due
 from platform_assets.prostore.delta_step import DatamartKeys, land_delta_step
@@ -51,7 +52,9 @@ SIGNAL_IO, BACKUP_IO = "signal_topic_io", "backup_topic_io"
 
 def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_deltas_per_run: int = 1,
                           maintenance: MaintenanceSettings | None = None, partition_window: int = 0,
-                          key_check_every: int = 1) -> list:
+                          key_check_every: int = 1, known_tables: Tables | None = None) -> list:
+    """The datamart's multi-asset; `known_tables`: its table list as the code location loaded it
+    (platform_assets/lake_tables.py), which the step stores anew when a delta changes it."""
     dm = datamart.name
     keys = DatamartKeys.of(dm)
     boot = datamart.bootstrap
@@ -101,7 +104,9 @@ def build_datamart_assets(*, datamart: DatamartConfig, layout: LakeLayout, max_d
         landing = land_delta_step(context, datamart=dm, layout=layout, keys=keys, backup=backup, signal=signal,
                                   session=session, index=index.get(), keep_history=datamart.history,
                                   key_check_every=key_check_every,
-                                  maintaining=maintenance_due(context, source=dm, settings=maintenance))
+                                  maintaining=maintenance_due(context, source=dm, settings=maintenance),
+                                  tables_seen=lambda tables, target: remember_tables(
+                                      context, dm, tables, known_tables or {}, delta=target))
         yield from record_landed(landing, marks=marks, source=dm, snapshot=keys.snapshot, deltas=run_deltas(context))
         yield from maintain_after_landing(context, session, catalog=layout.catalog, source=dm, settings=maintenance)
         yield from retire_after_landing(context, source=dm, marks=marks, window=partition_window,

@@ -27,7 +27,7 @@ is not written, and what the snapshot needs of it comes from the lake.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -36,6 +36,7 @@ import dagster as dg
 from platform_assets.delta_metadata import changed_tables, per_delta_metadata, tables_entry
 from platform_assets.history_asset import history_reported, refuse_history_alone
 from platform_assets.key_check_skipped import key_check_not_due
+from platform_assets.lake_tables import Tables
 from platform_assets.prostore import checks
 from platform_assets.prostore.early_history import early_history_tables, write_early_history
 from platform_assets.deltas.partitions import delta_span
@@ -92,12 +93,14 @@ def changelog_records(backup: BackupSlice) -> list:
 def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout: LakeLayout, keys: DatamartKeys,
                     backup: list[BackupSlice], signal: list[SignalSlice] | None, session,
                     index: DeltaIndex, keep_history: bool = True, key_check_every: int = 1,
-                    maintaining: bool = False) -> Iterator:
+                    maintaining: bool = False, tables_seen: Callable[[Tables, int], str | None] | None = None) -> Iterator:
     """Land the run's deltas for the selected assets (module docstring); yields their
     materializations and check results, then raises if any asset failed. `keep_history`: the
     snapshot's MERGEs write the versions they close to the history tables first.
     `key_check_every`, `maintaining`: when the snapshot's key check runs and what it looks at
-    (`KeyCheckPlan.for_run`)."""
+    (`KeyCheckPlan.for_run`). `tables_seen`: given the target's tables and columns, and the
+    target, once the snapshot landed (platform_assets/lake_tables.py); what it returns joins
+    the step's log line."""
     chosen = context.selected_asset_keys
     history_key = keys.history if keep_history else None
     refuse_history_alone(chosen, history=history_key, snapshot=keys.snapshot)
@@ -151,8 +154,10 @@ def land_delta_step(context: dg.AssetExecutionContext, *, datamart: str, layout:
         said.append(", ".join(f"{'increment checks' if o.key == keys.increment else 'snapshot'} {o.seconds:.2f} s"
                               for o in finished))
     outcomes += [o for o in finished if o.error is not None]
-    yield from _phase2_reported(context, keys, [o for o in finished if o.error is None], layout, datamart, backup,
-                                before, snapshot_inputs, history_key)
+    landed = [o for o in finished if o.error is None]
+    yield from _phase2_reported(context, keys, landed, layout, datamart, backup, before, snapshot_inputs, history_key)
+    if tables_seen is not None and any(o.key == keys.snapshot for o in landed):
+        said += [n for n in [tables_seen(table_columns(snapshot_inputs.history.get(target, [])), target)] if n]
     context.log.info("; ".join(said))
     failed = [o for o in outcomes if o.error is not None]
     if failed:
@@ -501,6 +506,12 @@ def _columns_of(entities) -> dict[str, str]:
 
 def _columns(records: list) -> dict[str, str]:
     return _columns_of(replay_changelog(records))
+
+
+def table_columns(records: list) -> Tables:
+    """{table: [(column, its DDL type)]} of the tables a changelog's records leave."""
+    return {name: [(c.name, f"{c.type}({c.length})" if c.length is not None else c.type) for c in e.columns]
+            for name, e in sorted(data_tables(replay_changelog(records)).items())}
 
 
 def _table(stats: TableStats) -> str:

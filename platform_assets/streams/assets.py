@@ -39,6 +39,7 @@ from platform_assets.history_asset import history_spec
 from platform_assets.deltas.topics import topic_key
 from platform_assets.deltas.partitions import delta_partitions, run_deltas
 from platform_assets.retirement import record_landed, retire_after_landing
+from platform_assets.lake_tables import Tables, merged, remember_tables
 from platform_assets.streams import checks
 from platform_assets.maintenance_step import maintain_after_landing, maintenance_due
 from platform_assets.streams.delta_step import StreamKeys, land_stream_step
@@ -56,8 +57,11 @@ STREAM_IO = "stream_topic_io"
 
 def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_per_run: int = 1,
                         maintenance: MaintenanceSettings | None = None, partition_window: int = 0,
-                        key_check_every: int = 1) -> list:
+                        key_check_every: int = 1, known_tables: Tables | None = None) -> list:
+    """The source's multi-asset; `known_tables`: its table list as the code location loaded it
+    (platform_assets/lake_tables.py), which the step stores anew when a delta changes it."""
     src = stream.name
+    known = dict(known_tables or {})
     keys = StreamKeys.of(src)
     topic = topic_key(stream.topic)
     read_kinds = {"kafka", "spark", "iceberg"}
@@ -96,7 +100,12 @@ def build_stream_assets(*, stream: StreamConfig, layout: LakeLayout, max_deltas_
         landing = land_stream_step(context, source=src, layout=layout, keys=keys, topic=topic, session=session,
                                    keep_history=stream.history, key_check_every=key_check_every,
                                    maintaining=maintenance_due(context, source=src, settings=maintenance),
-                                   mark=marks.get(src).landed_through)
+                                   mark=marks.get(src).landed_through,
+                                   # A stream's tables only add up (no DROP), and a run counts only those it
+                                   # read: the ones listed before (loaded, or stored since) stay listed.
+                                   tables_seen=lambda names, seen, target: remember_tables(
+                                       context, src, lambda base: merged(base, seen, set(base) | names), known,
+                                       delta=target))
         yield from record_landed(landing, marks=marks, source=src, snapshot=keys.snapshot, deltas=run_deltas(context))
         yield from maintain_after_landing(context, session, catalog=layout.catalog, source=src, settings=maintenance)
         yield from retire_after_landing(context, source=src, marks=marks, window=partition_window,

@@ -24,13 +24,14 @@ as steps of their own.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import dagster as dg
 
 from platform_assets.delta_metadata import changed_tables, per_delta_metadata, tables_entry
+from platform_assets.lake_tables import Tables
 from platform_assets.history_asset import history_reported, refuse_history_alone
 from platform_assets.key_check_skipped import key_check_not_due
 from platform_assets.deltas.partitions import delta_span
@@ -92,7 +93,8 @@ def _read(context, stream: StreamSlice) -> _Read:
 
 def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: LakeLayout, keys: StreamKeys,
                      topic: list[StreamSlice], session, keep_history: bool = True, key_check_every: int = 1,
-                     maintaining: bool = False, mark: int | None = None) -> Iterator:
+                     maintaining: bool = False, mark: int | None = None,
+                     tables_seen: Callable[[set[str], Tables, int], str | None] | None = None) -> Iterator:
     """Land the run's deltas for the selected assets (module docstring); yields their
     materializations and check results, then raises if any asset failed. `keep_history`: the
     snapshot's MERGEs write the versions they close to the history tables first.
@@ -100,7 +102,9 @@ def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: 
     (`KeyCheckPlan.for_run`). `mark`: the source's `landed_through`; when it is the delta before
     the run, only the tables the run's deltas change have their progress read, the others are
     at it and get nothing (resources/lake/stream_progress.py). A maintenance run checks every table's
-    keys, so it reads every table."""
+    keys, so it reads every table. `tables_seen`: given the tables the run counted or applied, the
+    columns of those the run landed, and the target, once the snapshot landed
+    (platform_assets/lake_tables.py); what it returns is logged."""
     chosen = context.selected_asset_keys
     history_key = keys.history if keep_history else None
     refuse_history_alone(chosen, history=history_key, snapshot=keys.snapshot)
@@ -148,6 +152,12 @@ def land_stream_step(context: dg.AssetExecutionContext, *, source: str, layout: 
             yield from history_reported(
                 context, key=history_key, applied_deltas=sorted({a.delta_num for a in applied}), deltas=span,
                 tables=sorted({history_ident(layout, source, a.table) for a in applied if a.events}))
+            if tables_seen is not None:
+                increment = next((o for o in landing if o.key == keys.increment and o.error is None), None)
+                note = tables_seen(set(snap.result[1]) | {a.table for a in applied},
+                                   increment.result[2] if increment else {}, target)
+                if note:
+                    context.log.info(f"source {source}: {note}")
     failed = [o for o in outcomes if o.error is not None]
     if failed:
         context.log.error("; ".join(f"{o.key.to_user_string()}: {o.error}" for o in failed))
@@ -163,7 +173,7 @@ def _land_increment(context, session, layout: LakeLayout, source: str, reads: li
                     changelog: Future | None):
     """The increment tables, then (once the changelog of the same deltas has committed, when
     this step lands it) the manifest: ([row changes decoded per table, per delta], {delta: stats},
-    {table: its data columns, comma-separated})."""
+    {table: its data columns [(name, Spark type)]})."""
     tables = [changes_by_table(rec for _, _, records in r.good for rec in records) for r in reads]
     named = sorted({t for by_table in tables for t in by_table})
     # Each table's columns so far: the lake's (asked side by side: a source's first delta names
@@ -189,7 +199,7 @@ def _land_increment(context, session, layout: LakeLayout, source: str, reads: li
                                           "manifest was not written")
 
     stats = land_cdc_increments(session, layout, source, todo, before_manifest=changelog_landed)
-    return decoded, stats, {t: ", ".join(name for name, _ in cols) for t, cols in known.items()}
+    return decoded, stats, {t: [(name, kind.simpleString()) for name, kind in cols] for t, cols in known.items()}
 
 
 def _apply_snapshot(session, layout: LakeLayout, source: str, target: int, key: dg.AssetKey, keep_history: bool,
@@ -257,7 +267,8 @@ def _changelog_materialized(context, outcome: Outcome, topic: list[StreamSlice],
 def _increment_materialized(context, outcome: Outcome, topic: list[StreamSlice], reads: list[_Read],
                             layout: LakeLayout, source: str) -> dg.MaterializeResult:
     """The increment's materialization, each delta's counts on its own partition."""
-    _, stats, columns = outcome.result
+    _, stats, typed = outcome.result
+    columns = {t: ", ".join(name for name, _ in cols) for t, cols in typed.items()}
     read = {r.delta.delta_num: r for r in reads}
     by_delta = {}
     for d in topic:

@@ -30,6 +30,7 @@ from resources.lake.layout import LakeLayout
 from resources.lake.prostore import landed_deltas
 from resources.lake.prostore_history import history_ident
 from resources.lake.read import rows_as_of
+from tests.support.defs_state import defs_state
 
 pytestmark = pytest.mark.integration
 
@@ -346,3 +347,55 @@ def test_a_stream_run_between_key_scans_counts_its_rows_from_the_commits(kafka_b
     rows = {k.split("/", 1)[1]: v.value for k, v in mat.metadata.items() if k.startswith("rows/")}
     scanned = {t: spark.table(layout.snapshot("src", t)).where(~F.col("_tombstone")).count() for t in rows}
     assert rows == scanned and any(rows.values()), rows
+
+
+def test_the_step_keeps_the_datamarts_tables_for_the_catalog(platform):
+    """The snapshot's step stores the datamart's tables and columns in the instance's defs state
+    storage (platform_assets/lake_tables.py), which the code location lists as assets; a delta
+    that leaves them as they were writes no new version."""
+    from platform_assets.lake_tables import load_tables, state_key
+
+    sc, defs, instance, layout, spark = platform
+    landed_through(defs, instance, 2)
+    storage, key = instance.defs_state_storage, state_key(DM)
+    before = storage.get_latest_version(key)
+    assert before is not None, "no run stored the datamart's tables"
+    with defs_state(instance):  # as a code server loads (tests/support/defs_state.py)
+        tables = load_tables(DM)
+    last = instance.get_latest_materialization_event(dg.AssetKey([DM, "snapshot"])).asset_materialization
+    counted = {k.split("/", 1)[1] for k in last.metadata if k.startswith("rows/")}
+    assert counted and counted <= set(tables), (sorted(tables), sorted(counted))  # rows/: the tables it read
+    for table, columns in tables.items():
+        assert spark.catalog.tableExists(layout.snapshot(DM, table)), table
+        assert columns and {c for c, _ in columns} <= set(spark.table(layout.snapshot(DM, table)).columns), table
+    assert run(defs, instance, 3).success
+    with defs_state(instance):
+        after = load_tables(DM)
+    assert (storage.get_latest_version(key) == before) == (after == tables)
+
+
+def test_the_stream_step_keeps_its_tables_for_the_catalog(kafka_bootstrap, qlik_platform):
+    from platform_assets.lake_tables import load_tables, state_key
+
+    story, cfg, defs, instance = qlik_platform
+    if not instance.get_materialized_partitions(dg.AssetKey(["src", "snapshot"])):
+        assert stream_run(defs, instance, 0).success
+    with defs_state(instance):
+        tables = load_tables("src")
+    spark = defs.resources["spark"].get_session()
+    layout = LakeLayout(cfg.lake.catalog)
+    assert tables, "no run stored the source's tables"
+    for table, columns in tables.items():
+        assert spark.catalog.tableExists(layout.snapshot("src", table)), table
+        assert columns and all(kind for _, kind in columns), (table, columns)
+    # A later delta keeps every table listed (a run counts only those it read), and stores nothing
+    # new unless it added a table or a column.
+    key = state_key("src")
+    before = instance.defs_state_storage.get_latest_version(key)
+    n = len(instance.get_materialized_partitions(dg.AssetKey(["src", "snapshot"])))
+    if partition_key(n) in instance.get_dynamic_partitions("src_deltas"):
+        assert stream_run(defs, instance, n).success
+    with defs_state(instance):
+        after = load_tables("src")
+    assert set(tables) <= set(after)
+    assert (instance.defs_state_storage.get_latest_version(key) == before) == (after == tables)

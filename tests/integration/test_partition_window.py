@@ -77,7 +77,8 @@ def _ui_backfill(cfg, instance, delta: int) -> str:
     partition), and the backfill daemon launches its run: the implicit asset job, the backfill's
     assets, its id and the partition as tags. The run's id."""
     defs = build_definitions(cfg)
-    selection = [key for key in defs.resolve_asset_graph().get_all_asset_keys() if key.path[0] == DM]
+    # the datamart's assets the dialog can materialize (its lake tables' entries are external: none)
+    selection = [key for key in defs.resolve_asset_graph().materializable_asset_keys if key.path[0] == DM]
     key = partition_key(delta)
     instance.add_dynamic_partitions(f"{DM}_deltas", [key])
     backfill = add_ui_backfill(instance, defs.resolve_asset_graph(), "uiwindow", [key], selection,

@@ -6,7 +6,8 @@ folder; test_clean_logs reads the same run), then `ui_check.run_ui_check` on the
 leaves: dagster-webserver on a free port, lineage and partitions through its GraphQL API, and screenshots (+ rendered DOM)
 of the global lineage, the marketing asset graph, marketing/snapshot's partitions, the lineage
 of the demo's own mart marketing/sales_by_store (topic -> changelog, increment -> snapshot -> mart),
-the signal events' Columns pane and the catalog searched for their Iceberg table's name, which
+the signal events' Columns pane and the catalog searched for their Iceberg table's name, the
+Columns pane of the datamart table `sales` (its own asset) and the catalog searched for `sales`, which
 must not be blank and must name the assets, partition keys and columns. The screenshots stay in
 bench-results/ui/ (gitignored; or $DELTAPORT_UI_OUT) to be looked at.
 
@@ -93,9 +94,13 @@ def test_ui_shows_lineage_and_partitions(request: pytest.FixtureRequest) -> None
     for source in ("marketing", "sourcedb"):  # the plain demo sends no malformed message (`--bad-input` does)
         assert result.check_statuses[f"{source}/increment:no_quarantined_messages"] == "SUCCEEDED"
     assert [p.name for p in result.pages] == ["lineage", "asset-group", "partitions", "mart-lineage", "columns",
-                                              "table-search"]
+                                              "table-search", "datamart-table-columns", "datamart-table-search"]
     # A lake table is a thing in the catalog: its columns in the Columns pane, found by its name.
     assert result.lake_table == {f"lake.{DATAMART}_meta.signal_events": [name for name, _ in SIGNAL_COLUMNS]}
+    # ... and so is each of a datamart's tables: an asset of its own (platform_assets/lake_tables.py), which
+    # typing its name in the catalog's search box finds, with its columns as the datamart's DDL declares them.
+    assert result.datamart_table == {f"lake.{DATAMART}.sales": ["id", "transaction_date", "product_code",
+                                                                "product_units", "store_id", "description"]}
     for page in result.pages:
         assert Path(page.screenshot).stat().st_size > 10_000, page
         assert page.colours >= 24 and page.non_background >= page.min_non_background, page

@@ -25,6 +25,10 @@ that already hold landed deltas (e.g. after `deltaport demo --once`), this:
                               column of its `dagster/column_schema` (asked of GraphQL first)
      catalog-table-search.png /assets?asset-selection=tag:"deltaport/table"="<its Iceberg table>"
                               the catalog searched for the table's name: the asset, not its neighbours
+     <dm>-tables-sales-columns.png
+                              /assets/<dm>/tables/sales?view=overview    a datamart table's own asset: its columns
+     catalog-search-sales.png /assets?asset-selection=key:"*sales*"      what typing `sales` in the catalog's
+                              search box selects: lists <dm>/tables/sales
 4. stops the webserver (in `finally`).
 
 Dagster shows a "Join the Dagster community" dialog over every page of a fresh instance opened on
@@ -109,6 +113,7 @@ class UICheckResult:
     materialized_partitions: dict[str, list[str]]  # partitioned asset of the datamart -> its materialized keys
     check_statuses: dict[str, str]  # "asset/key:check" -> its latest execution's status
     lake_table: dict[str, list[str]]  # the signal events' Iceberg table -> its columns, as the catalog has them
+    datamart_table: dict[str, list[str]]  # a datamart table's Iceberg table -> its columns, from its own asset
     pages: list[Page]
     out_dir: str
     seconds: float
@@ -450,6 +455,25 @@ def lake_table_pages(base: str, datamart: str, table: str, columns: list[str], o
     ]
 
 
+def datamart_table_pages(base: str, datamart: str, table: str, columns: list[str], out: Path) -> list[Page]:
+    """A datamart table's own asset (`<dm>/tables/<table>`, platform_assets/lake_tables.py): its
+    Overview's Columns pane, and the catalog searched for the table's name as a user types it:
+    the catalog's search box turns a plain `sales` into `key:"*sales*"` (Dagster OSS matches asset
+    keys only), so that selection is the URL's. It must list the table's asset, not the layer
+    assets whose keys do not name it."""
+    asset = f"{datamart}/tables/{table}"
+    selection = urllib.parse.urlencode({"asset-selection": f'key:"*{table}*"'})
+    return [
+        Page("datamart-table-columns", f"{base}/assets/{asset}?view=overview",
+             str(out / f"{datamart}-tables-{table}-columns.png"), str(out / f"{datamart}-tables-{table}-columns.html"),
+             must_show=["Columns", *(f">{c}</span>" for c in columns)]),
+        Page("datamart-table-search", f"{base}/assets?{selection}", str(out / f"catalog-search-{table}.png"),
+             str(out / f"catalog-search-{table}.html"), must_show=[f'href="/assets/{asset}"'],
+             must_not_show=[f'href="/assets/{datamart}/increment"', f'href="/assets/{datamart}/snapshot"'],
+             min_non_background=0.01),
+    ]
+
+
 PARTITIONS_QUERY = """
 query Partitions($path: [String!]!) {
   assetNodeOrError(assetKey: {path: $path}) {
@@ -551,7 +575,7 @@ def mart_lineage_pages(base: str, datamart: str, users: dict[str, set[str]], bac
 
 def run_ui_check(*, dagster_home: str | os.PathLike, workspace: str | os.PathLike, config: str | os.PathLike,
                  out_dir: str | os.PathLike = DEFAULT_OUT, datamart: str = "marketing",
-                 expected_partitions: list[str] | None = None, port: int | None = None,
+                 expected_partitions: list[str] | None = None, port: int | None = None, datamart_table: str = "sales",
                  startup_timeout: float = 180) -> UICheckResult:
     started = time.monotonic()
     chromium = find_chromium()  # before starting anything: say how to install it first
@@ -571,6 +595,7 @@ def run_ui_check(*, dagster_home: str | os.PathLike, workspace: str | os.PathLik
         keys, materialized = check_partitions(ws, datamart, expected_partitions)
         checks = check_asset_checks(ws)
         table, columns = check_lake_table(ws, [datamart, "signal_events"])
+        dm_table, dm_columns = check_lake_table(ws, [datamart, "tables", datamart_table])
         dismiss_community_dialog(ws)
         base = ws.base_url
         group_assets = ["signal_events", "changelog", "increment", "snapshot", "history",
@@ -590,13 +615,14 @@ def run_ui_check(*, dagster_home: str | os.PathLike, workspace: str | os.PathLik
         ]
         pages += mart_lineage_pages(base, datamart, users, backup_topic, out)
         pages += lake_table_pages(base, datamart, table, columns, out)
+        pages += datamart_table_pages(base, datamart, dm_table.rsplit(".", 1)[1], dm_columns, out)
         for page in pages:
             check_page(chromium, page)
     finally:
         ws.stop()
     result = UICheckResult(base_url=ws.base_url, location=location, datamart=datamart, lineage=lineage,
                            partition_keys=keys, materialized_partitions=materialized, check_statuses=checks,
-                           lake_table={table: columns},
+                           lake_table={table: columns}, datamart_table={dm_table: dm_columns},
                            pages=pages,
                            out_dir=str(out), seconds=time.monotonic() - started)
     (out / "ui_check.json").write_text(json.dumps(asdict(result), indent=2) + "\n", encoding="utf-8")
