@@ -262,11 +262,14 @@ def land_increment_tables(spark, layout: LakeLayout, datamart: str, deltas: Sequ
         seen = [d for d in deltas if name in tables_of[d.delta_num]]
         if not any(d.frames.get(name) is not None for d in seen) and name in known():
             return ident, None, [(d.delta_num, TableStats(name, 0, 0, 0)) for d in seen]
-        struct, created = None, False
+        struct, created, made = None, False, None
         for d in seen:  # in delta order: the table's columns evolve as the DDL did
             if _struct(d.entities[name].columns, extra) != struct:
                 struct = _struct(d.entities[name].columns, extra)
-                created = ensure_table(spark, ident, struct, partition_by=["delta_num"]).created or created
+                ensured = ensure_table(spark, ident, struct, partition_by=["delta_num"])
+                created = ensured.created or created
+                # The schema the table was made with, while no later delta changed it: not asked again.
+                made = ensured.schema if ensured.created else None if ensured.changed else made
         if not created and not any(d.frames.get(name) is not None for d in seen):
             # No change of the table in these deltas: no commit (a job and a metadata commit per
             # untouched table per delta, every one of a datamart's tables). Nothing of these
@@ -276,13 +279,13 @@ def land_increment_tables(spark, layout: LakeLayout, datamart: str, deltas: Sequ
             # finds a snapshot.
             return ident, None, [(d.delta_num, TableStats(name, 0, 0, 0)) for d in seen]
         # Columns dropped from (or renamed in) the DDL stay in the table: NULL in this delta.
-        table_schema = spark.table(ident).schema
+        table_schema = made if made is not None else spark.table(ident).schema
         parts, counted = _range_parts(spark, name, seen, table_schema)
         frame = union_all(parts, by_name=True) if parts else spark.createDataFrame([], table_schema)
         ids = ",".join(dict.fromkeys(d.increment_id for d in seen))
         failpoint("increment.write")
         commit = replace_deltas(spark, ident, frame, [d.delta_num for d in seen],
-                                extra_summary={"deltaport.increment-id": ids})
+                                extra_summary={"deltaport.increment-id": ids}, schema=table_schema)
         failpoint("increment.table_committed")
         out = []
         for d in seen:

@@ -148,6 +148,9 @@ class EnsuredTable:
     created: bool
     added_columns: tuple[str, ...] = ()
     widened_columns: tuple[str, ...] = ()
+    # When created: its schema as made (every column nullable, the types asked for), which a
+    # read of the new table would return; the caller need not ask the server for it.
+    schema: StructType | None = None
 
     @property
     def changed(self) -> bool:
@@ -332,7 +335,9 @@ def ensure_table(
             existence.forget(spark, namespace)
             _ensure_namespace(spark, namespace)
             spark.sql(ddl)
-        return EnsuredTable(created=True)
+        # Known to exist now: the writes that follow need not ask the catalog again.
+        existence.remember(spark, ident)
+        return EnsuredTable(created=True, schema=wanted)
 
     have = {f.name.lower(): f for f in current.fields}
     added, widened, problems = [], [], []
@@ -428,6 +433,7 @@ def replace_deltas(
     extra_summary: Mapping[str, str] | None = None,
     delta_column: str = "delta_num",
     and_later: bool = False,
+    schema: StructType | None = None,
 ) -> str:
     """Replace the rows of every delta in `deltas` with `df` in ONE commit (a range run lands
     its deltas of an increment or meta table at once). `df` must carry `delta_column`; a row of
@@ -440,14 +446,16 @@ def replace_deltas(
     for a table whose files may hold several deltas each (a history table's: Iceberg drops a
     file whole only when its column bounds prove every row matches, and `IN (...)` proves that
     only of a file holding one delta: "Cannot delete file where some, but not all, rows match
-    filter"). Only for tables whose rows of later deltas are not yet anyone's (no reader sees them)."""
+    filter"). Only for tables whose rows of later deltas are not yet anyone's (no reader sees them).
+    `schema`: the table's, when the caller has just read it or made the table (a round trip saved)."""
     deltas = sorted({int(d) for d in deltas})
     if not deltas:
         raise IcebergTableError(f"{ident}: replace_deltas needs at least one delta")
     if delta_column.lower() not in {c.lower() for c in df.columns}:
         raise IcebergTableError(f"{ident}: the rows lack the {delta_column!r} column replace_deltas needs")
     summary = {**(extra_summary or {}), DELTAS_PROPERTY: _ranges_text(deltas)}
-    return _write(spark, ident, df, deltas, "replace_delta", summary, delta_column, and_later=and_later)
+    return _write(spark, ident, df, deltas, "replace_delta", summary, delta_column, and_later=and_later,
+                  schema=schema)
 
 
 def committed_records(spark: SparkSession, commits: Mapping[str, str], *,
@@ -492,12 +500,14 @@ def _ranges_text(deltas: Sequence[int]) -> str:
 
 
 def _write(spark: SparkSession, ident: str, df: DataFrame, deltas: Sequence[int], mode: WriteMode,
-           extra_summary: Mapping[str, str] | None, delta_column: str, *, and_later: bool = False) -> str:
-    """One commit of `df` recording the last of `deltas`; returns its commit id."""
+           extra_summary: Mapping[str, str] | None, delta_column: str, *, and_later: bool = False,
+           schema: StructType | None = None) -> str:
+    """One commit of `df` recording the last of `deltas`; returns its commit id. `schema`: the
+    table's, when the caller knows it."""
     from pyspark.errors import PySparkException
     from pyspark.sql import functions as F
 
-    table = _table_schema(spark, ident)
+    table = _table_schema(spark, ident) if schema is None else schema
     commit_id = uuid.uuid4().hex
     options = {f"snapshot-property.{k}": v for k, v in _summary(deltas[-1], commit_id, extra_summary).items()}
     which = _ranges_text(deltas)
