@@ -69,8 +69,10 @@ from resources.lake.source_tables import (SNAPSHOT_TABLE_PROPERTIES, IncrementNo
 from resources.lake.side_by_side import side_by_side
 from resources.spark.iceberg import (
     committed_records,
+    create_with_deltas,
     ensure_table,
     replace_deltas,
+    spark_schema,
     table_exists,
 )
 from resources.spark.unions import union_all
@@ -262,10 +264,14 @@ def land_increment_tables(spark, layout: LakeLayout, datamart: str, deltas: Sequ
         seen = [d for d in deltas if name in tables_of[d.delta_num]]
         if not any(d.frames.get(name) is not None for d in seen) and name in known():
             return ident, None, [(d.delta_num, TableStats(name, 0, 0, 0)) for d in seen]
-        struct, created, made = None, False, None
-        for d in seen:  # in delta order: the table's columns evolve as the DDL did
-            if _struct(d.entities[name].columns, extra) != struct:
-                struct = _struct(d.entities[name].columns, extra)
+        structs = [_struct(d.entities[name].columns, extra) for d in seen]
+        # A table not there yet, of one set of columns in these deltas, is made holding their rows
+        # (none: its first, empty commit) in one commit (`create_with_deltas`), not two.
+        new = all(s == structs[0] for s in structs) and not table_exists(spark, ident)
+        struct, created, made = None, new, spark_schema(structs[0]) if new else None
+        for d, wanted in zip(seen, structs) if not new else ():  # in delta order: columns evolve as the DDL did
+            if wanted != struct:
+                struct = wanted
                 ensured = ensure_table(spark, ident, struct, partition_by=["delta_num"])
                 created = ensured.created or created
                 # The schema the table was made with, while no later delta changed it: not asked again.
@@ -284,8 +290,12 @@ def land_increment_tables(spark, layout: LakeLayout, datamart: str, deltas: Sequ
         frame = union_all(parts, by_name=True) if parts else spark.createDataFrame([], table_schema)
         ids = ",".join(dict.fromkeys(d.increment_id for d in seen))
         failpoint("increment.write")
-        commit = replace_deltas(spark, ident, frame, [d.delta_num for d in seen],
-                                extra_summary={"deltaport.increment-id": ids}, schema=table_schema)
+        if new:
+            commit = create_with_deltas(spark, ident, table_schema, frame, [d.delta_num for d in seen],
+                                        partition_by=["delta_num"], extra_summary={"deltaport.increment-id": ids})
+        else:
+            commit = replace_deltas(spark, ident, frame, [d.delta_num for d in seen],
+                                    extra_summary={"deltaport.increment-id": ids}, schema=table_schema)
         failpoint("increment.table_committed")
         out = []
         for d in seen:
