@@ -18,7 +18,8 @@ Layout, for datamart `dm` in catalog `lake`:
 - `lake.dm_meta.signal_events` the signal events of each delta.
 
 Guarantees: every write is one Iceberg commit (see resources/spark/iceberg.py), so a crash
-leaves each table at its old or its new state; a range of deltas (a range run) lands in one
+leaves each table at its old or its new state (a new increment table is made holding its first
+rows in that one commit: `create_with_deltas`); a range of deltas (a range run) lands in one
 commit per increment and meta table, and in as few snapshot commits per table as its column
 changes allow, every delta still readable exactly; the
 manifest row of a delta is written after all its increment tables, so "increment N landed"
