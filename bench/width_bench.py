@@ -30,10 +30,11 @@ proxy); catalog commits are the new `*.metadata.json` (every commit of a table o
 
 `--profile DIR` dumps a cProfile of the last `--profiled` deltas' `sync`, their thread pools'
 work included (DIR/w<width>_d<n>.prof; read with `python -m pstats`): what a steady delta's
-client spends, per function. Those deltas are left out of the steady figures.
+client spends, per function. Those deltas are left out of the steady figures. With `--profile-first` the first delta is
+profiled too (`--profiled 0` profiles it alone): where the creation of every table goes.
 
     python bench/width_bench.py [--format prostore|qlik] [--wide 50] [--deltas 4] [--rows 200]
-        [--initial 100] [--sql] [--objstore] [--profile DIR [--profiled 2]]
+        [--initial 100] [--sql] [--objstore] [--profile DIR [--profiled 2] [--profile-first]]
 
 Results: bench-results/width[_qlik][_s3].json and lines on stdout.
 """
@@ -285,7 +286,8 @@ def run(args) -> dict:
                             sql.mark()
                         done: dict = {}
                         events_before = event_rows(work / "dagster")
-                        profiling = bool(args.profile) and n >= args.deltas - args.profiled
+                        profiling = bool(args.profile) and (n >= args.deltas - args.profiled
+                                                            or (args.profile_first and n == 0))
 
                         def land() -> None:
                             profiled = ThreadProfiles() if profiling else nullcontext()
@@ -378,6 +380,9 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", type=Path, default=None, help="dump a cProfile of the last deltas' sync here")
     ap.add_argument("--profiled", type=int, default=2,
                     help="with --profile: how many last deltas are profiled (left out of the steady figures)")
+    ap.add_argument("--profile-first", action="store_true",
+                    help="with --profile: profile the first delta too (DIR/w<width>_d0.prof: where table "
+                         "creation goes); its seconds then carry the profiler's cost")
     ap.add_argument("--out", type=Path, default=None, help="default: bench-results/width[_qlik][_s3].json")
     args = ap.parse_args(argv)
     if args.out is None:
@@ -385,7 +390,7 @@ def main(argv=None) -> int:
         args.out = ROOT / "bench-results" / f"{name}.json"
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
-    if args.profile and args.deltas - args.profiled < 2:
+    if args.profile and not args.profile_first and args.deltas - args.profiled < 2:
         ap.error("--profile needs at least 2 deltas before the profiled ones (the first creates the tables)")
     if args.deltas < 2:
         ap.error("--deltas must be at least 2 (the first one creates the tables)")

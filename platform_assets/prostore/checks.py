@@ -130,7 +130,8 @@ def _bare(entity: str) -> str:
 
 def snapshot_checks(spark, layout: LakeLayout, dm: str, n: int, history=None, *,
                     key: dg.AssetKey | None = None, deltas: Sequence[int] | None = None,
-                    every_key: bool = False) -> tuple[dict[str, int], list[dg.AssetCheckResult]]:
+                    every_key: bool = False,
+                    new: Collection[str] = ()) -> tuple[dict[str, int], list[dg.AssetCheckResult]]:
     """Rows per snapshot table as of delta n, and the primary-key check: one job for every
     table (`history`: the datamart's changelog history when the caller has it already; `key`:
     the snapshot's asset key).
@@ -139,7 +140,12 @@ def snapshot_checks(spark, layout: LakeLayout, dm: str, n: int, history=None, *,
     says why that is exact for rows the deltas wrote); by default those that each table's
     commit of delta n applied (one delta, or a fold's range), so what it shuffles is O(delta),
     not O(table). `every_key`: every key of every table instead, O(table) shuffled, which also
-    catches a key that some other writer put twice (maintenance runs this one)."""
+    catches a key that some other writer put twice (maintenance runs this one).
+
+    `new`, with `deltas`: tables with no delta recorded before the run (made by it), whose every
+    row is one the run's deltas (among `deltas`) wrote: their keys are all those deltas' keys, so
+    every key of theirs is checked as it is, with no scan of their increment and no join (every
+    table of a datamart's first delta)."""
     from pyspark.sql import functions as F
 
     history = changelog_history(spark, layout, dm) if history is None else history
@@ -152,7 +158,8 @@ def snapshot_checks(spark, layout: LakeLayout, dm: str, n: int, history=None, *,
             if not every_key:
                 run = sorted(deltas) if deltas is not None else commit_deltas(spark, ident, n)
                 checked[name] = _ranges_text(run)
-                touched = spark.table(layout.increment(dm, name)).where(F.col("delta_num").isin(run))
+                if name not in new or deltas is None:
+                    touched = spark.table(layout.increment(dm, name)).where(F.col("delta_num").isin(run))
             frames.append(KeyCheckInput(name, spark.table(ident), touched, entity.primary_key))
     named: dict[str, list[str]] = {}
     counts, duplicated = key_check(frames, named=named)

@@ -424,8 +424,11 @@ def _apply_snapshot(session, layout: LakeLayout, datamart: str, target: int, inp
             key_check_not_due(key, applied, key_check.next_due, check_name=checks.PK_UNIQUE)]
     # A range of deltas may take several commits per table (a column change splits it): the check
     # looks at the keys of every delta the plan names, not only those of the target's commit.
+    # The tables with no delta recorded before the run: the run's deltas wrote their every row.
+    new = [t for t in data_tables(replay_changelog(inputs.history.get(target, [])))
+           if inputs.progress.get(layout.snapshot(datamart, t), 0) is None]
     counts, results = checks.snapshot_checks(session, layout, datamart, target, history=inputs.history, key=key,
-                                             deltas=key_check.deltas, every_key=key_check.every_key)
+                                             deltas=key_check.deltas, every_key=key_check.every_key, new=new)
     return applied, counts, results
 
 

@@ -18,7 +18,8 @@ Layout, for datamart `dm` in catalog `lake`:
 - `lake.dm_meta.signal_events` the signal events of each delta.
 
 Guarantees: every write is one Iceberg commit (see resources/spark/iceberg.py), so a crash
-leaves each table at its old or its new state; a range of deltas (a range run) lands in one
+leaves each table at its old or its new state (a new increment table is made holding its first
+rows in that one commit: `create_with_deltas`); a range of deltas (a range run) lands in one
 commit per increment and meta table, and in as few snapshot commits per table as its column
 changes allow, every delta still readable exactly; the
 manifest row of a delta is written after all its increment tables, so "increment N landed"
@@ -69,8 +70,10 @@ from resources.lake.source_tables import (SNAPSHOT_TABLE_PROPERTIES, IncrementNo
 from resources.lake.side_by_side import side_by_side
 from resources.spark.iceberg import (
     committed_records,
+    create_with_deltas,
     ensure_table,
     replace_deltas,
+    spark_schema,
     table_exists,
 )
 from resources.spark.unions import union_all
@@ -262,11 +265,18 @@ def land_increment_tables(spark, layout: LakeLayout, datamart: str, deltas: Sequ
         seen = [d for d in deltas if name in tables_of[d.delta_num]]
         if not any(d.frames.get(name) is not None for d in seen) and name in known():
             return ident, None, [(d.delta_num, TableStats(name, 0, 0, 0)) for d in seen]
-        struct, created = None, False
-        for d in seen:  # in delta order: the table's columns evolve as the DDL did
-            if _struct(d.entities[name].columns, extra) != struct:
-                struct = _struct(d.entities[name].columns, extra)
-                created = ensure_table(spark, ident, struct, partition_by=["delta_num"]).created or created
+        structs = [_struct(d.entities[name].columns, extra) for d in seen]
+        # A table not there yet, of one set of columns in these deltas, is made holding their rows
+        # (none: its first, empty commit) in one commit (`create_with_deltas`), not two.
+        new = all(s == structs[0] for s in structs) and not table_exists(spark, ident)
+        struct, created, made = None, new, spark_schema(structs[0]) if new else None
+        for d, wanted in zip(seen, structs) if not new else ():  # in delta order: columns evolve as the DDL did
+            if wanted != struct:
+                struct = wanted
+                ensured = ensure_table(spark, ident, struct, partition_by=["delta_num"])
+                created = ensured.created or created
+                # The schema the table was made with, while no later delta changed it: not asked again.
+                made = ensured.schema if ensured.created else None if ensured.changed else made
         if not created and not any(d.frames.get(name) is not None for d in seen):
             # No change of the table in these deltas: no commit (a job and a metadata commit per
             # untouched table per delta, every one of a datamart's tables). Nothing of these
@@ -276,13 +286,17 @@ def land_increment_tables(spark, layout: LakeLayout, datamart: str, deltas: Sequ
             # finds a snapshot.
             return ident, None, [(d.delta_num, TableStats(name, 0, 0, 0)) for d in seen]
         # Columns dropped from (or renamed in) the DDL stay in the table: NULL in this delta.
-        table_schema = spark.table(ident).schema
+        table_schema = made if made is not None else spark.table(ident).schema
         parts, counted = _range_parts(spark, name, seen, table_schema)
         frame = union_all(parts, by_name=True) if parts else spark.createDataFrame([], table_schema)
         ids = ",".join(dict.fromkeys(d.increment_id for d in seen))
         failpoint("increment.write")
-        commit = replace_deltas(spark, ident, frame, [d.delta_num for d in seen],
-                                extra_summary={"deltaport.increment-id": ids})
+        if new:
+            commit = create_with_deltas(spark, ident, table_schema, frame, [d.delta_num for d in seen],
+                                        partition_by=["delta_num"], extra_summary={"deltaport.increment-id": ids})
+        else:
+            commit = replace_deltas(spark, ident, frame, [d.delta_num for d in seen],
+                                    extra_summary={"deltaport.increment-id": ids}, schema=table_schema)
         failpoint("increment.table_committed")
         out = []
         for d in seen:

@@ -19,7 +19,10 @@ Guarantees:
   the same rows again; a delta applied already is never re-applied, so its history stays;
 - until its MERGE commits, a delta's history partition may exist with the snapshot still before
   it: readers bound the history by the snapshot's last applied delta (`read_versions`);
-- O(delta) rows written: the changed keys' versions, never the table.
+- O(delta) rows written: the changed keys' versions, never the table;
+- a table's first delta, in the step that makes the table, closes no version: nothing is
+  written (a commit of no row), and the history table is made empty, so that every reader, and
+  another engine's SQL naming it, finds it (`prostore_snapshot._apply_delta`).
 Schema: the history table has the snapshot table's columns (it follows its evolution: a dropped
 column stays, holding each version's value as it was when the version closed; a renamed column's
 versions closed before the rename hold the value under the old name) plus `sys_to`, `sys_op`,

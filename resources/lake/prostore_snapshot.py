@@ -17,16 +17,17 @@ from resources.lake.layout import LakeLayout
 from resources.lake.prostore import (MissingDeltasError, TableStats, _c, _struct, _table_columns, changelog_history,
                                      data_tables, landed_deltas)
 from resources.lake.history_read import state_as_of
-from resources.lake.prostore_history import (all_closed, mark_history_start, snapshot_properties,
-                                             stamped, version_fields, write_closed_versions, write_history)
+from resources.lake.prostore_history import (all_closed, ensure_history_table, mark_history_start,
+                                             snapshot_properties, stamped, version_fields, write_closed_versions,
+                                             write_history)
 from resources.lake.side_by_side import side_by_side
 from resources.lake.versions_view import follow_columns
 from resources.spark import existence
 from resources.spark.iceberg import ensure_table, table_exists, without_session_properties
 from resources.spark.iceberg import DeltaCommit
 from resources.spark.iceberg_reads import InsideFold, live_rows, record_unchanged, writer_progress
-from resources.spark.iceberg_merge import (KeyFilter, checkpoint_checked, latest_per_key, merge_upserts,
-                                           narrow_to_changed_keys)
+from resources.spark.iceberg_merge import (KeyFilter, checkpoint_checked, insert_into_new, latest_per_key,
+                                           merge_upserts, narrow_to_changed_keys)
 
 
 @dataclass(frozen=True)
@@ -360,7 +361,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         carry = dict(transition.renamed)
         carry.update({c: None for c in transition.added if c.lower() in had})
     table = spark.table(ident)
-    schema = table.schema if before is None or ensured.changed else before
+    schema = ensured.schema if created else table.schema if before is None or ensured.changed else before
     if stats.rows == 0 and not carry:
         # No row: the table is born at n (an empty commit), or its DDL changed with no row to
         # carry (the tag records the change; a delta that changed nothing is not in the plan).
@@ -375,6 +376,16 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         changes = (spark.table(layout.increment(datamart, entity.name)).where(F.col("delta_num") == n)
                    .drop("_kafka_partition", "_kafka_offset"))
     changes = _table_columns(stamped(changes), schema, extra=["sys_op", "delta_num", "delta_date"])
+    checked = prepared is not None and _plain(transition)
+    if created and not carry:
+        # Born at n, so empty before it: the delta closes no version (its history write would
+        # commit no row) and every change is an insert (`insert_into_new`). The history table
+        # is made all the same (follow_columns made it where views are kept): another engine's
+        # SQL names it (docs/using.md), and it reads as no closed version.
+        if keep_history and not layout.versions_views:
+            ensure_history_table(spark, layout, datamart, entity.name, schema)
+        return insert_into_new(spark, ident, changes.drop("delta_num", "delta_date"), keys, delta_num=n,
+                               columns=[f.name for f in schema.fields], checked=checked, commit_id=commit_id)
     if not created:
         mark_history_start(spark, ident, n, keep_history)
     recreated = existed and transition is not None and transition.recreated
@@ -388,7 +399,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
                                   rows=stats.rows, key_filter=narrowed.text if narrowed.prunes else None)
         # the MERGE checks the keys in its own job, or they were checked with the range
         return merge_upserts(spark, ident, changes.drop("delta_num", "delta_date"), keys, delta_num=n,
-                             checked=prepared is not None and _plain(transition), commit_id=commit_id,
+                             checked=checked, commit_id=commit_id,
                              rows=stats.rows, target_size=target_size, key_filter=narrowed)
     # The rows the delta does not write come from the table itself: materialized (and checked)
     # before the MERGE rewrites that table.

@@ -85,6 +85,7 @@ __all__ = [
     "WriteMode",
     "commit_delta",
     "committed_records",
+    "create_with_deltas",
     "delta_tag",
     "ensure_table",
     "metadata_table",
@@ -148,6 +149,9 @@ class EnsuredTable:
     created: bool
     added_columns: tuple[str, ...] = ()
     widened_columns: tuple[str, ...] = ()
+    # When created: its schema as made (every column nullable, the types asked for), which a
+    # read of the new table would return; the caller need not ask the server for it.
+    schema: StructType | None = None
 
     @property
     def changed(self) -> bool:
@@ -332,7 +336,9 @@ def ensure_table(
             existence.forget(spark, namespace)
             _ensure_namespace(spark, namespace)
             spark.sql(ddl)
-        return EnsuredTable(created=True)
+        # Known to exist now: the writes that follow need not ask the catalog again.
+        existence.remember(spark, ident)
+        return EnsuredTable(created=True, schema=wanted)
 
     have = {f.name.lower(): f for f in current.fields}
     added, widened, problems = [], [], []
@@ -428,6 +434,7 @@ def replace_deltas(
     extra_summary: Mapping[str, str] | None = None,
     delta_column: str = "delta_num",
     and_later: bool = False,
+    schema: StructType | None = None,
 ) -> str:
     """Replace the rows of every delta in `deltas` with `df` in ONE commit (a range run lands
     its deltas of an increment or meta table at once). `df` must carry `delta_column`; a row of
@@ -440,14 +447,16 @@ def replace_deltas(
     for a table whose files may hold several deltas each (a history table's: Iceberg drops a
     file whole only when its column bounds prove every row matches, and `IN (...)` proves that
     only of a file holding one delta: "Cannot delete file where some, but not all, rows match
-    filter"). Only for tables whose rows of later deltas are not yet anyone's (no reader sees them)."""
+    filter"). Only for tables whose rows of later deltas are not yet anyone's (no reader sees them).
+    `schema`: the table's, when the caller has just read it or made the table (a round trip saved)."""
     deltas = sorted({int(d) for d in deltas})
     if not deltas:
         raise IcebergTableError(f"{ident}: replace_deltas needs at least one delta")
     if delta_column.lower() not in {c.lower() for c in df.columns}:
         raise IcebergTableError(f"{ident}: the rows lack the {delta_column!r} column replace_deltas needs")
     summary = {**(extra_summary or {}), DELTAS_PROPERTY: _ranges_text(deltas)}
-    return _write(spark, ident, df, deltas, "replace_delta", summary, delta_column, and_later=and_later)
+    return _write(spark, ident, df, deltas, "replace_delta", summary, delta_column, and_later=and_later,
+                  schema=schema)
 
 
 def committed_records(spark: SparkSession, commits: Mapping[str, str], *,
@@ -492,16 +501,70 @@ def _ranges_text(deltas: Sequence[int]) -> str:
 
 
 def _write(spark: SparkSession, ident: str, df: DataFrame, deltas: Sequence[int], mode: WriteMode,
-           extra_summary: Mapping[str, str] | None, delta_column: str, *, and_later: bool = False) -> str:
-    """One commit of `df` recording the last of `deltas`; returns its commit id."""
-    from pyspark.errors import PySparkException
+           extra_summary: Mapping[str, str] | None, delta_column: str, *, and_later: bool = False,
+           schema: StructType | None = None) -> str:
+    """One commit of `df` recording the last of `deltas`; returns its commit id. `schema`: the
+    table's, when the caller knows it."""
     from pyspark.sql import functions as F
 
-    table = _table_schema(spark, ident)
+    table = _table_schema(spark, ident) if schema is None else schema
     commit_id = uuid.uuid4().hex
-    options = {f"snapshot-property.{k}": v for k, v in _summary(deltas[-1], commit_id, extra_summary).items()}
-    which = _ranges_text(deltas)
-    marker = f"deltaport: replace_delta {which} of {ident} got a row of another delta"
+    df, options, marker = _checked_write(ident, df, table, deltas, mode, _summary(deltas[-1], commit_id, extra_summary),
+                                         delta_column)
+    writer = df.writeTo(ident).options(**options)
+
+    def commit() -> None:
+        if mode == "append":
+            writer.append()
+        elif mode == "overwrite":
+            writer.overwrite(F.lit(True))
+        else:
+            column = F.col(_col(delta_column))
+            writer.overwrite(column >= deltas[0] if and_later else column.isin(*deltas))
+
+    _committed(spark, commit, marker)
+    return commit_id
+
+
+def create_with_deltas(spark: SparkSession, ident: str, schema: StructType, df: DataFrame, deltas: Sequence[int], *,
+                       partition_by: Sequence[str] = (), properties: Mapping[str, str] | None = None,
+                       extra_summary: Mapping[str, str] | None = None, delta_column: str = "delta_num") -> str:
+    """Create the table `ident` (and its namespace), which must not exist, holding the rows `df`
+    of `deltas`, in ONE commit: what `ensure_table` then `replace_deltas` make in two (Iceberg's
+    staged create: the table appears with its first snapshot, or not at all). Returns the
+    commit's id. `schema`: the table's columns (`df` has exactly them, in order; every one is
+    made nullable, as `ensure_table` makes them); `partition_by`: column names (identity
+    partitions); `properties`: over `TABLE_PROPERTIES`. The summary and the row check are
+    `replace_deltas`' (a row of another delta fails the write, and nothing is made)."""
+    from pyspark.sql import functions as F
+
+    quoted = _quote(ident)
+    wanted = spark_schema(schema)
+    if [f.name for f in wanted.fields] != list(df.columns):
+        raise IcebergTableError(f"{ident}: the rows' columns {df.columns} are not the table's {wanted.names}")
+    deltas = sorted({int(d) for d in deltas})
+    _ensure_namespace(spark, ".".join(quoted.split(".")[:-1]))
+    commit_id = uuid.uuid4().hex
+    summary = _summary(deltas[-1], commit_id, {**(extra_summary or {}), DELTAS_PROPERTY: _ranges_text(deltas)})
+    df, options, marker = _checked_write(ident, df, wanted, deltas, "replace_delta", summary, delta_column)
+    writer = df.writeTo(ident).using("iceberg").options(**options)
+    for name, value in {**TABLE_PROPERTIES, **(properties or {})}.items():
+        writer = writer.tableProperty(name, str(value))
+    if partition_by:
+        writer = writer.partitionedBy(*[F.col(_col(p)) for p in partition_by])
+    _committed(spark, writer.create, marker)
+    existence.remember(spark, ident)
+    return commit_id
+
+
+def _checked_write(ident: str, df: DataFrame, table: StructType, deltas: Sequence[int], mode: WriteMode,
+                   summary: Mapping[str, str], delta_column: str) -> tuple[DataFrame, dict[str, str], str]:
+    """(`df` checked row by row, the write's options, the check's failure marker) of a commit of
+    `df` into a table of columns `table` recording `summary`."""
+    from pyspark.sql import functions as F
+
+    options = {f"snapshot-property.{k}": v for k, v in summary.items()}
+    marker = f"deltaport: replace_delta {_ranges_text(deltas)} of {ident} got a row of another delta"
     if mode == "replace_delta":
         have = {f.name.lower(): f for f in table.fields}
         if delta_column.lower() not in have:
@@ -519,19 +582,19 @@ def _write(spark: SparkSession, ident: str, df: DataFrame, deltas: Sequence[int]
     # then opens one file per partition a task meets (fanout). The default (hash) shuffled every
     # row once more: measured 1.14 -> 0.58 s for a 150k-row delta, 4.8 -> 2.7 s for five, on 2 cores.
     options["distribution-mode"] = "none"
-    writer = df.writeTo(ident).options(**options)
+    return df, options, marker
+
+
+def _committed(spark: SparkSession, commit, marker: str) -> None:
+    """Run the write `commit()`, outside any MERGE's commit properties; a row the check refused
+    becomes `IcebergTableError`."""
+    from pyspark.errors import PySparkException
+
     try:
         # Not while a MERGE holds the session's commit properties: this commit would record them.
         with without_session_properties(spark):
-            if mode == "append":
-                writer.append()
-            elif mode == "overwrite":
-                writer.overwrite(F.lit(True))
-            else:
-                column = F.col(_col(delta_column))
-                writer.overwrite(column >= deltas[0] if and_later else column.isin(*deltas))
+            commit()
     except PySparkException as exc:
         if marker in str(exc):
             raise IcebergTableError(f"{marker}; nothing was committed") from None
         raise
-    return commit_id

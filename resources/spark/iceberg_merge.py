@@ -119,10 +119,41 @@ def merge_upserts(
         delta_num=delta_num, commit_id=commit_id or uuid.uuid4().hex, extra=extra_summary, checks=checks)
 
 
+def insert_into_new(spark: SparkSession, ident: str, changes_df: DataFrame, key_columns: Sequence[str], *,
+                    delta_num: int, columns: Sequence[str], op_column: str = "sys_op", checked: bool = False,
+                    commit_id: str | None = None) -> DeltaCommit:
+    """Apply one delta's changes to the state table `ident` that has no row yet (made by the
+    same step, nothing committed to it): what `merge_upserts` would commit, as an INSERT of each
+    key's change that is not a delete. Against no row every change is "not matched", so the
+    MERGE's join, its key filter and its read of the target were work for nothing.
+
+    The same commit as `merge_upserts`' (one, recording `delta_num` and `commit_id`, tagged
+    ``delta_<N>``, the same failpoints) and the same key rules (exact duplicates dropped; a NULL
+    key or two different changes of one key raise `KeyViolationError` inside the INSERT's own
+    job, nothing written). `columns`: the table's (the caller made it); `checked`: the changes
+    are `checkpoint_checked`'s result already."""
+    quoted = _quote(ident)
+    source = {c.lower(): c for c in changes_df.columns}
+    keys = [source.get(k.lower(), k) for k in key_columns]
+    missing = [c for c in [*key_columns, op_column, *columns] if c.lower() not in source]
+    if not keys or missing:
+        raise IcebergTableError(f"{ident}: the changes lack column(s) {missing or 'key'} (have {changes_df.columns})")
+    op = source[op_column.lower()]
+    changes, checks = changes_df, contextlib.nullcontext()
+    if not checked:
+        changes = _checked_changes(changes_df, keys, op_column=op)
+        checks = _key_violations(ident, keys, deltas=[delta_num])
+    cols = ", ".join(_col(c) for c in columns)
+    vals = ", ".join(_col(source[c.lower()]) for c in columns)
+    return merge_and_tag(spark, ident, changes, lambda view: (
+        f"INSERT INTO {quoted} ({cols}) SELECT {vals} FROM `{view}` WHERE {_col(op)} IS NULL OR {_col(op)} <> 1"),
+        delta_num=delta_num, commit_id=commit_id or uuid.uuid4().hex, checks=checks)
+
+
 def merge_and_tag(spark, ident: str, source: DataFrame, sql_of_view: Callable[[str], str], *, delta_num: int,
                   commit_id: str, extra: Mapping[str, str] | None = None, own: Mapping[str, str] | None = None,
                   checks: contextlib.AbstractContextManager | None = None) -> DeltaCommit:
-    """The MERGE `sql_of_view(view)` into `ident`, `source` standing as the temp view `view`:
+    """The MERGE (or INSERT) `sql_of_view(view)` into `ident`, `source` standing as the temp view `view`:
     one commit whose summary records `delta_num`, `commit_id`, `extra` and `own` (the table's
     own properties, keyed by it: `session_properties.own_property`; MERGEs into other tables
     may run beside with other ones), then tagged ``delta_<N>``. `checks`: a context the MERGE
