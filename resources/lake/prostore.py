@@ -65,7 +65,7 @@ from resources.failpoints import failpoint
 from resources.lake.layout import LakeLayout
 # Shared by every source's tables; importable from here as before.
 from resources.lake.source_tables import (SNAPSHOT_TABLE_PROPERTIES, IncrementNotLandedError,  # noqa: F401
-                                          MissingDeltasError, _since, verify_committed)
+                                          MissingDeltasError, _since, counted_back, verify_committed)
 from resources.lake.side_by_side import side_by_side
 from resources.spark.iceberg import (
     committed_records,
@@ -288,7 +288,11 @@ def land_increment_tables(spark, layout: LakeLayout, datamart: str, deltas: Sequ
         for d in seen:
             rows, deletes = (0, 0)
             if d.delta_num in counted:
-                rows, deletes = counted[d.delta_num]() or _counted_back(spark, ident, d.delta_num)
+                got = counted[d.delta_num]()
+                if got is None:  # the write's count never reached the client: read back what it committed
+                    back = counted_back(spark, ident, d.delta_num, "sys_op", {"deletes": 1})
+                    got = back["rows"], back["deletes"]
+                rows, deletes = got
             out.append((d.delta_num, TableStats(name, rows, rows - deletes, deletes)))
         return ident, commit, out
 
@@ -369,18 +373,6 @@ def _range_parts(spark, name: str, seen: Sequence[IncrementDelta], table_schema)
         parts.append(_table_columns(local_frame(spark, pa.concat_tables(tables).combine_chunks(), struct),
                                     table_schema, columns=struct.names))
     return parts, counted
-
-
-def _counted_back(spark, ident: str, delta_num: int) -> tuple[int, int]:
-    """(rows, deletes) of delta `delta_num`'s partition of the increment table `ident`, as committed:
-    what the write's observation counts, when it did not reach the client."""
-    from pyspark.sql import functions as F
-
-    from resources.codecs.arrow_rows import SYS_OP
-
-    row = (spark.table(ident).where(F.col("delta_num") == delta_num)
-           .agg(F.count(F.lit(1)).alias("rows"), F.count_if(F.col(SYS_OP) == 1).alias("deletes")).collect()[0])
-    return int(row["rows"] or 0), int(row["deletes"] or 0)
 
 
 def record_increments(spark, layout: LakeLayout, datamart: str, deltas: Sequence[IncrementDelta],
