@@ -218,11 +218,8 @@ def unchanged_increment_tables(spark, layout: LakeLayout, datamart: str,
     before = min(d.delta_num for d in deltas) - 1
     if before < 0 or all(d.frames.get(name) is not None for d in deltas for name in data_tables(d.entities)):
         return frozenset()  # nothing before, or every table has rows: no read would spare a thing
-    from resources.lake.side_by_side import side_by_side
-
-    landed, history = side_by_side(lambda read: read(), [
-        (lambda: landed_deltas(spark, layout, datamart, since=before, until=before),),
-        (lambda: changelog_history(spark, layout, datamart, since=before, until=before),)])
+    landed, history = side_by_side(lambda read: read(spark, layout, datamart, since=before, until=before),
+                                   [(landed_deltas,), (changelog_history,)])
     if before not in landed or before not in history:
         return frozenset()
     then = {n: e for n, e in data_tables(replay_changelog(history[before])).items() if n in landed[before]}
