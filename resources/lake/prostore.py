@@ -52,6 +52,7 @@ Incompatible retyping (a dropped column added again with another type) is refuse
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
@@ -206,20 +207,56 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
     return stats
 
 
-def unchanged_increment_tables(spark, layout: LakeLayout, datamart: str,
-                               deltas: Sequence[IncrementDelta]) -> frozenset[str]:
+class MetaRead:
+    """The manifest's and the changelog's rows of the deltas from `since` on (to `until`), as
+    (`landed_deltas`, `changelog_history`): read once, side by side, by whichever part of a step
+    asks first; a part asking while the read is under way waits for it, and every part gets the
+    same rows (two parts of one step, each in its own thread, used to read them both). A failed
+    read fails every part that asks. Each caller gets its own outer dicts (it may add deltas)."""
+
+    def __init__(self, spark, layout: LakeLayout, datamart: str, since: int, until: int | None = None):
+        self.since, self.until = since, until
+        self._args = (spark, layout, datamart)
+        self._lock = threading.Lock()
+        self._read: tuple | None = None  # (landed, history) once read
+        self._error: BaseException | None = None
+
+    def holds(self, delta_num: int) -> bool:
+        """Whether the read takes in delta `delta_num`'s rows."""
+        return self.since <= delta_num and (self.until is None or delta_num <= self.until)
+
+    def get(self) -> tuple[dict[int, dict[str, TableStats]], dict[int, list[ChangelogRecord]]]:
+        with self._lock:
+            if self._read is None and self._error is None:
+                try:
+                    self._read = tuple(side_by_side(
+                        lambda read: read(*self._args, since=self.since, until=self.until),
+                        [(landed_deltas,), (changelog_history,)]))
+                except BaseException as exc:
+                    self._error = exc
+        if self._error is not None:
+            raise self._error
+        landed, history = self._read
+        return dict(landed), dict(history)
+
+
+def unchanged_increment_tables(spark, layout: LakeLayout, datamart: str, deltas: Sequence[IncrementDelta],
+                               meta: MetaRead | None = None) -> frozenset[str]:
     """The tables whose increment tables the run's `deltas` leave as they are: no rows in any of
     them, and in each the same DDL as in the delta before the run, which the manifest records as
     landed. That delta's landing made or evolved every table of its changelog to those columns
     before its manifest row was written, so nothing is to be made, evolved or checked again
     (issue 57: asking each table's schema cost a round trip per table of the datamart, 500 of
-    them a delta at 500 tables). Two reads of one delta's partition (manifest and changelog);
-    empty when that delta is not recorded (the first, or a lake rebuilt): every table is asked."""
+    them a delta at 500 tables). `meta`: the step's read of the meta tables, when it takes in that
+    delta (the snapshot's side reads them too: one read serves both); else the manifest and the
+    changelog of that delta's partition are read here. Empty when that delta is not recorded (the
+    first, or a lake rebuilt): every table is asked."""
     before = min(d.delta_num for d in deltas) - 1
     if before < 0 or all(d.frames.get(name) is not None for d in deltas for name in data_tables(d.entities)):
         return frozenset()  # nothing before, or every table has rows: no read would spare a thing
-    landed, history = side_by_side(lambda read: read(spark, layout, datamart, since=before, until=before),
-                                   [(landed_deltas,), (changelog_history,)])
+    if meta is None or not meta.holds(before):
+        meta = MetaRead(spark, layout, datamart, since=before, until=before)
+    landed, history = meta.get()
     if before not in landed or before not in history:
         return frozenset()
     then = {n: e for n, e in data_tables(replay_changelog(history[before])).items() if n in landed[before]}
