@@ -6,7 +6,8 @@ metadata reads), and as four steps in a row a delta paid every wait in turn, and
 read back from the lake what the steps before it had just written. Here:
 1. side by side: signal_events' commit; changelog's commit; the increment tables' commits and,
    once they and the changelog's commit are done, the manifest's; the snapshot's reads of
-   the lake as it was before the run (manifest, changelog history, each table's last delta);
+   the lake as it was before the run (manifest, changelog history, each table's last delta;
+   the manifest and changelog read once, for the increment's side too: `MetaRead`);
    and, in a one-delta run, once the increment tables and those reads are done, the history
    of the tables the delta changes (`early_history.py`), beside the manifest's commit;
 2. once changelog and increment have landed: the snapshot's MERGEs beside the increment's
@@ -48,8 +49,8 @@ from resources.failpoints import failpoint
 from resources.kafka.fetch import fetch_values
 from platform_assets.io_managers.prostore import BackupSlice, SignalSlice
 from resources.lake.layout import LakeLayout
-from resources.lake.prostore import (IncrementDelta, TableStats, changelog_history, data_tables, land_changelogs,
-                                     land_increment_tables, landed_deltas, record_increments,
+from resources.lake.prostore import (IncrementDelta, MetaRead, TableStats, changelog_history, data_tables,
+                                     land_changelogs, land_increment_tables, landed_deltas, record_increments,
                                      unchanged_increment_tables)
 from resources.lake.key_check import KeyCheckPlan
 from resources.lake.prostore_history import history_ident
@@ -174,6 +175,11 @@ def _phase1(session, layout: LakeLayout, datamart: str, keys: DatamartKeys, chos
     target = backup[-1].delta_num
     early = keep_history and len(backup) == 1 and {keys.changelog, keys.increment, keys.snapshot} <= chosen
     tables_landed: Future | None = Future() if early else None  # the increment tables' stats, once committed
+    # The manifest and changelog from the delta before the run on: the snapshot's lake read needs
+    # them, and so does the increment's `unchanged_increment_tables` (that delta's rows): whichever
+    # asks first reads them for both, in its own thread, beside the rest of its work.
+    meta = MetaRead(session, layout, datamart, since=backup[0].delta_num - 1) \
+        if {keys.changelog, keys.snapshot} <= chosen else None
     with ThreadPoolExecutor(max_workers=5, thread_name_prefix="deltaport-asset") as pool:
         def start(key, fn) -> Future | None:
             return pool.submit(timed, key, fn) if key in chosen else None
@@ -183,14 +189,15 @@ def _phase1(session, layout: LakeLayout, datamart: str, keys: DatamartKeys, chos
         changelog_job = start(keys.changelog, lambda: land_changelogs(
             session, layout, datamart, [(b.delta_num, b.report.chosen, records[b.delta_num]) for b in backup]))
         increment_job = start(keys.increment, lambda: _land_increment(session, layout, datamart, backup, records,
-                                                                      changelog_job, tables_landed))
+                                                                      changelog_job, tables_landed, meta))
         # The target's tables, as the snapshot will see them: from this run's changelog if it lands it.
         tables = list(data_tables(replay_changelog(records[target]))) if changelog_job is not None else None
         before_job = start(keys.snapshot, lambda: _lake_before_run(
             session, layout, datamart, target, tables, backup[0].delta_num,
             mark=DeltaMarks(index.store).get(datamart).landed_through if tables else None,
             run_changes=frozenset(t for b in backup for t in (tables or ()) if b.table_refs(t)),
-            run_schemas=tuple(data_tables(replay_changelog(records[b.delta_num])) for b in backup) if tables else ()))
+            run_schemas=tuple(data_tables(replay_changelog(records[b.delta_num])) for b in backup) if tables else (),
+            meta=meta))
         early_job = pool.submit(timed, keys.snapshot, lambda: _early_history(
             session, layout, datamart, target, records[target], before_job, tables_landed)) if early else None
     done = {f.result().key: f.result() for f in (signal_job, changelog_job, increment_job, before_job) if f}
@@ -285,16 +292,17 @@ def _increment_delta(session, backup: BackupSlice, records: list) -> IncrementDe
 
 
 def _land_increment(session, layout: LakeLayout, datamart: str, backup: list[BackupSlice],
-                    records: dict[int, list], changelog: Future | None, tables_landed: Future | None = None):
+                    records: dict[int, list], changelog: Future | None, tables_landed: Future | None = None,
+                    meta: MetaRead | None = None):
     """The increment tables, then (once the changelog of the same deltas has landed, when this
     step lands it) the manifest: ([IncrementDelta], {delta: stats}, the tables the run left as
-    they were: `unchanged_increment_tables`). `tables_landed` gets the stats (or the error) as
-    soon as the tables have committed, before the manifest."""
+    they were: `unchanged_increment_tables`, from `meta` when the step reads it). `tables_landed`
+    gets the stats (or the error) as soon as the tables have committed, before the manifest."""
     try:
         todo = [_increment_delta(session, b, records[b.delta_num]) for b in backup]
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="deltaport-asset") as pool:
             # Read beside the changed tables' writes, which do not wait for it.
-            known = pool.submit(unchanged_increment_tables, session, layout, datamart, todo)
+            known = pool.submit(unchanged_increment_tables, session, layout, datamart, todo, meta)
             with task_errors():  # a bad message read by a Spark task surfaces as our typed error
                 stats = land_increment_tables(session, layout, datamart, todo, known)
         unchanged = known.result()
@@ -339,7 +347,8 @@ class _SnapshotInputs:
 
 def _lake_before_run(session, layout: LakeLayout, datamart: str, target: int,
                      tables: list[str] | None, first: int | None = None, *, mark: int | None = None,
-                     run_changes: frozenset[str] = frozenset(), run_schemas: tuple = ()) -> _SnapshotInputs:
+                     run_changes: frozenset[str] = frozenset(), run_schemas: tuple = (),
+                     meta: MetaRead | None = None) -> _SnapshotInputs:
     """What the snapshot needs of the lake as it was before this run: the last applied delta of
     the target's tables (`tables`, or as the lake's changelog of the target says) and their
     rows, and the manifest and changelog history from the lowest of those deltas on (the meta
@@ -357,16 +366,19 @@ def _lake_before_run(session, layout: LakeLayout, datamart: str, target: int,
     A delta commits only to the tables it changes, so a table's own last delta may be far below
     the mark: every table is taken to be at least at the mark (`prostore_snapshot.at_least`), the
     state store's when it is trusted, else the lake's own (`landed_mark.lake_landed_through`,
-    read beside the rest), so neither the reads nor the plan go back over deltas that left it alone."""
+    read beside the rest), so neither the reads nor the plan go back over deltas that left it alone.
+    `meta`: the step's read of the meta tables from the delta before the run on, shared with the
+    increment's side (read here if no other part of the step asked first)."""
     rows: dict[str, int] = {}
     if tables:
         guess = (target if first is None else first) - 1
         trusted = mark is not None and mark == guess
         asked = [t for t in tables if t in run_changes] if trusted else tables
-        progress, landed, history, lake_mark = side_by_side(lambda read: read(), [
+        if meta is None or (meta.since, meta.until) != (guess, None):
+            meta = MetaRead(session, layout, datamart, since=guess)
+        progress, (landed, history), lake_mark = side_by_side(lambda read: read(), [
             (lambda: snapshot_progress(session, layout, datamart, asked, rows=rows) if asked else {},),
-            (lambda: landed_deltas(session, layout, datamart, since=guess),),
-            (lambda: changelog_history(session, layout, datamart, since=guess),),
+            (meta.get,),
             (lambda: None if trusted else lake_landed_through(session, layout, datamart),)])
         floor = mark if trusted else lake_mark
         unread: frozenset[str] = frozenset()
@@ -381,9 +393,7 @@ def _lake_before_run(session, layout: LakeLayout, datamart: str, target: int,
         progress = at_least(layout, datamart, progress, floor, history)
         low = None if None in progress.values() else min(progress.values(), default=None)
         if low is not None and low < guess:
-            landed, history = side_by_side(lambda read: read(), [
-                (lambda: landed_deltas(session, layout, datamart, since=low),),
-                (lambda: changelog_history(session, layout, datamart, since=low),)])
+            landed, history = MetaRead(session, layout, datamart, since=low).get()
         if low is not None and low in landed:
             return _SnapshotInputs(landed, history, progress, low, rows, unread, floor)
         return _SnapshotInputs(landed_deltas(session, layout, datamart),

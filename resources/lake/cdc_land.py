@@ -21,7 +21,7 @@ from resources.codecs.cdc import BEFORE_IMAGE, DELETE, UPSERT
 from resources.lake.cdc_columns import META_COLUMNS, _INCREMENT_EXTRA, CdcTypeError
 from resources.lake.layout import LakeLayout
 from resources.lake.side_by_side import side_by_side
-from resources.lake.source_tables import _since, verify_committed
+from resources.lake.source_tables import _since, counted_back, verify_committed
 from resources.spark.iceberg import committed_records, ensure_table, replace_deltas, table_exists
 from resources.spark.unions import union_all
 
@@ -178,7 +178,7 @@ def _write_tables(spark, layout: LakeLayout, source: str, deltas: Sequence[CdcDe
             if "rows" not in got:
                 # The write committed but its observation never reached the client (seen once, on a
                 # standalone cluster under load: an empty dict). The rows are counted back instead.
-                got = _counted_back(spark, ident, n)
+                got = counted_back(spark, ident, n, "_op", {op: op for op in _OPS})
             stats[n].append(CdcLandStats(table, int(got["rows"]), int(got[UPSERT]), int(got[DELETE]),
                                          int(got[BEFORE_IMAGE])))
             rows_sent[ident] = rows_sent.get(ident, 0) + int(got["rows"])
@@ -213,16 +213,6 @@ def _string():
     from pyspark.sql.types import StringType
 
     return StringType()
-
-
-def _counted_back(spark, ident: str, delta_num: int) -> dict[str, int]:
-    """What the write's observation counts, read back from delta `delta_num`'s partition of `ident`."""
-    from pyspark.sql import functions as F
-
-    row = (spark.table(ident).where(F.col("delta_num") == delta_num)
-           .agg(F.count(F.lit(1)).alias("rows"), *[F.count_if(F.col("_op") == op).alias(op) for op in _OPS])
-           .collect()[0])
-    return {k: int(row[k] or 0) for k in ("rows", *_OPS)}
 
 
 def cdc_landed_deltas(spark, layout: LakeLayout, source: str,

@@ -53,6 +53,7 @@ Incompatible retyping (a dropped column added again with another type) is refuse
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
@@ -66,7 +67,7 @@ from resources.failpoints import failpoint
 from resources.lake.layout import LakeLayout
 # Shared by every source's tables; importable from here as before.
 from resources.lake.source_tables import (SNAPSHOT_TABLE_PROPERTIES, IncrementNotLandedError,  # noqa: F401
-                                          MissingDeltasError, _since, verify_committed)
+                                          MissingDeltasError, _since, counted_back, verify_committed)
 from resources.lake.side_by_side import side_by_side
 from resources.spark.iceberg import (
     committed_records,
@@ -209,23 +210,56 @@ def land_increments(spark, layout: LakeLayout, datamart: str,
     return stats
 
 
-def unchanged_increment_tables(spark, layout: LakeLayout, datamart: str,
-                               deltas: Sequence[IncrementDelta]) -> frozenset[str]:
+class MetaRead:
+    """The manifest's and the changelog's rows of the deltas from `since` on (to `until`), as
+    (`landed_deltas`, `changelog_history`): read once, side by side, by whichever part of a step
+    asks first; a part asking while the read is under way waits for it, and every part gets the
+    same rows (two parts of one step, each in its own thread, used to read them both). A failed
+    read fails every part that asks. Each caller gets its own outer dicts (it may add deltas)."""
+
+    def __init__(self, spark, layout: LakeLayout, datamart: str, since: int, until: int | None = None):
+        self.since, self.until = since, until
+        self._args = (spark, layout, datamart)
+        self._lock = threading.Lock()
+        self._read: tuple | None = None  # (landed, history) once read
+        self._error: BaseException | None = None
+
+    def holds(self, delta_num: int) -> bool:
+        """Whether the read takes in delta `delta_num`'s rows."""
+        return self.since <= delta_num and (self.until is None or delta_num <= self.until)
+
+    def get(self) -> tuple[dict[int, dict[str, TableStats]], dict[int, list[ChangelogRecord]]]:
+        with self._lock:
+            if self._read is None and self._error is None:
+                try:
+                    self._read = tuple(side_by_side(
+                        lambda read: read(*self._args, since=self.since, until=self.until),
+                        [(landed_deltas,), (changelog_history,)]))
+                except BaseException as exc:
+                    self._error = exc
+        if self._error is not None:
+            raise self._error
+        landed, history = self._read
+        return dict(landed), dict(history)
+
+
+def unchanged_increment_tables(spark, layout: LakeLayout, datamart: str, deltas: Sequence[IncrementDelta],
+                               meta: MetaRead | None = None) -> frozenset[str]:
     """The tables whose increment tables the run's `deltas` leave as they are: no rows in any of
     them, and in each the same DDL as in the delta before the run, which the manifest records as
     landed. That delta's landing made or evolved every table of its changelog to those columns
     before its manifest row was written, so nothing is to be made, evolved or checked again
     (issue 57: asking each table's schema cost a round trip per table of the datamart, 500 of
-    them a delta at 500 tables). Two reads of one delta's partition (manifest and changelog);
-    empty when that delta is not recorded (the first, or a lake rebuilt): every table is asked."""
+    them a delta at 500 tables). `meta`: the step's read of the meta tables, when it takes in that
+    delta (the snapshot's side reads them too: one read serves both); else the manifest and the
+    changelog of that delta's partition are read here. Empty when that delta is not recorded (the
+    first, or a lake rebuilt): every table is asked."""
     before = min(d.delta_num for d in deltas) - 1
     if before < 0 or all(d.frames.get(name) is not None for d in deltas for name in data_tables(d.entities)):
         return frozenset()  # nothing before, or every table has rows: no read would spare a thing
-    from resources.lake.side_by_side import side_by_side
-
-    landed, history = side_by_side(lambda read: read(), [
-        (lambda: landed_deltas(spark, layout, datamart, since=before, until=before),),
-        (lambda: changelog_history(spark, layout, datamart, since=before, until=before),)])
+    if meta is None or not meta.holds(before):
+        meta = MetaRead(spark, layout, datamart, since=before, until=before)
+    landed, history = meta.get()
     if before not in landed or before not in history:
         return frozenset()
     then = {n: e for n, e in data_tables(replay_changelog(history[before])).items() if n in landed[before]}
@@ -302,7 +336,11 @@ def land_increment_tables(spark, layout: LakeLayout, datamart: str, deltas: Sequ
         for d in seen:
             rows, deletes = (0, 0)
             if d.delta_num in counted:
-                rows, deletes = counted[d.delta_num]() or _counted_back(spark, ident, d.delta_num)
+                got = counted[d.delta_num]()
+                if got is None:  # the write's count never reached the client: read back what it committed
+                    back = counted_back(spark, ident, d.delta_num, "sys_op", {"deletes": 1})
+                    got = back["rows"], back["deletes"]
+                rows, deletes = got
             out.append((d.delta_num, TableStats(name, rows, rows - deletes, deletes)))
         return ident, commit, out
 
@@ -383,18 +421,6 @@ def _range_parts(spark, name: str, seen: Sequence[IncrementDelta], table_schema)
         parts.append(_table_columns(local_frame(spark, pa.concat_tables(tables).combine_chunks(), struct),
                                     table_schema, columns=struct.names))
     return parts, counted
-
-
-def _counted_back(spark, ident: str, delta_num: int) -> tuple[int, int]:
-    """(rows, deletes) of delta `delta_num`'s partition of the increment table `ident`, as committed:
-    what the write's observation counts, when it did not reach the client."""
-    from pyspark.sql import functions as F
-
-    from resources.codecs.arrow_rows import SYS_OP
-
-    row = (spark.table(ident).where(F.col("delta_num") == delta_num)
-           .agg(F.count(F.lit(1)).alias("rows"), F.count_if(F.col(SYS_OP) == 1).alias("deletes")).collect()[0])
-    return int(row["rows"] or 0), int(row["deletes"] or 0)
 
 
 def record_increments(spark, layout: LakeLayout, datamart: str, deltas: Sequence[IncrementDelta],

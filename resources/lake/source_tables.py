@@ -1,6 +1,7 @@
 """What every source's lake tables share, whatever the format (Prostore's datamarts and the change
 streams alike): the snapshot tables' write properties, the errors that keep a delta from landing
-or advancing, the check that an increment commit holds the rows written, and the delta filter.
+or advancing, the check that an increment commit holds the rows written, the count of a delta's
+committed rows when the write's own count was lost, and the delta filter.
 
 What flows through: names, delta numbers and row counts; no Spark session is held here. Guarantees:
 `verify_committed` raises before a manifest claims a delta whose commit lost or gained rows.
@@ -64,3 +65,18 @@ def verify_committed(datamart: str, deltas: Sequence[int], written: Mapping[str,
                            for ident, (rows, got) in wrong.items())
         raise IncrementNotLandedError(f"datamart {datamart!r} delta(s) {', '.join(map(str, deltas))}: "
                                       f"increment not landed as written ({detail}); the manifest was not written")
+
+
+def counted_back(spark, ident: str, delta_num: int, op_column: str, ops: Mapping[str, object]) -> dict[str, int]:
+    """{"rows": rows, name: rows whose `op_column` is value, for each name, value of `ops`} in delta
+    `delta_num`'s partition of the increment table `ident`, as committed: what an increment write
+    counts with an observation as it sends the rows, read back when that count never reached the
+    client (Spark 4.1.1's client waits only 100 ms for it, SPARK-54279, which a loaded server
+    misses). One aggregate over the delta's partition only."""
+    from pyspark.sql import functions as F
+
+    row = (spark.table(ident).where(F.col("delta_num") == delta_num)
+           .agg(F.count(F.lit(1)).alias("rows"), *[F.count_if(F.col(op_column) == value).alias(name)
+                                                   for name, value in ops.items()])
+           .collect()[0])
+    return {name: int(row[name] or 0) for name in ("rows", *ops)}

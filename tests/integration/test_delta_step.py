@@ -12,6 +12,7 @@ materialized on its own reads what it needs from the lake.
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 import dagster as dg
 import pytest
@@ -399,3 +400,38 @@ def test_the_stream_step_keeps_its_tables_for_the_catalog(kafka_bootstrap, qlik_
         after = load_tables("src")
     assert set(tables) <= set(after)
     assert (instance.defs_state_storage.get_latest_version(key) == before) == (after == tables)
+
+
+@pytest.fixture(scope="module")
+def fresh_platform(kafka_bootstrap, spark_remote, tmp_path_factory):
+    yield from four_deltas_platform(kafka_bootstrap, tmp_path_factory.mktemp("meta-once"), seed=23, name="metaonce")
+
+
+def test_a_steady_delta_reads_the_meta_tables_before_it_once(fresh_platform, monkeypatch):
+    """The manifest and the changelog from the delta before the run on are read once in a step:
+    the snapshot's lake read and the increment's look for tables it leaves alone (delta 1 leaves
+    `stores` alone, so the increment needs delta 0's rows) share one read (`MetaRead`); each
+    read them before."""
+    from resources.lake import prostore
+
+    sc, defs, instance, layout, spark = fresh_platform
+    landed_through(defs, instance, 0)
+    reads = []
+
+    def counted(name, read):
+        def counting(*args, since=None, until=None):
+            reads.append((name, since, until))
+            return read(*args, since=since, until=until)
+        return counting
+
+    for name in ("landed_deltas", "changelog_history"):
+        wrapper = counted(name, getattr(prostore, name))
+        monkeypatch.setattr(prostore, name, wrapper)
+        monkeypatch.setattr(delta_step, name, wrapper)
+    result = run(defs, instance, 1)
+    monkeypatch.undo()
+    assert result.success and materialized(result) == ALL
+    assert any(s.rows == 0 for s in landed_deltas(spark, layout, DM)[1].values())  # a table left alone
+    # Delta 0's rows on: read once each (the increment's side used to read them again, up to delta 0).
+    assert Counter(name for name, since, _ in reads if since == 0) == {"landed_deltas": 1, "changelog_history": 1}, reads
+    assert equal_to_truth(sc, spark, layout, 1)

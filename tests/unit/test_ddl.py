@@ -194,6 +194,28 @@ def test_replay_orders_by_change_num_and_accepts_records():
     assert view.query.startswith("SELECT store_id, SUM(product_units)")
 
 
+def test_a_list_replayed_again_gives_a_fresh_copy_and_its_changes_are_seen():
+    """A caller's list replays once (issue 57: a step asks a dozen times); every call gets its own
+    dict, and a list changed in place (a record replaced or added) or a mapping record changed
+    is replayed again, never answered from the cache."""
+    t = "CREATE TABLE dm.{} (id bigint, PRIMARY KEY (id)) DISTRIBUTED BY (id)"
+    records = [ChangelogRecord(0, "a", t.format("a")), ChangelogRecord(1, "b", t.format("b"))]
+    first = replay_changelog(records)
+    first.pop("a")  # the caller's to change
+    assert sorted(replay_changelog(records)) == ["a", "b"]
+    assert replay_changelog(records) is not replay_changelog(records)
+    records[1] = ChangelogRecord(1, "c", t.format("c"))
+    assert sorted(replay_changelog(records)) == ["a", "c"]
+    records.append(ChangelogRecord(2, "a", "DROP TABLE dm.a"))
+    assert sorted(replay_changelog(records)) == ["c"]
+    as_tuple = tuple(records[:1])
+    assert sorted(replay_changelog(as_tuple)) == sorted(replay_changelog(as_tuple)) == ["a"]
+    mappings = [{"changeNum": 0, "entityName": "a", "changeQuery": t.format("a")}]
+    assert sorted(replay_changelog(mappings)) == ["a"]
+    mappings[0]["changeQuery"] = t.format("d")
+    assert sorted(replay_changelog(mappings)) == ["d"]
+
+
 def test_replay_replace_drop_and_ignore_others():
     records = [
         ChangelogRecord(0, "sourcedb", "CREATE DATABASE sourcedb"),
