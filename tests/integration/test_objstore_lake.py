@@ -61,7 +61,7 @@ pytestmark = pytest.mark.integration
 DM = "marketing"
 DELTAS = 2  # delta 1 changes the schema (a table added); each delta is a run (~15 s on 2 busy cores)
 CATALOG = "s3lake"
-EVERY = 13  # one request in thirteen fails while the story lands ...
+EVERY = 10  # one request in ten fails while the story lands (its ~390 requests: a first delta makes fewer since its tables are made holding their rows) ...
 MAX_FAULTS = 32  # ... 8 of each kind
 SYNC_SECONDS: list[float] = []  # how long the landing took (printed with the fault figures)
 
