@@ -309,8 +309,7 @@ def land_increment_tables(spark, layout: LakeLayout, datamart: str, deltas: Sequ
                 struct = wanted
                 ensured = ensure_table(spark, ident, struct, partition_by=["delta_num"])
                 created = ensured.created or created
-                # The schema the table was made with, while no later delta changed it: not asked again.
-                made = ensured.schema if ensured.created else None if ensured.changed else made
+                made = ensured.schema  # as made or as it is: not asked again (None after an ALTER)
         if not created and not any(d.frames.get(name) is not None for d in seen):
             # No change of the table in these deltas: no commit (a job and a metadata commit per
             # untouched table per delta, every one of a datamart's tables). Nothing of these

@@ -361,7 +361,7 @@ def _apply_delta(spark, layout: LakeLayout, datamart: str, n: int, entity: Entit
         carry = dict(transition.renamed)
         carry.update({c: None for c in transition.added if c.lower() in had})
     table = spark.table(ident)
-    schema = ensured.schema if created else table.schema if before is None or ensured.changed else before
+    schema = ensured.schema if ensured.schema is not None else table.schema
     if stats.rows == 0 and not carry:
         # No row: the table is born at n (an empty commit), or its DDL changed with no row to
         # carry (the tag records the change; a delta that changed nothing is not in the plan).

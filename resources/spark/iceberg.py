@@ -149,8 +149,8 @@ class EnsuredTable:
     created: bool
     added_columns: tuple[str, ...] = ()
     widened_columns: tuple[str, ...] = ()
-    # When created: its schema as made (every column nullable, the types asked for), which a
-    # read of the new table would return; the caller need not ask the server for it.
+    # Its schema when known without asking again: as made (every column nullable, the types asked
+    # for), or as it was and still is (nothing added or widened); None after an ALTER (read it).
     schema: StructType | None = None
 
     @property
@@ -340,7 +340,7 @@ def ensure_table(
         existence.remember(spark, ident)
         return EnsuredTable(created=True, schema=wanted)
 
-    have = {f.name.lower(): f for f in current.fields}
+    existing, have = current, {f.name.lower(): f for f in current.fields}
     added, widened, problems = [], [], []
     for f in wanted.fields:
         current = have.get(f.name.lower())
@@ -361,7 +361,7 @@ def ensure_table(
         column = _col(have[f.name.lower()].name)
         spark.sql(f"ALTER TABLE {quoted} ALTER COLUMN {column} TYPE {f.dataType.simpleString()}")
     return EnsuredTable(created=False, added_columns=tuple(f.name for f in added),
-                        widened_columns=tuple(f.name for f in widened))
+                        widened_columns=tuple(f.name for f in widened), schema=None if added or widened else existing)
 
 
 # --------------------------------------------------------------------------------------------
